@@ -1,0 +1,92 @@
+"""`fake-sidecar` / `python -m fake_sidecar`: run the reference engine as a process."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+
+from fake_sidecar.engine.store import StoreError
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of bytes") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not between 0 and 65535")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="fake-sidecar",
+        description="Reference Dapr-dialect TaskHubSidecarService engine (taskhub-conformance).")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=_port, default=4001, help="port (default 4001; 0 picks a free port)")
+    p.add_argument("--db", default="./fake-sidecar.db",
+                   help="SQLite file (default ./fake-sidecar.db); ':memory:' keeps nothing")
+    p.add_argument("--api-token", default=os.environ.get("DAPR_API_TOKEN") or None,
+                   help="require metadata 'dapr-api-token: T' on every RPC (default: env DAPR_API_TOKEN)")
+    p.add_argument("--activity-lease", type=_positive_float, default=None, metavar="SECONDS",
+                   help="dispatch an activity again if it is not completed within SECONDS (default: never)")
+    p.add_argument("--max-payload", type=_positive_int, default=None, metavar="BYTES",
+                   help="stall a workflow (PAYLOAD_SIZE_EXCEEDED) whose history exceeds 95%% of BYTES")
+    p.add_argument("--clock", choices=("real", "virtual"), default="real",
+                   help="virtual: when nothing is in flight, jump to the next due timer")
+    p.add_argument("--log-level", default="WARNING", type=str.upper,
+                   choices=("DEBUG", "INFO", "WARNING", "ERROR"), help="log level on stderr (default WARNING)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from fake_sidecar.server import SidecarServer
+
+    try:
+        server = SidecarServer.start(host=args.host, port=args.port, db=args.db, api_token=args.api_token,
+                                     activity_lease=args.activity_lease, max_payload=args.max_payload,
+                                     clock=args.clock)
+    except StoreError as exc:
+        print(f"fake-sidecar: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"fake-sidecar: {exc}", file=sys.stderr)
+        return 1
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    print(f"listening on {server.address}", flush=True)
+    stop.wait()
+    server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,37 @@
+"""Engine errors carry a status name that the gRPC edge maps onto a status code."""
+
+from __future__ import annotations
+
+
+class EngineError(Exception):
+    """An operation the engine refuses; `code` names a gRPC status (e.g. "NOT_FOUND")."""
+
+    code = "UNKNOWN"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class NotFound(EngineError):
+    code = "NOT_FOUND"
+
+
+class AlreadyExists(EngineError):
+    code = "ALREADY_EXISTS"
+
+
+class InvalidArgument(EngineError):
+    code = "INVALID_ARGUMENT"
+
+
+class FailedPrecondition(EngineError):
+    code = "FAILED_PRECONDITION"
+
+
+class Unimplemented(EngineError):
+    code = "UNIMPLEMENTED"
+
+
+class ShuttingDown(EngineError):
+    code = "CANCELLED"

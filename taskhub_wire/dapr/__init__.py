@@ -1,0 +1,1 @@
+"""Dapr dialect of TaskHubSidecarService (generated module: taskhub_pb2)."""

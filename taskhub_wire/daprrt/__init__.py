@@ -1,0 +1,1 @@
+"""Workflow subset of the Dapr runtime API (generated module: workflow_pb2)."""
