@@ -116,7 +116,8 @@ class Engine:
         inst = Instance(iid=li.iid, seq=m["seq"], name=m["name"], generation=m["generation"],
                         execution_id=m["execution_id"], created_ns=m["created_ns"],
                         last_updated_ns=m["last_updated_ns"], custom_status=m["custom_status"],
-                        stalled=tuple(m["stalled"]) if m["stalled"] else None, parent=m["parent"])
+                        stalled=tuple(m["stalled"]) if m["stalled"] else None, parent=m["parent"],
+                        continuing=m.get("continuing", False))
         for raw in li.history:
             ev = pb.HistoryEvent.FromString(raw)
             inst.history.append(ev)
@@ -149,6 +150,7 @@ class Engine:
         kind = ev.WhichOneof("eventType")
         if kind == "executionStarted":
             inst.started = True
+            inst.continuing = False
         elif kind == "executionCompleted":
             inst.completed = ev
         elif kind == "executionSuspended":
@@ -978,6 +980,7 @@ class Engine:
         inst.children = []
         inst.patches = []
         inst.generation += 1
+        inst.continuing = True
         now = self.now()
         start = pb.HistoryEvent(eventId=-1, timestamp=ts(now))
         es = start.executionStarted

@@ -77,6 +77,7 @@ class Instance:
     custom_status: str | None = None
     stalled: tuple[int, str] | None = None
     parent: dict[str, Any] | None = None
+    continuing: bool = False  # a continue-as-new generation waits for its first turn: RUNNING, not PENDING
     history: list[pb.HistoryEvent] = field(default_factory=list)
     inbox: list[InboxEntry] = field(default_factory=list)
     activities: dict[int, PendingActivity] = field(default_factory=dict)
@@ -102,6 +103,7 @@ class Instance:
             "execution_id": self.execution_id, "created_ns": self.created_ns,
             "last_updated_ns": self.last_updated_ns, "custom_status": self.custom_status,
             "stalled": list(self.stalled) if self.stalled else None, "parent": self.parent,
+            "continuing": self.continuing,
         }
 
     @property
@@ -112,7 +114,7 @@ class Instance:
         if self.stalled is not None:
             return pb.ORCHESTRATION_STATUS_STALLED
         if not self.started:
-            return pb.ORCHESTRATION_STATUS_PENDING
+            return pb.ORCHESTRATION_STATUS_RUNNING if self.continuing else pb.ORCHESTRATION_STATUS_PENDING
         if self.suspended:
             return pb.ORCHESTRATION_STATUS_SUSPENDED
         return pb.ORCHESTRATION_STATUS_RUNNING
