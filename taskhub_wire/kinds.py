@@ -33,9 +33,7 @@ def _kind(message: Message, oneof: str, expected: type[Message]) -> str:
         raise TypeError(f"expected {expected.DESCRIPTOR.full_name}, got {type(message).__name__}")
     member = message.WhichOneof(oneof)
     if member is None:
-        raise ValueError(
-            f"{expected.DESCRIPTOR.name} has no {oneof} set, so it has no kind: {message!r}"
-        )
+        raise ValueError(f"{expected.DESCRIPTOR.name} has no {oneof} set, so it has no kind: {message!r}")
     return _pascal(member)
 
 

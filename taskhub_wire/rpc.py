@@ -140,7 +140,6 @@ class StreamCall(Protocol):
     """What ``stream()`` returns: an iterator of responses that is also a cancellable grpc call."""
 
     def __iter__(self) -> Iterator[Message]: ...
-    def __next__(self) -> Message: ...
     def cancel(self) -> bool: ...
     def code(self) -> grpc.StatusCode | None: ...
     def details(self) -> str | None: ...
@@ -154,7 +153,9 @@ class _ServiceClient:
     def __init__(self, channel: grpc.Channel, *, metadata: Metadata = ()) -> None:
         self._channel = channel
         self._metadata = tuple(metadata)
-        self._callables: dict[str, grpc.UnaryUnaryMultiCallable | grpc.UnaryStreamMultiCallable] = {}
+        # Multi-callables are made on first use and reused, one per method.
+        self._unary: dict[str, grpc.UnaryUnaryMultiCallable[Message, Message]] = {}
+        self._streams: dict[str, grpc.UnaryStreamMultiCallable[Message, Message]] = {}
 
     def call(
         self,
@@ -167,7 +168,13 @@ class _ServiceClient:
     ) -> Message:
         """Invoke a unary method and return its response message."""
         method = self._checked(name, request, Kind.UNARY)
-        callable_ = self._callable(method)
+        callable_ = self._unary.get(method.name)
+        if callable_ is None:
+            callable_ = self._unary[method.name] = self._channel.unary_unary(
+                method.path,
+                request_serializer=method.request.SerializeToString,
+                response_deserializer=method.response.FromString,
+            )
         return callable_(
             request, timeout=timeout, metadata=self._metadata + tuple(metadata), wait_for_ready=wait_for_ready
         )
@@ -183,7 +190,13 @@ class _ServiceClient:
     ) -> StreamCall:
         """Invoke a server-streaming method; iterate the result, ``cancel()`` it to hang up."""
         method = self._checked(name, request, Kind.SERVER_STREAM)
-        callable_ = self._callable(method)
+        callable_ = self._streams.get(method.name)
+        if callable_ is None:
+            callable_ = self._streams[method.name] = self._channel.unary_stream(
+                method.path,
+                request_serializer=method.request.SerializeToString,
+                response_deserializer=method.response.FromString,
+            )
         return callable_(
             request, timeout=timeout, metadata=self._metadata + tuple(metadata), wait_for_ready=wait_for_ready
         )
@@ -196,24 +209,9 @@ class _ServiceClient:
         # Both dialects have e.g. a HistoryEvent; sending the wrong class would encode silently.
         if not isinstance(request, method.request):
             raise TypeError(
-                f"{method.path} takes {method.request.DESCRIPTOR.full_name}, "
-                f"got {type(request).DESCRIPTOR.full_name}"
+                f"{method.path} takes {method.request.DESCRIPTOR.full_name}, got {type(request).DESCRIPTOR.full_name}"
             )
         return method
-
-    def _callable(self, method: Method) -> grpc.UnaryUnaryMultiCallable | grpc.UnaryStreamMultiCallable:
-        cached = self._callables.get(method.name)
-        if cached is None:
-            serializers = {
-                "request_serializer": method.request.SerializeToString,
-                "response_deserializer": method.response.FromString,
-            }
-            if method.kind is Kind.SERVER_STREAM:
-                cached = self._channel.unary_stream(method.path, **serializers)
-            else:
-                cached = self._channel.unary_unary(method.path, **serializers)
-            self._callables[method.name] = cached
-        return cached
 
 
 class TaskHubClient(_ServiceClient):
