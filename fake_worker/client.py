@@ -1,0 +1,182 @@
+"""The worker's connection to a sidecar: Hello, the GetWorkItems stream, keepalive, reconnect, Complete*.
+
+Work items are handled on a thread pool: workflow turns through the pure
+executor, activities through the built-in activity runner. An optional
+adversary may change what is sent, for testing engines.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import grpc
+from google.protobuf import empty_pb2
+
+from taskhub_wire import pb
+from taskhub_wire.rpc import TaskHubClient
+
+from fake_worker.activities import ActivityFailure, ActivityRunner
+from fake_worker.adversary import Adversary, Send
+from fake_worker.programs import Bundle
+from fake_worker.replay import execute
+
+log = logging.getLogger("fake_worker")
+
+
+class ConnectError(Exception):
+    """The sidecar could not be reached in time."""
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    sidecar: str
+    api_token: str | None = None
+    concurrency: int = 8
+    complete_rpc: str = "orchestrator"  # or "workflow": CompleteOrchestratorTask vs CompleteWorkflowTask
+    connect_timeout: float = 10.0
+    keepalive_interval: float = 30.0
+
+
+@dataclass
+class Worker:
+    bundle: Bundle
+    options: WorkerOptions
+    activities: ActivityRunner = field(default_factory=ActivityRunner)
+    adversary: Adversary = field(default_factory=Adversary)
+    on_connect: "callable | None" = None  # type: ignore[valid-type]
+
+    def __post_init__(self) -> None:
+        self._stop = threading.Event()
+        self._call: grpc.Future | None = None
+        self._lock = threading.Lock()
+        self.connected_once = threading.Event()
+
+    @property
+    def _metadata(self) -> tuple[tuple[str, str], ...]:
+        return (("dapr-api-token", self.options.api_token),) if self.options.api_token else ()
+
+    def stop(self) -> None:
+        self._stop.set()
+        with self._lock:
+            if self._call is not None:
+                self._call.cancel()
+
+    def run(self) -> None:
+        """Serve until stop(); raises ConnectError if the first connection fails within connect_timeout."""
+        pool = ThreadPoolExecutor(max_workers=self.options.concurrency, thread_name_prefix="worker-item")
+        first_deadline = time.monotonic() + self.options.connect_timeout
+        backoff = 0.05
+        try:
+            while not self._stop.is_set():
+                channel = grpc.insecure_channel(self.options.sidecar, options=[
+                    ("grpc.keepalive_time_ms", 30000), ("grpc.keepalive_permit_without_calls", 1)])
+                client = TaskHubClient(channel, metadata=self._metadata)
+                try:
+                    client.call("Hello", empty_pb2.Empty(), timeout=5, wait_for_ready=not self.connected_once.is_set())
+                except grpc.RpcError as exc:
+                    channel.close()
+                    if not self.connected_once.is_set() and time.monotonic() >= first_deadline:
+                        raise ConnectError(
+                            f"cannot reach the sidecar at {self.options.sidecar} within "
+                            f"{self.options.connect_timeout:g}s: {exc.code().name}: {exc.details()}") from None
+                    if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
+                        raise ConnectError(f"the sidecar refused the API token: {exc.details()}") from None
+                    self._stop.wait(backoff)
+                    backoff = min(2.0, backoff * 2)
+                    continue
+                backoff = 0.05
+                self._serve(client, pool)
+                channel.close()
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def _serve(self, client: TaskHubClient, pool: ThreadPoolExecutor) -> None:
+        call = client.stream("GetWorkItems", pb.GetWorkItemsRequest())
+        with self._lock:
+            self._call = call
+        if not self.connected_once.is_set():
+            self.connected_once.set()
+            if self.on_connect is not None:
+                self.on_connect()
+        keepalive = threading.Thread(target=self._keepalive, args=(client, call), daemon=True)
+        keepalive.start()
+        try:
+            for item in call:
+                if self.adversary.disconnect_after(item):
+                    log.warning("adversary: disconnecting right after a dispatch")
+                    call.cancel()
+                    break
+                pool.submit(self._handle, client, call, item)
+        except grpc.RpcError as exc:
+            if not self._stop.is_set() and exc.code() != grpc.StatusCode.CANCELLED:
+                log.info("work item stream ended: %s %s; reconnecting", exc.code().name, exc.details())
+        finally:
+            with self._lock:
+                self._call = None
+
+    def _keepalive(self, client: TaskHubClient, call: grpc.Future) -> None:
+        while not self._stop.wait(self.options.keepalive_interval):
+            if call.done():
+                return
+            try:
+                client.call("Hello", empty_pb2.Empty(), timeout=10)
+            except grpc.RpcError:
+                pass
+
+    def _handle(self, client: TaskHubClient, call: grpc.Future, item: pb.WorkItem) -> None:
+        try:
+            if item.HasField("workflowRequest"):
+                self._turn(client, item)
+            elif item.HasField("activityRequest"):
+                self._activity(client, call, item)
+        except grpc.RpcError as exc:
+            log.warning("completion failed (%s %s); the sidecar will re-dispatch", exc.code().name, exc.details())
+        except Exception:  # noqa: BLE001 - a bad item must not kill the worker
+            log.exception("failed to handle a work item")
+
+    def _turn(self, client: TaskHubClient, item: pb.WorkItem) -> None:
+        req = item.workflowRequest
+        result = execute(self.bundle, instance_id=req.instanceId, past=req.pastEvents, new=req.newEvents)
+        resp = result.response(instance_id=req.instanceId, completion_token=item.completionToken)
+        rpc = "CompleteWorkflowTask" if self.options.complete_rpc == "workflow" else "CompleteOrchestratorTask"
+        for send in self.adversary.turn(item, resp):
+            self._send(client, rpc, send)
+
+    def _activity(self, client: TaskHubClient, call: grpc.Future, item: pb.WorkItem) -> None:
+        req = item.activityRequest
+        resp = pb.ActivityResponse(instanceId=req.workflowInstance.instanceId, taskId=req.taskId,
+                                   completionToken=item.completionToken)
+        try:
+            value = self.activities.run(name=req.name,
+                                        input=_decode(req.input.value) if req.HasField("input") else None,
+                                        instance_id=req.workflowInstance.instanceId, task_id=req.taskId,
+                                        task_execution_id=req.taskExecutionId)
+            if value is not None:
+                resp.result.value = _encode(value)
+        except ActivityFailure as exc:
+            resp.failureDetails.errorType = exc.error_type
+            resp.failureDetails.errorMessage = str(exc)
+        if self.adversary.crash_after_activity(item):
+            log.warning("adversary: crashing after running activity %s/%s", req.workflowInstance.instanceId, req.taskId)
+            call.cancel()
+            return
+        for send in self.adversary.activity(item, resp):
+            self._send(client, "CompleteActivityTask", send)
+
+    def _send(self, client: TaskHubClient, rpc: str, send: Send) -> None:
+        if send.delay:
+            time.sleep(send.delay)
+        client.call(rpc, send.message, timeout=30)
+
+
+def _encode(value: object) -> str:
+    return json.dumps(value)
+
+
+def _decode(text: str) -> object:
+    return json.loads(text) if text else None
