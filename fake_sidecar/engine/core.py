@@ -14,7 +14,7 @@ import logging
 import threading
 import uuid
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from taskhub_wire import pb
@@ -74,6 +74,7 @@ class Engine:
         self._watchers: dict[str, set[threading.Event]] = {}
         self._closed = False
         self._ticker: threading.Thread | None = None
+        self._vectors: dict[str, _Vector] = {}
         self._load()
 
     # ----------------------------------------------------------------- lifecycle
@@ -666,6 +667,12 @@ class Engine:
     def _take_ready(self, sid: int) -> pb.WorkItem | None:
         while self._ready:
             kind, iid, task_id = self._ready.popleft()
+            if kind == "vec":
+                vec = self._vectors.get(iid)
+                if vec is not None and vec.stream is None:
+                    vec.stream = sid
+                    return vec.item
+                continue
             inst = self._instances.get(iid)
             if inst is None:
                 continue
@@ -806,6 +813,11 @@ class Engine:
         """Apply a workflow turn; returns 'applied', 'stalled', 'abandoned', 'stale' or 'unknown'."""
         with self._lock:
             self._check_open()
+            vec = self._vector_for(resp)
+            if vec is not None:
+                vec.response = resp
+                vec.done.set()
+                return "vector"
             inst = self._instances.get(resp.instanceId)
             if inst is None or inst.turn is None:
                 self.counters.unknown_turn += 1
@@ -1033,6 +1045,45 @@ class Engine:
         tx.instances[parent.iid] = parent.meta()
         self._maybe_queue(parent)
 
+    # ----------------------------------------------------------------- vectors
+
+    def inject_turn(self, *, instance_id: str, past: Iterable[pb.HistoryEvent], new: Iterable[pb.HistoryEvent],
+                    timeout: float = 30.0) -> pb.WorkflowResponse | None:
+        """Send a hand-made turn to the next connected worker and return its answer, applying nothing.
+
+        This is how turn-level vectors reach a worker under test: the history is the
+        vector's, not an instance's, and the answer is compared, not committed.
+        """
+        token = "vector-" + uuid.uuid4().hex
+        item = pb.WorkItem(completionToken=token)
+        req = item.workflowRequest
+        req.instanceId = instance_id
+        req.pastEvents.extend(past)
+        req.newEvents.extend(new)
+        for ev in list(req.newEvents) + list(req.pastEvents):
+            if ev.HasField("executionStarted"):
+                req.executionId.CopyFrom(ev.executionStarted.workflowInstance.executionId)
+                break
+        vec = _Vector(token=token, instance_id=instance_id, item=item)
+        with self._lock:
+            self._check_open()
+            self._vectors[token] = vec
+            self._ready.append(("vec", token, 0))
+            self._work.notify()
+        try:
+            vec.done.wait(timeout)
+            return vec.response
+        finally:
+            with self._lock:
+                self._vectors.pop(token, None)
+
+    def _vector_for(self, resp: pb.WorkflowResponse) -> "_Vector | None":
+        if resp.completionToken:
+            return self._vectors.get(resp.completionToken)
+        # Workers without a completion-token field (jsdapr) answer with an empty token.
+        return next((v for v in self._vectors.values() if v.instance_id == resp.instanceId and v.stream is not None),
+                    None)
+
     # ----------------------------------------------------------------- time
 
     def _tick_loop(self) -> None:
@@ -1102,6 +1153,16 @@ class Engine:
     def instance_ids(self) -> Iterable[str]:
         with self._lock:
             return list(self._instances)
+
+
+@dataclass
+class _Vector:
+    token: str
+    instance_id: str
+    item: pb.WorkItem
+    stream: int | None = None
+    response: pb.WorkflowResponse | None = None
+    done: threading.Event = field(default_factory=threading.Event)
 
 
 _RERUNNABLE = {"taskScheduled", "timerCreated", "childWorkflowInstanceCreated"}

@@ -97,3 +97,23 @@ def test_unknown_instance_errors(client):
     with pytest.raises(grpc.RpcError) as err:
         client.call("RaiseEvent", pb.RaiseEventRequest(instanceId="nope", name="x"))
     assert err.value.code() == grpc.StatusCode.NOT_FOUND and "no such instance" in err.value.details()
+
+
+def test_injected_vector_reaches_worker_and_is_not_applied(sidecar, client):
+    from concurrent.futures import ThreadPoolExecutor
+
+    worker = RawWorker(sidecar.address)
+    ws = pb.HistoryEvent(eventId=-1)
+    ws.workflowStarted.SetInParent()
+    es = pb.HistoryEvent(eventId=-1)
+    es.executionStarted.name = "W"
+    es.executionStarted.workflowInstance.instanceId = "vec-1"
+    with ThreadPoolExecutor(1) as pool:
+        fut = pool.submit(sidecar.engine.inject_turn, instance_id="vec-1", past=[], new=[ws, es], timeout=10)
+        item = worker.next_workflow()
+        assert item.workflowRequest.instanceId == "vec-1"
+        worker.answer(item, schedule(1, "A"))
+        resp = fut.result(timeout=10)
+    assert resp is not None and resp.actions[0].scheduleTask.name == "A"
+    assert not client.call("GetInstance", pb.GetInstanceRequest(instanceId="vec-1")).exists
+    worker.cancel()
