@@ -1,0 +1,1 @@
+"""Conformance harness for the Dapr Workflow / Durable Task protocol (TaskHubSidecarService)."""
