@@ -364,11 +364,13 @@ class SidecarServer:
     @classmethod
     def start(cls, *, host: str = "127.0.0.1", port: int = 0, db: str = ":memory:",
               api_token: str | None = None, activity_lease: float | None = None,
-              max_payload: int | None = None, clock: str = "real", max_workers: int = 512) -> "SidecarServer":
+              max_payload: int | None = None, clock: str = "real", max_workers: int = 512,
+              engine_class: type[Engine] = Engine) -> "SidecarServer":
+        """`engine_class` lets the harness's tests run deliberately broken engines (mutants)."""
         if clock not in ("real", "virtual"):
             raise ValueError(f"unknown clock {clock!r}; known: real, virtual")
-        engine = Engine(store=open_store(db), clock=VirtualClock() if clock == "virtual" else RealClock(),
-                        config=EngineConfig(activity_lease_s=activity_lease, max_payload=max_payload))
+        engine = engine_class(store=open_store(db), clock=VirtualClock() if clock == "virtual" else RealClock(),
+                              config=EngineConfig(activity_lease_s=activity_lease, max_payload=max_payload))
         limit = max(64 * 1024 * 1024, 2 * (max_payload or 0))
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="sidecar-rpc"),

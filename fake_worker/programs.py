@@ -15,8 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
-import yaml
-
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 _VAR = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -179,6 +177,9 @@ class Bundle:
         for name, keep in versions.items():
             fam = out[name]
             kept = {v: p for v, p in fam.versions.items() if v in keep}
+            if not kept:  # no version left: this worker does not know the workflow at all
+                del out[name]
+                continue
             default = fam.default if fam.default in kept else (sorted(kept)[-1] if kept else None)
             out[name] = ProgramFamily(name=name, versions=kept, default=default)
         return Bundle(programs=out)
@@ -352,6 +353,7 @@ class _Parser:
             body = self.mapping(body, p, required=("message",), optional=("type",))
             if body is None:
                 return None
+            self.expr(body["message"], f"{p}.message")
             return Fail(message=body["message"], type=str(body.get("type", "ProgramFailure")))
         raise AssertionError(kind)
 
@@ -368,6 +370,7 @@ class _Parser:
             if body is None:
                 return None
             self.expr(body.get("input"), f"{path}.input")
+            self.expr(body.get("instance_id"), f"{path}.instance_id")
             return CallChild(workflow=str(body["workflow"]), input=body.get("input"),
                              instance_id=body.get("instance_id"),
                              retry=self.retry(body.get("retry"), f"{path}.retry"), as_=as_)
@@ -385,6 +388,7 @@ class _Parser:
             if body is None:
                 return None
             timeout = body.get("timeout")
+            self.expr(body.get("default"), f"{path}.default")
             return WaitEvent(name=str(body["name"]),
                              timeout=None if timeout is None else self.duration(timeout, f"{path}.timeout"),
                              default=body["default"] if "default" in body else _NO_DEFAULT, as_=as_)
@@ -460,6 +464,8 @@ def parse_bundle(doc: Any, *, source: str = "") -> Bundle:
 
 def load_bundle(path: Path | str) -> Bundle:
     """Load a bundle from a YAML or JSON file; every problem is reported at once."""
+    import yaml  # only here: SDK drivers import this module in venvs that may lack PyYAML
+
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
@@ -507,7 +513,7 @@ def _lookup(ref: str, env: Mapping[str, Any]) -> Any:
         raise ExpressionError(f"unknown variable '{head}' in '${{{ref}}}'; known: {sorted(env)}")
     value = env[head]
     for part in rest:
-        if isinstance(value, list) and part.lstrip("-").isdigit():
+        if isinstance(value, list) and re.fullmatch(r"-?[0-9]+", part) and -len(value) <= int(part) < len(value):
             value = value[int(part)]
         elif isinstance(value, Mapping) and part in value:
             value = value[part]

@@ -328,7 +328,9 @@ def _is_optional_timer_action(action: pb.WorkflowAction) -> bool:
 
 
 def _is_optional_timer_event(ev: pb.HistoryEvent) -> bool:
-    return ev.timerCreated.HasField("externalEvent") and ev.timerCreated.fireAt == OPTIONAL_TIMER_FIRE_AT
+    # The sentinel fireAt with an externalEvent origin, or with no origin at all (older sidecars).
+    return (ev.timerCreated.WhichOneof("origin") in (None, "externalEvent")
+            and ev.timerCreated.fireAt == OPTIONAL_TIMER_FIRE_AT)
 
 
 # ---------------------------------------------------------------------------- the program interpreter
@@ -441,25 +443,32 @@ def _start_program(ctx: _Context, program: Program, input: Any) -> None:
 _SUSPENDABLE_EXCLUDED = ("executionResumed", "executionTerminated")
 
 
+# Message texts as dapr-ext-workflow 1.18.3 words them (method names of its context API).
+_METHOD = {"scheduleTask": "call_activity", "createTimer": "create_timer", "createChildWorkflow": "call_sub_orchestrator"}
+_CHANGED = ("This kind of mismatch can happen if an orchestration has non-deterministic logic or if the code was "
+            "changed after an instance of this orchestration already started running.")
+
+
 def _nondeterminism(action_id: int, method: str) -> NonDeterminismError:
     return NonDeterminismError(
         f"A previous execution called {method} with ID={action_id}, but the current execution doesn't have this "
-        "action with this ID. This problem occurs when either the workflow has non-deterministic logic or if the "
-        "code was changed after an instance of this workflow already started running.")
+        "action with this ID. This problem occurs when either the orchestration has non-deterministic logic or if "
+        "the code was changed after an instance of this orchestration already started running.")
 
 
 def _wrong_type(action_id: int, method: str, action: pb.WorkflowAction) -> NonDeterminismError:
+    kind = action.WhichOneof("workflowActionType")
     return NonDeterminismError(
-        f"Failed to restore workflow state due to a history mismatch: A previous execution called {method} with "
-        f"ID={action_id}, but the current execution is instead trying to call "
-        f"{action.WhichOneof('workflowActionType')} as part of rebuilding its history.")
+        f"Failed to restore orchestration state due to a history mismatch: A previous execution called {method} "
+        f"with ID={action_id}, but the current execution is instead trying to call {_METHOD.get(kind, kind)} as "
+        f"part of rebuilding it's history. {_CHANGED}")
 
 
 def _wrong_name(action_id: int, method: str, expected: str, actual: str) -> NonDeterminismError:
     return NonDeterminismError(
-        f"Failed to restore workflow state due to a history mismatch: A previous execution called {method} with "
-        f"name='{expected}' and sequence number {action_id}, but the current execution is instead trying to call "
-        f"{actual} as part of rebuilding its history.")
+        f"Failed to restore orchestration state due to a history mismatch: A previous execution called {method} "
+        f"with name='{expected}' and sequence number {action_id}, but the current execution is instead trying to "
+        f"call {actual} as part of rebuilding it's history. {_CHANGED}")
 
 
 def _process(ctx: _Context, ev: pb.HistoryEvent) -> None:
@@ -484,7 +493,7 @@ def _dispatch(ctx: _Context, ev: pb.HistoryEvent, kind: str | None) -> None:
         es = ev.executionStarted
         family = ctx.bundle.family(es.name)
         if family is None:
-            raise _NotRegistered(f"A '{es.name}' workflow was not registered.")
+            raise _NotRegistered(f"A '{es.name}' orchestrator was not registered.")
         program = family.resolve(ctx.pinned_version)
         if program is None:
             raise _VersionNotRegistered(ctx.pinned_version or "")
@@ -544,7 +553,7 @@ def _dispatch(ctx: _Context, ev: pb.HistoryEvent, kind: str | None) -> None:
         message = (f"{ctx.instance_id}: Activity task #{tid} failed: {fd.errorMessage}" if kind == "taskFailed"
                    else f"Sub-orchestration task #{tid} failed: {fd.errorMessage}")
         failure = TaskFailure("TaskFailedError", message, details=fd)
-        if isinstance(task, Retryable) and not fd.isNonRetriable:
+        if isinstance(task, Retryable) and fd.errorType != "NonRetryableError":  # dx ignores isNonRetriable
             delay = task.next_delay()
             if delay is not None:
                 task.attempts += 1
@@ -563,11 +572,11 @@ def _dispatch(ctx: _Context, ev: pb.HistoryEvent, kind: str | None) -> None:
             ctx.drop_optional_at(tid)
         action = ctx.pending_actions.pop(tid, None)
         if action is None:
-            raise _nondeterminism(tid, "call_child_workflow")
+            raise _nondeterminism(tid, "call_sub_orchestrator")
         if not action.HasField("createChildWorkflow"):
-            raise _wrong_type(tid, "call_child_workflow", action)
+            raise _wrong_type(tid, "call_sub_orchestrator", action)
         if action.createChildWorkflow.name != ev.childWorkflowInstanceCreated.name:
-            raise _wrong_name(tid, "call_child_workflow", ev.childWorkflowInstanceCreated.name,
+            raise _wrong_name(tid, "call_sub_orchestrator", ev.childWorkflowInstanceCreated.name,
                               action.createChildWorkflow.name)
     elif kind == "eventRaised":
         key = ev.eventRaised.name.casefold()
@@ -625,5 +634,7 @@ def execute(bundle: Bundle, *, instance_id: str, past: Sequence[pb.HistoryEvent]
         ctx.set_failed(exc.error_type, str(exc))
     except ExpressionError as exc:
         ctx.set_failed("ExpressionError", str(exc))
+    except Exception as exc:  # noqa: BLE001 - like the SDK: anything else fails the workflow
+        ctx.set_failed(type(exc).__name__, str(exc))
     return TurnResult(actions=tuple(ctx.actions()), custom_status=ctx.custom_status, version_name=ctx.version_used,
                       patches=tuple(ctx.encountered))

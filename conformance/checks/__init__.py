@@ -1,0 +1,165 @@
+"""Checks: plain functions registered by name; each collects every mismatch and raises once.
+
+A check takes the `Observed` state of a finished scenario run. It raises
+`ConformanceFailure` listing all its mismatches; the message ends with the
+`Reproduce with:` line of the run.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from conformance.scenario.matching import Matcher, contains_in_order, exactly
+from conformance.scenario.model import MISSING, Expectation, Scenario
+
+
+class ConformanceFailure(AssertionError):
+    """A target misbehaved: every mismatch one check found, and how to reproduce the run."""
+
+    def __init__(self, *, check: str, mismatches: Sequence[str], reproduce: str = "") -> None:
+        self.check, self.mismatches, self.reproduce = check, list(mismatches), reproduce
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        lines = [f"{self.check}: {len(self.mismatches)} mismatch(es)"]
+        lines += [f"  - {m}" for m in self.mismatches]
+        if self.reproduce:
+            lines += ["", f"Reproduce with: {self.reproduce}"]
+        return "\n".join(lines)
+
+
+@dataclass
+class Observed:
+    """What the harness saw of one scenario run, for the checks."""
+
+    scenario: Scenario
+    instances: dict[str, str]  # scenario instance name -> instance id
+    states: dict[str, dict[str, Any]]  # instance id -> GetInstance view (status, output, custom_status, failure...)
+    histories: dict[str, list[dict[str, Any]]]  # instance id -> event dicts (conformance.scenario.wire.event_dict)
+    raw_histories: dict[str, list[Any]] = field(default_factory=dict)  # instance id -> pb.HistoryEvent
+    ledger: list[dict[str, Any]] = field(default_factory=list)
+    replay: Callable[[str, Sequence[Any], Sequence[Any]], dict[str, Any]] | None = None  # (iid, past, new) -> answer
+    counters: Mapping[str, int] = field(default_factory=dict)  # engine counters (reference sidecar only)
+    zombie_results: list[str] = field(default_factory=list)  # payloads sent with stale tokens
+    reproduce: str = ""
+    vector_answer: dict[str, Any] | None = None
+
+
+CheckFn = Callable[[Observed], None]
+CHECKS: dict[str, CheckFn] = {}
+ALWAYS: list[str] = []
+
+
+def check(name: str, *, always: bool = False) -> Callable[[CheckFn], CheckFn]:
+    """Register a check; `always` checks run on every flow scenario, others when a scenario lists them."""
+
+    def register(fn: CheckFn) -> CheckFn:
+        if name in CHECKS:
+            raise ValueError(f"check {name!r} is registered twice")
+        CHECKS[name] = fn
+        if always:
+            ALWAYS.append(name)
+        return fn
+
+    return register
+
+
+def fail(obs: Observed, name: str, mismatches: Sequence[str]) -> None:
+    if mismatches:
+        raise ConformanceFailure(check=name, mismatches=mismatches, reproduce=obs.reproduce)
+
+
+def resolve_instance(obs: Observed, key: str) -> str:
+    """An expectation key: an instance name, or an id pattern with `${name}` placeholders."""
+    if key in obs.instances:
+        return obs.instances[key]
+    return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", lambda m: obs.instances.get(m.group(1), m.group(0)), key)
+
+
+def _payload(text: str | None) -> Any:
+    if text is None:
+        return MISSING
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+@check("expectations", always=True)
+def expectations(obs: Observed) -> None:
+    """Status, output, custom status, failure, stall and history of every instance the scenario names."""
+    out: list[str] = []
+    m = Matcher()
+    for key, exp in obs.scenario.expect.items():
+        iid = resolve_instance(obs, key)
+        state = obs.states.get(iid)
+        where = f"instance {key!r} ({iid})" + (f" [{exp.span}]" if exp.span else "")
+        if exp.exists is not None:
+            if bool(state) != exp.exists:
+                out.append(f"{where}: expected exists={exp.exists}, got exists={bool(state)}")
+            if not state:
+                continue
+        if state is None:
+            out.append(f"{where}: no such instance on the sidecar")
+            continue
+        out.extend(_state_mismatches(m, exp, state, obs.histories.get(iid, []), where))
+    fail(obs, "expectations", out)
+
+
+def _state_mismatches(m: Matcher, exp: Expectation, state: Mapping[str, Any], history: list[dict[str, Any]],
+                      where: str) -> list[str]:
+    out = []
+    if exp.status is not None and state["status"] != exp.status:
+        why = ""
+        if state.get("failure"):
+            why = f" ({state['failure'].get('errorType')}: {state['failure'].get('errorMessage', '')[:200]})"
+        out.append(f"{where}: expected status {exp.status}, got {state['status']}{why}")
+    if exp.output is not MISSING:
+        out += [f"{where}: output {x}" for x in m.match(exp.output, _payload(state.get("output")), "$")]
+    if exp.custom_status is not MISSING:
+        out += [f"{where}: custom status {x}" for x in m.match(exp.custom_status, state.get("custom_status"), "$")]
+    failure = state.get("failure") or {}
+    if exp.failure_type is not None and failure.get("errorType") != exp.failure_type:
+        out.append(f"{where}: expected failure type {exp.failure_type!r}, got {failure.get('errorType')!r}")
+    if exp.failure_message is not None and not re.search(exp.failure_message, failure.get("errorMessage", "")):
+        out.append(f"{where}: failure message {failure.get('errorMessage', '')!r} does not match "
+                   f"/{exp.failure_message}/")
+    if exp.stall_reason is not None or exp.stall_description is not None:
+        stalls = [e for e in history if e["kind"] == "ExecutionStalled"]
+        if not stalls:
+            out.append(f"{where}: expected an ExecutionStalled event in history, found none")
+        else:
+            last = stalls[-1]
+            reason = last.get("reason", "PATCH_MISMATCH")  # proto JSON omits the zero value
+            if exp.stall_reason is not None and reason != exp.stall_reason:
+                out.append(f"{where}: expected stall reason {exp.stall_reason}, got {reason}")
+            if exp.stall_description is not None and not re.search(exp.stall_description, last.get("description", "")):
+                out.append(f"{where}: stall description {last.get('description')!r} does not match "
+                           f"/{exp.stall_description}/")
+    if exp.history is not None:
+        h = exp.history
+        if h.contains_in_order is not None:
+            why = contains_in_order(m, h.contains_in_order, history)
+            if why:
+                out.append(f"{where}: {why}")
+        if h.exactly is not None:
+            why = exactly(m, h.exactly, history)
+            if why:
+                out.append(f"{where}: {why}")
+        kinds = [e["kind"] for e in history]
+        for kind in h.not_contains:
+            if kind in kinds:
+                out.append(f"{where}: history must not contain {kind}, found {kinds.count(kind)}")
+        for kind, n in h.count.items():
+            if kinds.count(kind) != n:
+                out.append(f"{where}: expected {n} {kind} event(s), got {kinds.count(kind)}")
+    return out
+
+
+from conformance.checks import history as _history  # noqa: E402,F401  (registers its checks)
+from conformance.checks import ledger as _ledger  # noqa: E402,F401
+from conformance.checks import replay as _replay  # noqa: E402,F401

@@ -1,0 +1,85 @@
+"""History well-formedness invariants, checked on every history a scenario produces."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conformance.checks import Observed, check, fail
+
+ACTION_EVENTS = {"TaskScheduled": "task", "TimerCreated": "timer", "ChildWorkflowInstanceCreated": "child",
+                 "EventSent": "event", "DetachedWorkflowInstanceCreated": "detached"}
+RESOLUTIONS = {"TaskCompleted": "task", "TaskFailed": "task", "TimerFired": "timer",
+               "ChildWorkflowInstanceCompleted": "child", "ChildWorkflowInstanceFailed": "child"}
+
+
+def _ref(event: dict[str, Any]) -> int:
+    return int(event.get("timerId", event.get("taskScheduledId", 0)))
+
+
+def invariants(history: list[dict[str, Any]]) -> list[str]:
+    """Every broken invariant of one committed history (engine-rules.md §2)."""
+    out: list[str] = []
+    if not history:
+        return out
+    kinds = [e["kind"] for e in history]
+    if kinds[0] != "WorkflowStarted":
+        out.append(f"event #0 is {kinds[0]}; every turn, so every history, starts with WorkflowStarted (R2.1)")
+    starts = [i for i, k in enumerate(kinds) if k == "ExecutionStarted"]
+    if len(starts) > 1:
+        out.append(f"ExecutionStarted appears {len(starts)} times (at {starts}); once per generation")
+    if "WorkflowCompleted" in kinds:
+        out.append("a WorkflowCompleted event is in history; the Dapr engines never write it (R2.2)")
+    completed = [i for i, k in enumerate(kinds) if k == "ExecutionCompleted"]
+    if len(completed) > 1:
+        out.append(f"ExecutionCompleted appears {len(completed)} times; a completion is final")
+    elif completed and completed[0] != len(kinds) - 1:
+        out.append(f"events follow ExecutionCompleted: {kinds[completed[0] + 1:]}")
+    opened: dict[tuple[str, int], dict[str, Any]] = {}
+    resolved: dict[tuple[str, int], str] = {}
+    last_ws = None
+    turn_start = None
+    for i, e in enumerate(history):
+        kind = e["kind"]
+        if kind == "WorkflowStarted":
+            ts = e.get("timestamp")
+            if last_ws is not None and ts is not None and ts < last_ws:
+                out.append(f"event #{i}: WorkflowStarted time {ts} is earlier than the previous turn's {last_ws}")
+            last_ws = ts if ts is not None else last_ws
+            turn_start = ts
+        if kind in ACTION_EVENTS:
+            key = (ACTION_EVENTS[kind], e["eventId"])
+            if key in opened:
+                out.append(f"event #{i}: {kind} reuses eventId {e['eventId']} (R2.4: eventId = action id, unique)")
+            opened[key] = e
+        elif kind not in ("ExecutionCompleted",) and e.get("eventId", -1) != -1:
+            out.append(f"event #{i}: {kind} has eventId {e['eventId']}; only action-made events carry ids (R2.4)")
+        if kind in RESOLUTIONS:
+            key = (RESOLUTIONS[kind], _ref(e))
+            if key not in opened:
+                out.append(f"event #{i}: {kind} for id {key[1]} has no matching {key[0]} operation (R2.8)")
+            elif key in resolved:
+                out.append(f"event #{i}: {kind} resolves id {key[1]} again (first by {resolved[key]}); "
+                           "each result is recorded exactly once (R2.7)")
+            else:
+                resolved[key] = kind
+                source = opened[key]
+                if kind in ("TaskCompleted", "TaskFailed") and e.get("taskExecutionId", "") != \
+                        source.get("taskExecutionId", ""):
+                    out.append(f"event #{i}: {kind} taskExecutionId {e.get('taskExecutionId')!r} differs from "
+                               f"its TaskScheduled's {source.get('taskExecutionId')!r} (R2.5)")
+                if kind == "TimerFired":
+                    if e.get("fireAt") != source.get("fireAt"):
+                        out.append(f"event #{i}: TimerFired fireAt {e.get('fireAt')} differs from TimerCreated "
+                                   f"{source.get('fireAt')} (R2.5)")
+                    if turn_start is not None and e.get("fireAt") and turn_start < e["fireAt"]:
+                        out.append(f"event #{i}: timer {key[1]} fired in a turn starting {turn_start}, before its "
+                                   f"fireAt {e['fireAt']} (R6.1)")
+    return out
+
+
+@check("history_well_formed", always=True)
+def history_well_formed(obs: Observed) -> None:
+    out = []
+    for iid, history in obs.histories.items():
+        out += [f"{iid}: {x}" for x in invariants(history)]
+    fail(obs, "history_well_formed", out)

@@ -1,0 +1,125 @@
+"""Replay determinism and zombie rejection, and the exact answers of turn-level vectors."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from conformance.checks import Observed, check, fail
+from conformance.scenario.matching import Matcher
+from conformance.scenario.model import MISSING
+
+_ACTION_MADE = {"TaskScheduled": "ScheduleTask", "TimerCreated": "CreateTimer",
+                "ChildWorkflowInstanceCreated": "CreateChildWorkflow", "EventSent": "SendEvent",
+                "DetachedWorkflowInstanceCreated": "CreateDetachedWorkflow", "ExecutionCompleted": "CompleteWorkflow"}
+
+
+def turns(raw: list[Any], dicts: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    """(start, end) index ranges of the turns of a history: each starts at a WorkflowStarted."""
+    starts = [i for i, e in enumerate(dicts) if e["kind"] == "WorkflowStarted"]
+    return [(s, starts[k + 1] if k + 1 < len(starts) else len(dicts)) for k, s in enumerate(starts)]
+
+
+def _recorded(dicts: list[dict[str, Any]]) -> list[tuple[str, int, str]]:
+    out = []
+    for e in dicts:
+        action = _ACTION_MADE.get(e["kind"])
+        if action is None:
+            continue
+        name = e.get("name", "")
+        if action == "CompleteWorkflow":
+            name = e.get("workflowStatus", "")
+        out.append((action, e["eventId"], name))
+    return out
+
+
+def _answered(answer: dict[str, Any]) -> list[tuple[str, int, str]]:
+    out = []
+    for a in answer["actions"]:
+        (kind, body), = a.items()
+        name = body.get("name", "")
+        if kind == "CompleteWorkflow":
+            name = body.get("workflowStatus", "")
+        out.append((kind, body.get("id", 0), name))
+    return out
+
+
+@check("replay_determinism")
+def replay_determinism(obs: Observed) -> None:
+    """Every committed turn, replayed on a fresh worker, gives the actions history recorded for it."""
+    if obs.replay is None:
+        fail(obs, "replay_determinism", ["this worker target cannot replay histories (no replay channel)"])
+        return
+    out = []
+    for iid, dicts in obs.histories.items():
+        raw = obs.raw_histories.get(iid, [])
+        for start, end in turns(raw, dicts):
+            turn = dicts[start:end]
+            if any(e["kind"] in ("ExecutionTerminated", "ExecutionStalled") for e in turn):
+                continue  # the engine enforces terminations itself (R3.16); stalls are not turns
+            new = [raw[i] for i in range(start, end) if dicts[i]["kind"] not in _ACTION_MADE]
+            answer = obs.replay(iid, raw[:start], new)
+            if answer is None:
+                out.append(f"{iid} turn at event #{start}: the worker did not answer the replayed turn")
+                continue
+            want, got = _recorded(turn), _answered(answer)
+            if want != got:
+                out.append(f"{iid} turn at event #{start}: history recorded {want}, replay answered {got}")
+    fail(obs, "replay_determinism", out)
+
+
+@check("same_item_twice")
+def same_item_twice(obs: Observed) -> None:
+    """The same work item sent twice gets identical answers."""
+    if obs.replay is None:
+        fail(obs, "same_item_twice", ["this worker target cannot replay histories (no replay channel)"])
+        return
+    out = []
+    for iid, dicts in obs.histories.items():
+        raw = obs.raw_histories.get(iid, [])
+        spans = turns(raw, dicts)
+        if not spans:
+            continue
+        start, end = spans[-1]
+        new = [raw[i] for i in range(start, end) if dicts[i]["kind"] not in _ACTION_MADE]
+        first, second = obs.replay(iid, raw[:start], new), obs.replay(iid, raw[:start], new)
+        if first != second:
+            out.append(f"{iid}: two answers to the same turn differ:\n      {json.dumps(first)}\n"
+                       f"      {json.dumps(second)}")
+    fail(obs, "same_item_twice", out)
+
+
+@check("zombie_rejected")
+def zombie_rejected(obs: Observed) -> None:
+    """Stale completions change nothing: no result sent with a stale token reaches history."""
+    out = []
+    if not obs.zombie_results:
+        out.append("the scenario sent no stale completion, so zombie rejection was not exercised")
+    for iid, dicts in obs.histories.items():
+        for i, e in enumerate(dicts):
+            if e["kind"] in ("TaskCompleted", "TaskFailed") and json.dumps(e.get("result")) in obs.zombie_results:
+                out.append(f"{iid} event #{i}: {e['kind']} carries the zombie's result {e.get('result')!r}")
+    fail(obs, "zombie_rejected", out)
+
+
+@check("vector")
+def vector(obs: Observed) -> None:
+    """A turn-level vector: the worker's exact actions (in order), custom status and version."""
+    vec = obs.scenario.vector
+    assert vec is not None
+    answer = obs.vector_answer
+    if answer is None:
+        fail(obs, "vector", ["the worker did not answer the vector's turn in time"])
+        return
+    m = Matcher()
+    out = []
+    actions = answer["actions"]
+    if len(actions) != len(vec.actions):
+        out.append(f"expected {len(vec.actions)} action(s), got {len(actions)}: {json.dumps(actions)}")
+    for i, (want, got) in enumerate(zip(vec.actions, actions)):
+        out += m.match(want, got, f"actions[{i}]")
+    if vec.custom_status is not MISSING:
+        out += m.match(vec.custom_status, answer.get("custom_status"), "custom_status")
+    if vec.version is not None:
+        out += m.match(dict(vec.version), answer.get("version") or {}, "version")
+    fail(obs, "vector", out)

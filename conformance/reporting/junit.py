@@ -1,0 +1,109 @@
+"""JUnit XML: a testsuite per pair, a testcase per scenario (classname = pair, name = scenario).
+
+FAILED -> <failure>, ERROR -> <error> (message = first line, text = the full failure ending with
+"Reproduce with:"), NOT_IMPLEMENTED / NOT_APPLICABLE -> <skipped message="not implemented: why">.
+Each testcase carries its requirement ids as <property name="requirement" .../>; failing ones
+also carry the protocol transcript in <system-out>.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from conformance.events import Event, Outcome, ScenarioFinished
+from conformance.reporting.model import RunView, failure_text, first_line, transcript_text
+
+# Characters XML 1.0 cannot carry at all (a decoded payload may hold them).
+_INVALID_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def clean(text: str) -> str:
+    return _INVALID_XML.sub("\ufffd", text)
+
+
+def render_junit(events: Iterable[Event]) -> str:
+    view = RunView.from_events(events)
+    root = ET.Element("testsuites", name="conformance")
+    totals = _Totals()
+    timestamp = datetime.fromtimestamp(view.started_at, UTC).strftime("%Y-%m-%dT%H:%M:%S") if view.started_at else None
+    for pair in view.pairs:
+        results = [r for r in view.results if r.pair == pair]
+        suite = ET.SubElement(root, "testsuite", name=pair)
+        t = _Totals.of(results)
+        totals.add(t)
+        t.apply(suite)
+        if timestamp:
+            suite.set("timestamp", timestamp)
+        props = ET.SubElement(suite, "properties")
+        ET.SubElement(props, "property", name="run_id", value=view.run_id)
+        for key in ("sidecar", "worker"):
+            for value in dict.fromkeys(getattr(r, key) for r in results):
+                ET.SubElement(props, "property", name=key, value=clean(value))
+        for r in results:
+            _testcase(suite, r)
+    totals.apply(root)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def write_junit(events: Iterable[Event], path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_junit(events), encoding="utf-8")
+    return path
+
+
+def _testcase(suite: ET.Element, r: ScenarioFinished) -> None:
+    case = ET.SubElement(suite, "testcase", classname=r.pair, name=r.scenario, time=f"{r.duration_s:.3f}")
+    if r.source:
+        case.set("file", r.source)
+    props = ET.SubElement(case, "properties")
+    for rid in r.requirements:
+        ET.SubElement(props, "property", name="requirement", value=clean(rid))
+    if r.title:
+        ET.SubElement(props, "property", name="title", value=clean(r.title))
+    if r.gap_passed:
+        ET.SubElement(props, "property", name="gap_passed", value="declared gap passed: remove it from targets.yaml")
+    if r.outcome in (Outcome.FAILED, Outcome.ERROR):
+        text = failure_text(r)
+        tag, kind = ("failure", "ConformanceFailure") if r.outcome is Outcome.FAILED else ("error", "ScenarioError")
+        el = ET.SubElement(case, tag, message=clean(first_line(text)), type=kind)
+        el.text = clean(text)
+        if r.transcript:
+            ET.SubElement(case, "system-out").text = clean(transcript_text(r.transcript))
+    elif r.outcome in (Outcome.NOT_IMPLEMENTED, Outcome.NOT_APPLICABLE):
+        why = r.gap_reason or first_line(r.message) or "no reason given"
+        label = "not implemented" if r.outcome is Outcome.NOT_IMPLEMENTED else "not applicable"
+        ET.SubElement(case, "skipped", message=clean(f"{label}: {why}"))
+
+
+class _Totals:
+    def __init__(self) -> None:
+        self.tests = self.failures = self.errors = self.skipped = 0
+        self.time = 0.0
+
+    @classmethod
+    def of(cls, results: list[ScenarioFinished]) -> _Totals:
+        t = cls()
+        for r in results:
+            t.tests += 1
+            t.time += r.duration_s
+            t.failures += r.outcome is Outcome.FAILED
+            t.errors += r.outcome is Outcome.ERROR
+            t.skipped += r.outcome in (Outcome.NOT_IMPLEMENTED, Outcome.NOT_APPLICABLE)
+        return t
+
+    def add(self, other: _Totals) -> None:
+        self.tests += other.tests
+        self.failures += other.failures
+        self.errors += other.errors
+        self.skipped += other.skipped
+        self.time += other.time
+
+    def apply(self, el: ET.Element) -> None:
+        for key in ("tests", "failures", "errors", "skipped"):
+            el.set(key, str(getattr(self, key)))
+        el.set("time", f"{self.time:.3f}")

@@ -1,0 +1,1 @@
+"""Scenarios: model (frozen, with source spans), loader, JSON schema and matching."""

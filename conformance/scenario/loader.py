@@ -1,0 +1,441 @@
+"""Load and validate scenario files; every problem is reported at once with `file:line` and an excerpt."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from fake_worker.programs import ProgramError, parse_bundle, parse_duration
+
+from conformance.scenario.model import (
+    DIRECTIONS, MISSING, STATUSES, ErrorExpect, Expectation, HistoryExpect, LedgerExpect, Scenario, StartSpec, Step,
+    Vector,
+)
+from conformance.scenario.source import SourceDoc, Span, YamlSyntaxError, load_source
+from conformance.scenario.wire import WireError, parse_event
+
+TOP_KEYS = {"id", "title", "kind", "requirements", "applies_to", "requires", "programs", "sidecar", "worker", "start",
+            "steps", "faults", "expect", "ledger", "checks", "timeout", "vector", "$schema"}
+STEP_KINDS = {
+    "wait": {"status", "instance", "timeout"},
+    "raise": {"event", "data", "instance"},
+    "suspend": {"instance", "reason"},
+    "resume": {"instance", "reason"},
+    "terminate": {"instance", "output", "recursive"},
+    "purge": {"instance", "recursive", "force"},
+    "start": {"workflow", "input", "as", "instance_id", "scheduled_in"},
+    "restart_worker": {"programs", "versions"},
+    "stop_worker": set(),
+    "start_worker": {"programs", "versions"},
+    "kill_sidecar": set(),
+    "restart_sidecar": set(),
+    "advance_clock": {"by"},
+    "sleep": {"for"},
+    "call": {"rpc", "request", "expect"},
+    "release_replays": set(),
+    "cut_streams": set(),
+}
+STEP_SCALAR = {"advance_clock": "by", "sleep": "for"}  # `- sleep: 1s` is short for `- sleep: {for: 1s}`
+SIDECAR_OPTIONS = {"max_payload", "activity_lease", "clock", "api_token"}
+GRPC_CODES = ("OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
+              "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
+              "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED")
+STALL_REASONS = ("PATCH_MISMATCH", "VERSION_NOT_AVAILABLE", "PAYLOAD_SIZE_EXCEEDED")
+
+
+class ScenarioError(Exception):
+    """Bad scenario input: every problem, each with `file:line` and the YAML excerpt."""
+
+    def __init__(self, problems: Sequence[tuple[Span, str, str]]) -> None:
+        self.problems = list(problems)
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        out = [f"{len(self.problems)} problem(s) in scenario files:"]
+        for span, message, excerpt in self.problems:
+            out.append(f"{span}: {message}")
+            if excerpt:
+                out.append(excerpt)
+        return "\n".join(out)
+
+
+class _Checker:
+    def __init__(self, doc: SourceDoc) -> None:
+        self.doc = doc
+        self.problems: list[tuple[Span, str, str]] = []
+
+    def err(self, path: tuple[Any, ...], message: str) -> None:
+        span = self.doc.span(path)
+        self.problems.append((span, message, self.doc.excerpt(span)))
+
+    def get(self, data: Mapping[str, Any], key: str, path: tuple[Any, ...], kind: type | tuple[type, ...],
+            default: Any = MISSING, *, what: str = "") -> Any:
+        if key not in data:
+            if default is MISSING:
+                self.err(path, f"missing required key '{key}'{what}")
+            return default
+        value = data[key]
+        if not isinstance(value, kind) or isinstance(value, bool) and bool not in _tuple(kind):
+            names = " or ".join(k.__name__ for k in _tuple(kind))
+            self.err(path + (key,), f"'{key}' must be a {names}, not {type(value).__name__}")
+            return default if default is not MISSING else None
+        return value
+
+    def keys(self, data: Mapping[str, Any], allowed: Iterable[str], path: tuple[Any, ...], what: str) -> None:
+        extra = [k for k in data if k not in allowed]
+        for k in extra:
+            self.err(path + (k,), f"unknown key '{k}' in {what}; allowed: {', '.join(sorted(allowed))}")
+
+
+def _tuple(kind: type | tuple[type, ...]) -> tuple[type, ...]:
+    return kind if isinstance(kind, tuple) else (kind,)
+
+
+def _duration(c: _Checker, value: Any, path: tuple[Any, ...]) -> float:
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        c.err(path, str(exc))
+        return 0.0
+
+
+def _error_expect(c: _Checker, raw: Any, path: tuple[Any, ...]) -> ErrorExpect | None:
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        raw = {"code": raw}
+    if not isinstance(raw, Mapping):
+        c.err(path, "expect_error is a gRPC code name or {code: NAME | [NAMES], details: regex}")
+        return None
+    c.keys(raw, {"code", "details"}, path, "expect_error")
+    codes = raw.get("code", [])
+    codes = [codes] if isinstance(codes, str) else codes
+    for code in codes:
+        if code not in GRPC_CODES:
+            c.err(path + ("code",), f"{code!r} is not a gRPC status code; known: {', '.join(GRPC_CODES)}")
+    details = raw.get("details")
+    if details is not None:
+        try:
+            re.compile(str(details))
+        except re.error as exc:
+            c.err(path + ("details",), f"not a valid regex: {exc}")
+    return ErrorExpect(codes=tuple(codes), details=None if details is None else str(details))
+
+
+def _programs(c: _Checker, raw: Any, path: tuple[Any, ...]) -> Any:
+    try:
+        return parse_bundle({"programs": raw}, source=c.doc.file)
+    except ProgramError as exc:
+        for problem in exc.problems:
+            where, _, message = problem.partition(": ")
+            c.err(path + _program_path(where), f"program: {message}")
+        return None
+
+
+def _program_path(where: str) -> tuple[Any, ...]:
+    """'$.programs.main.steps[0].call_activity' -> ('main', 'steps', 0, 'call_activity')."""
+    parts: list[Any] = []
+    for token in re.findall(r"\.([^.\[]+)|\[(\d+)\]", where.removeprefix("$.programs")):
+        name, index = token
+        parts.append(int(index) if index else name)
+    return tuple(parts)
+
+
+def _expectation(c: _Checker, raw: Any, path: tuple[Any, ...]) -> Expectation | None:
+    if not isinstance(raw, Mapping):
+        c.err(path, "an expectation is a mapping (status, output, custom_status, failure, stall, history, exists)")
+        return None
+    c.keys(raw, {"status", "output", "custom_status", "failure", "stall", "history", "exists"}, path, "expect")
+    status = raw.get("status")
+    if status is not None and status not in STATUSES:
+        c.err(path + ("status",), f"{status!r} is not a status; known: {', '.join(STATUSES)}")
+    failure = raw.get("failure") or {}
+    if not isinstance(failure, Mapping):
+        c.err(path + ("failure",), "failure is {type: ErrorType, message: regex}")
+        failure = {}
+    c.keys(failure, {"type", "message"}, path + ("failure",), "failure")
+    stall = raw.get("stall") or {}
+    if not isinstance(stall, Mapping):
+        c.err(path + ("stall",), "stall is {reason: PATCH_MISMATCH|..., description: regex}")
+        stall = {}
+    c.keys(stall, {"reason", "description"}, path + ("stall",), "stall")
+    if stall.get("reason") is not None and stall["reason"] not in STALL_REASONS:
+        c.err(path + ("stall", "reason"), f"{stall['reason']!r}; known: {', '.join(STALL_REASONS)}")
+    history = None
+    if "history" in raw:
+        h = raw["history"]
+        hp = path + ("history",)
+        if not isinstance(h, Mapping):
+            c.err(hp, "history is {contains_in_order: [...], exactly: [...], not_contains: [...], count: {Kind: n}}")
+        else:
+            c.keys(h, {"contains_in_order", "exactly", "not_contains", "count"}, hp, "history")
+            for key in ("contains_in_order", "exactly", "not_contains"):
+                if key in h and not isinstance(h[key], list):
+                    c.err(hp + (key,), f"{key} must be a list of event patterns")
+            count = h.get("count", {})
+            if not isinstance(count, Mapping) or not all(isinstance(v, int) for v in count.values()):
+                c.err(hp + ("count",), "count maps an event kind to a number")
+                count = {}
+            history = HistoryExpect(
+                contains_in_order=tuple(h["contains_in_order"]) if isinstance(h.get("contains_in_order"), list) else None,
+                exactly=tuple(h["exactly"]) if isinstance(h.get("exactly"), list) else None,
+                not_contains=tuple(h.get("not_contains") or ()), count=dict(count))
+    for key, regex in (("message", failure.get("message")), ("description", stall.get("description"))):
+        if regex is not None:
+            try:
+                re.compile(str(regex))
+            except re.error as exc:
+                c.err(path + (("failure",) if key == "message" else ("stall",)) + (key,), f"not a valid regex: {exc}")
+    return Expectation(status=status, output=raw.get("output", MISSING), custom_status=raw.get("custom_status", MISSING),
+                       failure_type=failure.get("type"), failure_message=failure.get("message"),
+                       stall_reason=stall.get("reason"), stall_description=stall.get("description"),
+                       history=history, exists=raw.get("exists"), span=c.doc.span(path))
+
+
+def _start(c: _Checker, raw: Any, path: tuple[Any, ...], default_name: str) -> StartSpec | None:
+    if not isinstance(raw, Mapping):
+        c.err(path, "start is {workflow: NAME, input: ..., as: instance-name, instance_id, scheduled_in, expect_error}")
+        return None
+    c.keys(raw, STEP_KINDS["start"] | {"expect_error"}, path, "start")
+    workflow = c.get(raw, "workflow", path, str)
+    name = raw.get("as", default_name)
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        c.err(path + ("as",), f"{name!r} is not an instance name (letters, digits, '_')")
+    scheduled = raw.get("scheduled_in")
+    return StartSpec(name=str(name), workflow=str(workflow), input=raw.get("input", MISSING),
+                     scheduled_in=None if scheduled is None else _duration(c, scheduled, path + ("scheduled_in",)),
+                     instance_id=None if raw.get("instance_id") is None else str(raw["instance_id"]),
+                     expect_error=_error_expect(c, raw.get("expect_error"), path + ("expect_error",)),
+                     span=c.doc.span(path))
+
+
+def _step(c: _Checker, raw: Any, path: tuple[Any, ...], names: set[str]) -> Step | None:
+    if not isinstance(raw, Mapping):
+        c.err(path, f"a step is a mapping with one of: {', '.join(sorted(STEP_KINDS))}")
+        return None
+    kinds = [k for k in raw if k != "expect_error"]
+    if len(kinds) != 1 or kinds[0] not in STEP_KINDS:
+        c.err(path, f"a step has exactly one of: {', '.join(sorted(STEP_KINDS))} (plus optional expect_error); "
+                    f"got {', '.join(map(str, raw)) or 'nothing'}")
+        return None
+    kind = kinds[0]
+    args = raw[kind]
+    if kind in STEP_SCALAR and not isinstance(args, Mapping):
+        args = {STEP_SCALAR[kind]: args}
+    if args is None:
+        args = {}
+    sp = path + (kind,)
+    if not isinstance(args, Mapping):
+        c.err(sp, f"'{kind}' takes a mapping with keys {sorted(STEP_KINDS[kind]) or 'none'}")
+        return None
+    c.keys(args, STEP_KINDS[kind], sp, f"step '{kind}'")
+    if kind == "start":
+        spec = _start(c, args, sp, default_name="main")
+        if spec is not None:
+            names.add(spec.name)
+    if kind == "wait":
+        st = args.get("status")
+        for s in [st] if isinstance(st, str) else (st or []):
+            if s not in STATUSES:
+                c.err(sp + ("status",), f"{s!r} is not a status; known: {', '.join(STATUSES)}")
+        if st is None:
+            c.err(sp, "wait needs a status (or a list of statuses)")
+    if kind in ("wait", "raise", "suspend", "resume", "terminate", "purge"):
+        inst = args.get("instance", "main")
+        if isinstance(inst, str) and not inst.startswith("$") and inst not in names and not re.search(r"\$\{", inst):
+            c.err(sp + ("instance",), f"no instance named {inst!r} was started before this step; "
+                                      f"known: {', '.join(sorted(names)) or 'none'}")
+    if kind == "raise" and "event" not in args:
+        c.err(sp, "raise needs an event name: {event: NAME, data: ...}")
+    for key in ("timeout", "by", "for", "scheduled_in"):
+        if key in args:
+            _duration(c, args[key], sp + (key,))
+    if kind in ("restart_worker", "start_worker") and "programs" in args:
+        _programs(c, args["programs"], sp + ("programs",))
+    if kind == "call" and "rpc" not in args:
+        c.err(sp, "call needs an rpc name (e.g. GetInstance) and a request")
+    return Step(kind=kind, args=dict(args), span=c.doc.span(path),
+                expect_error=_error_expect(c, raw.get("expect_error"), path + ("expect_error",)))
+
+
+def load_scenario(path: Path, *, root: Path) -> Scenario:
+    """Load one scenario; raises ScenarioError with every problem found."""
+    display = str(path)
+    try:
+        doc = load_source(path, display=display)
+    except YamlSyntaxError as exc:
+        raise ScenarioError([(exc.span, exc.problem, exc.excerpt)]) from None
+    except OSError as exc:
+        raise ScenarioError([(Span(display, 1, 1), f"cannot read: {exc.strerror}", "")]) from None
+    c = _Checker(doc)
+    data = doc.data
+    if not isinstance(data, Mapping):
+        c.err((), "a scenario file is a YAML mapping (id, requirements, programs, start, steps, expect, ...)")
+        raise ScenarioError(c.problems)
+    c.keys(data, TOP_KEYS, (), "a scenario")
+    expected_id = path.relative_to(root).with_suffix("").as_posix()
+    sid = data.get("id", expected_id)
+    if sid != expected_id:
+        c.err(("id",), f"id {sid!r} does not match the file's path; it must be {expected_id!r} (the id is the path)")
+    kind = data.get("kind", "flow")
+    if kind not in ("flow", "vector"):
+        c.err(("kind",), f"kind {kind!r}; use flow (default) or vector")
+    reqs = c.get(data, "requirements", (), list)
+    if isinstance(reqs, list) and not reqs:
+        c.err(("requirements",), "list at least one requirement id from conformance/requirements.yaml")
+    applies = data.get("applies_to", list(DIRECTIONS))
+    for i, d in enumerate(applies if isinstance(applies, list) else []):
+        if d not in DIRECTIONS:
+            c.err(("applies_to", i), f"{d!r} is not a direction; known: {', '.join(DIRECTIONS)}")
+    requires = data.get("requires", [])
+    if not isinstance(requires, list):
+        c.err(("requires",), "requires is a list of capability names")
+        requires = []
+    programs_raw = c.get(data, "programs", (), dict)
+    bundle = _programs(c, programs_raw, ("programs",)) if isinstance(programs_raw, dict) and programs_raw else None
+    if isinstance(programs_raw, dict) and not programs_raw:
+        c.err(("programs",), "define at least one program")
+    sidecar = data.get("sidecar", {}) or {}
+    if not isinstance(sidecar, Mapping):
+        c.err(("sidecar",), f"sidecar options are a mapping of {sorted(SIDECAR_OPTIONS)}")
+        sidecar = {}
+    c.keys(sidecar, SIDECAR_OPTIONS, ("sidecar",), "sidecar options")
+    worker = data.get("worker", {}) or {}
+    if not isinstance(worker, Mapping):
+        c.err(("worker",), "worker options are a mapping, e.g. {adversary: [...]}")
+        worker = {}
+    c.keys(worker, {"adversary"}, ("worker",), "worker options")
+    if "adversary" in worker:
+        from fake_worker.adversary import AdversaryError, parse_rules
+
+        try:
+            parse_rules(worker["adversary"], source="worker.adversary")
+        except AdversaryError as exc:
+            c.err(("worker", "adversary"), str(exc))
+    faults: tuple[Any, ...] = ()
+    if data.get("faults"):
+        from conformance.proxy import FaultRuleError, parse_rules as parse_faults
+
+        try:
+            faults = tuple(parse_faults(data["faults"], source="faults"))
+        except FaultRuleError as exc:
+            c.err(("faults",), str(exc))
+    timeout = _duration(c, data.get("timeout", 30), ("timeout",))
+    checks = data.get("checks", [])
+    if not isinstance(checks, list):
+        c.err(("checks",), "checks is a list of check names")
+        checks = []
+    else:
+        from conformance.checks import CHECKS
+
+        for i, name in enumerate(checks):
+            if name not in CHECKS:
+                c.err(("checks", i), f"unknown check {name!r}; known: {', '.join(sorted(CHECKS))}")
+    names: set[str] = set()
+    starts: list[StartSpec] = []
+    steps: list[Step] = []
+    vector = None
+    expect: dict[str, Expectation] = {}
+    ledger = None
+    if kind == "vector":
+        vector = _vector(c, data.get("vector"), ("vector",))
+    else:
+        if "start" in data:
+            spec = _start(c, data["start"], ("start",), default_name="main")
+            if spec is not None:
+                starts.append(spec)
+                names.add(spec.name)
+        for i, raw in enumerate(data.get("steps") or []):
+            step = _step(c, raw, ("steps", i), names)
+            if step is not None:
+                steps.append(step)
+        raw_expect = data.get("expect", {}) or {}
+        if not isinstance(raw_expect, Mapping):
+            c.err(("expect",), "expect is a mapping")
+            raw_expect = {}
+        per_instance = {k: v for k, v in raw_expect.items() if k == "instances"}
+        main_part = {k: v for k, v in raw_expect.items() if k != "instances"}
+        if main_part:
+            e = _expectation(c, main_part, ("expect",))
+            if e is not None:
+                expect["main"] = e
+        for name, body in (per_instance.get("instances") or {}).items():
+            e = _expectation(c, body, ("expect", "instances", name))
+            if e is not None:
+                expect[str(name)] = e
+        if "ledger" in data:
+            ledger = _ledger(c, data["ledger"], ("ledger",))
+    if c.problems:
+        raise ScenarioError(c.problems)
+    return Scenario(
+        id=expected_id, title=str(data.get("title", expected_id)), source=display,
+        requirements=tuple(map(str, reqs or ())), applies_to=tuple(applies), requires=tuple(map(str, requires)),
+        programs=bundle, programs_doc=dict(programs_raw or {}), kind=kind, sidecar=dict(sidecar),
+        worker=dict(worker), starts=tuple(starts), steps=tuple(steps), faults=faults, expect=expect, ledger=ledger,
+        checks=tuple(checks), timeout=timeout, vector=vector, span=doc.span(()))
+
+
+def _ledger(c: _Checker, raw: Any, path: tuple[Any, ...]) -> LedgerExpect | None:
+    if not isinstance(raw, Mapping):
+        c.err(path, "ledger is {ok: n, lost: n, duplicated: n, unexpected: n, executions: n}")
+        return None
+    c.keys(raw, {"ok", "lost", "duplicated", "unexpected", "executions"}, path, "ledger")
+    for k, v in raw.items():
+        if not isinstance(v, int) or isinstance(v, bool):
+            c.err(path + (k,), f"{k} must be a whole number")
+    return LedgerExpect(ok=raw.get("ok"), lost=raw.get("lost", 0), duplicated=raw.get("duplicated"),
+                        unexpected=raw.get("unexpected", 0), executions=raw.get("executions"))
+
+
+def _vector(c: _Checker, raw: Any, path: tuple[Any, ...]) -> Vector | None:
+    if not isinstance(raw, Mapping):
+        c.err(path, "a vector is {instance_id, past: [events], new: [events], actions: [patterns]}")
+        return None
+    c.keys(raw, {"instance_id", "past", "new", "actions", "custom_status", "version"}, path, "vector")
+    events: dict[str, list[Any]] = {"past": [], "new": []}
+    for part in ("past", "new"):
+        items = raw.get(part, [])
+        if not isinstance(items, list):
+            c.err(path + (part,), f"{part} is a list of events like {{TaskScheduled: {{name: echo}}, eventId: 1}}")
+            continue
+        for i, item in enumerate(items):
+            try:
+                events[part].append(parse_event(item, index=len(events["past"]) + i if part == "new" else i))
+            except WireError as exc:
+                c.err(path + (part, i), str(exc))
+    if not events["new"]:
+        c.err(path + ("new",), "a turn needs at least one new event (a WorkflowStarted)")
+    actions = raw.get("actions")
+    if not isinstance(actions, list):
+        c.err(path + ("actions",), "actions is the list of expected action patterns, e.g. [{ScheduleTask: {id: 1, name: echo}}]")
+        actions = []
+    return Vector(instance_id=str(raw.get("instance_id", "vector")), past=tuple(events["past"]),
+                  new=tuple(events["new"]), actions=tuple(actions), custom_status=raw.get("custom_status", MISSING),
+                  version=raw.get("version"))
+
+
+def discover(root: Path, *, patterns: Sequence[str] = ()) -> list[Path]:
+    """Scenario files under `root` (sorted); `patterns` are globs on the scenario id."""
+    import fnmatch
+
+    files = sorted(p for p in root.rglob("*.yaml") if p.is_file())
+    if patterns:
+        files = [p for p in files if any(fnmatch.fnmatch(p.relative_to(root).with_suffix("").as_posix(), pat)
+                                         for pat in patterns)]
+    return files
+
+
+def load_all(root: Path, *, patterns: Sequence[str] = ()) -> list[Scenario]:
+    """Every scenario under `root`; a ScenarioError lists the problems of all files together."""
+    problems: list[tuple[Span, str, str]] = []
+    out = []
+    for path in discover(root, patterns=patterns):
+        try:
+            out.append(load_scenario(path, root=root))
+        except ScenarioError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise ScenarioError(problems)
+    return out

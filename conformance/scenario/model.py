@@ -1,0 +1,113 @@
+"""The scenario model: frozen records with the source span of each part.
+
+A scenario is either a *flow* (start workflows, act on them over time, then
+check statuses, outputs, histories, ledgers) or a *vector* (one turn: a history
+in, the exact actions a worker must answer out).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from fake_worker.programs import Bundle
+
+from conformance.scenario.source import Span
+
+MISSING: Any = type("Missing", (), {"__repr__": lambda self: "MISSING"})()
+
+DIRECTIONS = ("self", "worker", "engine", "pair")
+STATUSES = ("RUNNING", "COMPLETED", "FAILED", "TERMINATED", "CANCELED", "PENDING", "SUSPENDED", "STALLED")
+TERMINAL = ("COMPLETED", "FAILED", "TERMINATED", "CANCELED")
+
+
+@dataclass(frozen=True)
+class ErrorExpect:
+    codes: tuple[str, ...] = ()  # any of these gRPC codes; empty: any non-OK
+    details: str | None = None  # a regex searched in the status details
+
+
+@dataclass(frozen=True)
+class StartSpec:
+    name: str  # the instance's name in the scenario ("main" by default); `${name}` is its id
+    workflow: str
+    input: Any = MISSING
+    scheduled_in: float | None = None
+    instance_id: str | None = None  # a fixed id (placeholders allowed); default: generated per run
+    expect_error: ErrorExpect | None = None
+    span: Span | None = None
+
+
+@dataclass(frozen=True)
+class Step:
+    kind: str
+    args: Mapping[str, Any]
+    span: Span
+    expect_error: ErrorExpect | None = None
+
+
+@dataclass(frozen=True)
+class HistoryExpect:
+    contains_in_order: tuple[Any, ...] | None = None  # event patterns; "*" matches any run of events
+    exactly: tuple[Any, ...] | None = None
+    not_contains: tuple[str, ...] = ()
+    count: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Expectation:
+    status: str | None = None
+    output: Any = MISSING
+    custom_status: Any = MISSING
+    failure_type: str | None = None
+    failure_message: str | None = None  # regex
+    stall_reason: str | None = None
+    stall_description: str | None = None  # regex
+    history: HistoryExpect | None = None
+    exists: bool | None = None
+    span: Span | None = None
+
+
+@dataclass(frozen=True)
+class LedgerExpect:
+    """At-least-once accounting of the `record` activity (Jepsen-style classification)."""
+
+    ok: int | None = None  # tasks with a completion in history and at least one execution
+    lost: int = 0  # completed in history, never executed
+    duplicated: int | None = None  # executed more than once (allowed for at-least-once; counted)
+    unexpected: int = 0  # executed for a task the history does not schedule
+    executions: int | None = None  # total executions
+
+
+@dataclass(frozen=True)
+class Vector:
+    instance_id: str
+    past: tuple[Any, ...]  # pb.HistoryEvent
+    new: tuple[Any, ...]
+    actions: tuple[Any, ...]  # expected action patterns, in order
+    custom_status: Any = MISSING
+    version: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Scenario:
+    id: str
+    title: str
+    source: str
+    requirements: tuple[str, ...]
+    applies_to: tuple[str, ...]
+    requires: tuple[str, ...]
+    programs: Bundle
+    programs_doc: Mapping[str, Any]  # the raw programs, for drivers that load a bundle file
+    kind: str = "flow"  # "flow" | "vector"
+    sidecar: Mapping[str, Any] = field(default_factory=dict)  # options the reference sidecar needs
+    worker: Mapping[str, Any] = field(default_factory=dict)  # e.g. {"adversary": [...]}
+    starts: tuple[StartSpec, ...] = ()
+    steps: tuple[Step, ...] = ()
+    faults: tuple[Any, ...] = ()  # conformance.proxy FaultRule
+    expect: Mapping[str, Expectation] = field(default_factory=dict)  # instance name or id pattern -> expectation
+    ledger: LedgerExpect | None = None
+    checks: tuple[str, ...] = ()
+    timeout: float = 30.0
+    vector: Vector | None = None
+    span: Span | None = None

@@ -1,0 +1,94 @@
+"""Events and actions as scenario data: `{TaskScheduled: {name: echo}, eventId: 1}` <-> protobuf.
+
+Bodies use the proto JSON form of our schema (camelCase field names; wrapper
+values as plain strings), so a scenario can state any field the wire carries.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from google.protobuf import json_format
+
+from taskhub_wire import pb
+from taskhub_wire.kinds import action_field, action_kind, event_field, event_kind
+
+BASE_SECONDS = 1_767_225_600  # 2026-01-01T00:00:00Z: default timestamps of hand-written events
+
+
+class WireError(ValueError):
+    pass
+
+
+def parse_event(raw: Any, *, index: int = 0) -> pb.HistoryEvent:
+    """`{Kind: body, eventId: n, timestamp: RFC3339}`; defaults: eventId -1, a timestamp one second per index."""
+    if isinstance(raw, str):
+        raw = {raw: {}}
+    if not isinstance(raw, Mapping):
+        raise WireError("an event is {Kind: {fields}, eventId: n, timestamp: ...}, e.g. {TaskScheduled: {name: echo}}")
+    kinds = [k for k in raw if k not in ("eventId", "timestamp")]
+    if len(kinds) != 1:
+        raise WireError(f"an event names exactly one kind (e.g. TaskScheduled); got {sorted(map(str, raw))}")
+    kind = kinds[0]
+    try:
+        field = event_field(kind)
+    except (KeyError, ValueError) as exc:
+        raise WireError(str(exc).strip("'\"")) from None
+    ev = pb.HistoryEvent(eventId=int(raw.get("eventId", -1)))
+    if "timestamp" in raw:
+        try:
+            ev.timestamp.FromJsonString(str(raw["timestamp"]))
+        except ValueError as exc:
+            raise WireError(f"timestamp {raw['timestamp']!r}: {exc}") from None
+    else:
+        ev.timestamp.seconds = BASE_SECONDS + index
+    try:
+        json_format.ParseDict(raw[kind] or {}, getattr(ev, field))
+    except json_format.ParseError as exc:
+        raise WireError(f"{kind}: {exc}") from None
+    getattr(ev, field).SetInParent()
+    return ev
+
+
+_PAYLOADS = ("input", "result", "data")
+
+
+def _decoded(body: dict[str, Any]) -> dict[str, Any]:
+    """Payload fields hold JSON text; compare their values, so patterns can say `result: ok`."""
+    for key in _PAYLOADS:
+        if isinstance(body.get(key), str):
+            try:
+                body[key] = json.loads(body[key])
+            except ValueError:
+                pass
+    return body
+
+
+def event_dict(ev: pb.HistoryEvent) -> dict[str, Any]:
+    """A compact form for matching: {kind, eventId, timestamp, ...fields of the event body}."""
+    kind = event_kind(ev)
+    body = _decoded(json_format.MessageToDict(getattr(ev, event_field(kind))))
+    out: dict[str, Any] = {"kind": kind, "eventId": ev.eventId}
+    if ev.HasField("timestamp"):
+        out["timestamp"] = ev.timestamp.ToJsonString()
+    out.update(body)
+    return out
+
+
+def action_dict(action: pb.WorkflowAction) -> dict[str, Any]:
+    """{Kind: {id, ...fields}} for an action; the form scenario vectors state expected actions in."""
+    kind = action_kind(action)
+    body = _decoded(json_format.MessageToDict(getattr(action, action_field(kind))))
+    return {kind: {"id": action.id, **body}}
+
+
+def parse_action(raw: Mapping[str, Any]) -> pb.WorkflowAction:
+    """The inverse of action_dict (for tests and hand-made answers)."""
+    (kind, body), = raw.items()
+    body = dict(body or {})
+    action = pb.WorkflowAction(id=int(body.pop("id", 0)))
+    json_format.ParseDict(body, getattr(action, action_field(kind)))
+    getattr(action, action_field(kind)).SetInParent()
+    return action

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Install the third-party SDKs used by tests/sdk into their own virtualenvs:
+#   .sdk/dx  dapr-ext-workflow==1.18.3 + dapr==1.18.3  (drivers/sdk_envs/dx.txt)
+#   .sdk/dd  durabletask-dapr==0.17.4                  (drivers/sdk_envs/dd.txt)
+# Each SDK gets its own venv: dd's top-level package `durabletask` clashes with Microsoft's, and
+# SDK protobuf modules must never share a process with ours.
+#
+# Usage: scripts/install-sdks.sh [dx|dd|all]     (default: all)
+# Env:   PYTHON   interpreter used to create the venvs (default: python3, must be >= 3.11)
+#        FORCE=1  reinstall even when the stamp matches
+#
+# Idempotent: .sdk/NAME/.installed records the sha256 of the requirements file and the python
+# version; when both match, nothing is done.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ENVS_DIR="$ROOT/drivers/sdk_envs"
+SDK_DIR="$ROOT/.sdk"
+PYTHON="${PYTHON:-python3}"
+
+die() { echo "install-sdks: error: $*" >&2; exit 1; }
+log() { echo "install-sdks: $*"; }
+
+usage() {
+    echo "usage: $0 [dx|dd|all]" >&2
+    exit 2
+}
+
+command -v "$PYTHON" >/dev/null 2>&1 || die "'$PYTHON' not found (set PYTHON=/path/to/python3.11+)"
+PY_VERSION="$("$PYTHON" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])')" \
+    || die "'$PYTHON' does not run"
+"$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' \
+    || die "'$PYTHON' is $PY_VERSION; python >= 3.11 is required"
+
+install_one() {
+    local name="$1"
+    local req="$ENVS_DIR/$name.txt"
+    local venv="$SDK_DIR/$name"
+    local stamp="$venv/.installed"
+    [[ -f "$req" ]] || die "missing requirements file $req"
+
+    local want
+    want="python=$PY_VERSION sha256=$(sha256sum "$req" | cut -d' ' -f1)"
+    if [[ "${FORCE:-0}" != "1" && -f "$stamp" && -x "$venv/bin/python" ]] \
+        && [[ "$(head -n1 "$stamp")" == "$want" ]]; then
+        log "$name: up to date ($venv)"
+        return 0
+    fi
+
+    log "$name: creating $venv with $PYTHON ($PY_VERSION)"
+    rm -rf "$venv"
+    mkdir -p "$SDK_DIR"
+    "$PYTHON" -m venv "$venv" || die "$name: 'python -m venv' failed (is the venv module installed?)"
+    "$venv/bin/python" -m pip install --quiet --upgrade pip \
+        || die "$name: upgrading pip in $venv failed"
+    if ! "$venv/bin/python" -m pip install --quiet -r "$req"; then
+        rm -rf "$venv"
+        die "$name: pip install -r $req failed (network or pin problem); nothing left in $venv"
+    fi
+    # `pip check` catches the dapr/dapr-ext-workflow mismatch that an unpinned install produces.
+    if ! "$venv/bin/python" -m pip check >/dev/null; then
+        "$venv/bin/python" -m pip check >&2 || true
+        rm -rf "$venv"
+        die "$name: dependency conflict after install (see pip check above)"
+    fi
+    {
+        echo "$want"
+        grep -v -E '^\s*(#|$)' "$req"
+        "$venv/bin/python" -m pip freeze
+    } >"$stamp.tmp"
+    mv "$stamp.tmp" "$stamp"
+    log "$name: installed ($(grep -v -E '^\s*(#|$)' "$req" | tr '\n' ' '))"
+}
+
+target="${1:-all}"
+[[ $# -le 1 ]] || usage
+case "$target" in
+    dx | dd) install_one "$target" ;;
+    all) install_one dx; install_one dd ;;
+    -h | --help) usage ;;
+    *) usage ;;
+esac
