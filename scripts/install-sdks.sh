@@ -69,7 +69,7 @@ install_one() {
         "$venv/bin/python" -m pip freeze
     } >"$stamp.tmp"
     mv "$stamp.tmp" "$stamp"
-    log "$name: installed ($(grep -v -E '^\s*(#|$)' "$req" | tr '\n' ' '))"
+    log "$name: installed $(grep -v -E '^\s*(#|$)' "$req" | paste -sd' ')"
 }
 
 target="${1:-all}"

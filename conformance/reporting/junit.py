@@ -8,21 +8,13 @@ also carry the protocol transcript in <system-out>.
 
 from __future__ import annotations
 
-import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
 from conformance.events import Event, Outcome, ScenarioFinished
-from conformance.reporting.model import RunView, failure_text, first_line, transcript_text
-
-# Characters XML 1.0 cannot carry at all (a decoded payload may hold them).
-_INVALID_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-
-
-def clean(text: str) -> str:
-    return _INVALID_XML.sub("\ufffd", text)
+from conformance.reporting.model import RunView, failure_text, first_line, transcript_text, xml_safe
 
 
 def render_junit(events: Iterable[Event]) -> str:
@@ -42,7 +34,7 @@ def render_junit(events: Iterable[Event]) -> str:
         ET.SubElement(props, "property", name="run_id", value=view.run_id)
         for key in ("sidecar", "worker"):
             for value in dict.fromkeys(getattr(r, key) for r in results):
-                ET.SubElement(props, "property", name=key, value=clean(value))
+                ET.SubElement(props, "property", name=key, value=xml_safe(value))
         for r in results:
             _testcase(suite, r)
     totals.apply(root)
@@ -62,22 +54,22 @@ def _testcase(suite: ET.Element, r: ScenarioFinished) -> None:
         case.set("file", r.source)
     props = ET.SubElement(case, "properties")
     for rid in r.requirements:
-        ET.SubElement(props, "property", name="requirement", value=clean(rid))
+        ET.SubElement(props, "property", name="requirement", value=xml_safe(rid))
     if r.title:
-        ET.SubElement(props, "property", name="title", value=clean(r.title))
+        ET.SubElement(props, "property", name="title", value=xml_safe(r.title))
     if r.gap_passed:
         ET.SubElement(props, "property", name="gap_passed", value="declared gap passed: remove it from targets.yaml")
     if r.outcome in (Outcome.FAILED, Outcome.ERROR):
         text = failure_text(r)
         tag, kind = ("failure", "ConformanceFailure") if r.outcome is Outcome.FAILED else ("error", "ScenarioError")
-        el = ET.SubElement(case, tag, message=clean(first_line(text)), type=kind)
-        el.text = clean(text)
+        el = ET.SubElement(case, tag, message=xml_safe(first_line(text)), type=kind)
+        el.text = xml_safe(text)
         if r.transcript:
-            ET.SubElement(case, "system-out").text = clean(transcript_text(r.transcript))
+            ET.SubElement(case, "system-out").text = xml_safe(transcript_text(r.transcript))
     elif r.outcome in (Outcome.NOT_IMPLEMENTED, Outcome.NOT_APPLICABLE):
         why = r.gap_reason or first_line(r.message) or "no reason given"
         label = "not implemented" if r.outcome is Outcome.NOT_IMPLEMENTED else "not applicable"
-        ET.SubElement(case, "skipped", message=clean(f"{label}: {why}"))
+        ET.SubElement(case, "skipped", message=xml_safe(f"{label}: {why}"))
 
 
 class _Totals:

@@ -7,6 +7,7 @@ matrix) first fold the events into a `RunView`.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -186,3 +187,11 @@ def transcript_text(transcript: Iterable[TranscriptEntry]) -> str:
 
 def plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+# Characters XML 1.0 cannot carry at all (a decoded payload may hold them).
+_INVALID_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_safe(text: str) -> str:
+    return _INVALID_XML.sub("\ufffd", text)

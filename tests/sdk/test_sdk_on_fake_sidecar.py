@@ -6,8 +6,10 @@ separate process, parses its one JSON result line and checks the observations. S
 in the pytest process: its generated protobuf modules would clash with ours.
 
 Set TASKHUB_SDK_SIDECAR=HOST:PORT to aim the apps at an already running sidecar instead (for
-example durabletask-go or daprd, to compare engines by hand); the stall cases then need an engine
-that stalls.
+example durabletask-go, to compare engines by hand). Run that mode without xdist (`-n 0`): workers of
+concurrent apps on one sidecar compete for each other's work items and fail with
+OrchestratorNotRegisteredError. durabletask-go has no stalls and no Dapr runtime API, so
+patch_stall, version_stall and runtime_api fail there by design.
 """
 
 from __future__ import annotations

@@ -1,0 +1,200 @@
+"""`conformance`: run scenarios on target pairs, list and validate them, rebuild reports.
+
+Exit codes: 0 every scenario passed (declared gaps and missing capabilities do not
+fail a run), 1 a scenario failed or errored, 2 bad input (scenario files,
+targets, options).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_SCENARIOS = ROOT / "scenarios"
+DEFAULT_REPORTS = ROOT / "reports"
+CATALOGUE = Path(__file__).with_name("requirements.yaml")
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class UsageError(Exception):
+    pass
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="conformance", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def selection(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--scenarios", type=Path, default=DEFAULT_SCENARIOS, help="scenario folder (default scenarios/)")
+        sp.add_argument("--scenario", action="append", default=[], metavar="GLOB",
+                        help="only scenarios whose id matches (repeatable), e.g. 'patching/*'")
+        sp.add_argument("--requirement", action="append", default=[], metavar="ID",
+                        help="only scenarios covering this requirement (repeatable)")
+
+    run = sub.add_parser("run", help="run scenarios on a sidecar/worker pair (default: the reference pair)")
+    selection(run)
+    run.add_argument("--sidecar", action="append", default=[], metavar="NAME",
+                     help="sidecar target from targets.yaml (repeatable; default reference)")
+    run.add_argument("--worker", action="append", default=[], metavar="NAME",
+                     help="worker target from targets.yaml (repeatable; default reference)")
+    run.add_argument("--sidecar-address", metavar="HOST:PORT", help="for --sidecar address: a sidecar you run")
+    run.add_argument("--worker-command", metavar="CMD",
+                     help="for --worker command: your worker, with {address} and {programs} placeholders")
+    run.add_argument("--targets", type=Path, default=None, help="targets file (default conformance/targets/targets.yaml)")
+    run.add_argument("--reports", type=Path, default=DEFAULT_REPORTS, help="report folder (default reports/)")
+    run.add_argument("--no-reports", action="store_true", help="only the terminal output")
+    run.add_argument("--jobs", type=int, default=6, help="scenarios run at once (default 6)")
+    run.add_argument("-v", "--verbose", action="store_true", help="one line per scenario")
+
+    lst = sub.add_parser("list", help="list scenarios (or requirements with --requirements)")
+    selection(lst)
+    lst.add_argument("--requirements", action="store_true", help="list the requirement catalogue with coverage")
+
+    val = sub.add_parser("validate", help="check scenario files and the catalogue; exit 2 on any problem")
+    selection(val)
+
+    rep = sub.add_parser("report", help="rebuild every report from a run's events.jsonl")
+    rep.add_argument("--events", type=Path, default=DEFAULT_REPORTS / "events.jsonl")
+    rep.add_argument("--reports", type=Path, default=DEFAULT_REPORTS)
+
+    tg = sub.add_parser("targets", help="list targets with their capabilities and declared gaps")
+    tg.add_argument("--targets", type=Path, default=None)
+    return p
+
+
+def _load(args: argparse.Namespace):
+    from conformance.reporting.catalogue import load_catalogue
+    from conformance.scenario.loader import load_all
+
+    if not args.scenarios.is_dir():
+        raise UsageError(f"scenario folder {args.scenarios} does not exist")
+    scenarios = load_all(args.scenarios, patterns=args.scenario)
+    catalogue = load_catalogue(CATALOGUE)
+    if args.requirement:
+        unknown = [r for r in args.requirement if r not in catalogue.ids]
+        if unknown:
+            raise UsageError(f"unknown requirement(s) {', '.join(unknown)}; see `conformance list --requirements`")
+        scenarios = [s for s in scenarios if set(s.requirements) & set(args.requirement)]
+    return scenarios, catalogue
+
+
+def _coverage_problems(scenarios, catalogue) -> list[str]:
+    out = []
+    known = catalogue.ids
+    for s in scenarios:
+        for r in s.requirements:
+            if r not in known:
+                out.append(f"{s.source}: requirement {r!r} is not in conformance/requirements.yaml")
+    return out
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from conformance.reporting import TerminalReporter, write_reports
+    from conformance.runner import Plan, run_plan
+    from conformance.targets.registry import DEFAULT_TARGETS, load_targets
+
+    scenarios, catalogue = _load(args)
+    problems = _coverage_problems(scenarios, catalogue)
+    if problems:
+        raise UsageError("\n".join(problems))
+    if not scenarios:
+        raise UsageError("no scenario matches the selection")
+    targets = load_targets(args.targets or DEFAULT_TARGETS)
+    pairs = [targets.pair(s, w, sidecar_address=args.sidecar_address, worker_command=args.worker_command)
+             for s in (args.sidecar or ["reference"]) for w in (args.worker or ["reference"])]
+    plan = Plan.build(scenarios, pairs)
+    events: list = []
+    terminal = TerminalReporter(sys.stdout, verbose=args.verbose, color=sys.stdout.isatty())
+    extra = []
+    if args.sidecar_address:
+        extra += ["--sidecar-address", args.sidecar_address]
+    if args.worker_command:
+        extra += ["--worker-command", args.worker_command]
+    results = run_plan(plan, sinks=[events.append, terminal.handle], jobs=args.jobs,
+                       command=shlex.join(["conformance", *sys.argv[1:]]), reproduce_extra=extra)
+    if not args.no_reports:
+        written = write_reports(events=events, out_dir=args.reports, catalogue=catalogue)
+        print("reports: " + ", ".join(str(p) for p in written.values()))
+    bad = sum(1 for r in results if r.outcome.value in ("FAILED", "ERROR"))
+    return EXIT_FAILED if bad else EXIT_OK
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    scenarios, catalogue = _load(args)
+    if args.requirements:
+        covered = Counter(r for s in scenarios for r in s.requirements)
+        for req in catalogue.requirements:
+            print(f"{req.id:<24} {req.level:<6} {covered.get(req.id, 0):>3} scenario(s)  {req.title}")
+        return EXIT_OK
+    for s in scenarios:
+        print(f"{s.id:<48} {' '.join(s.requirements)}")
+    print(f"{len(scenarios)} scenario(s)")
+    return EXIT_OK
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    scenarios, catalogue = _load(args)
+    problems = _coverage_problems(scenarios, catalogue)
+    covered = {r for s in scenarios for r in s.requirements}
+    if not args.scenario and not args.requirement:
+        problems += [f"{CATALOGUE}: requirement {r.id} is covered by no scenario" for r in catalogue.requirements
+                     if r.id not in covered]
+    if problems:
+        print("\n".join(problems), file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"{len(scenarios)} scenario(s) valid; {len(covered)} of {len(catalogue.requirements)} requirements covered")
+    return EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from conformance.reporting import read_events, write_reports
+    from conformance.reporting.catalogue import load_catalogue
+
+    if not args.events.is_file():
+        raise UsageError(f"no events file at {args.events}; run `conformance run` first")
+    events = read_events(args.events)
+    written = write_reports(events=events, out_dir=args.reports, catalogue=load_catalogue(CATALOGUE))
+    print("reports: " + ", ".join(str(p) for p in written.values()))
+    return EXIT_OK
+
+
+def cmd_targets(args: argparse.Namespace) -> int:
+    from conformance.targets.registry import DEFAULT_TARGETS, load_targets
+
+    targets = load_targets(args.targets or DEFAULT_TARGETS)
+    for group, items in (("sidecars", targets.sidecars), ("workers", targets.workers)):
+        print(f"{group}:")
+        for t in items.values():
+            print(f"  {t.name:<20} {t.kind:<16} {', '.join(sorted(t.capabilities)) or '-'}")
+            for gap in t.gaps:
+                print(f"      gap {gap.requirement}: {gap.reason}")
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from conformance.reporting.catalogue import CatalogueError
+    from conformance.scenario.loader import ScenarioError
+    from conformance.targets.registry import TargetError
+
+    args = _parser().parse_args(argv)
+    handler = {"run": cmd_run, "list": cmd_list, "validate": cmd_validate, "report": cmd_report,
+               "targets": cmd_targets}[args.command]
+    try:
+        return handler(args)
+    except ScenarioError as exc:
+        print(exc.render(), file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (UsageError, TargetError, CatalogueError) as exc:
+        print(f"conformance: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""Reports: consumers of the runner's event stream (terminal, events.jsonl, JUnit, allure, summary, matrix).
+
+    paths = write_reports(events=events, out_dir=Path("reports"), catalogue=load_catalogue(...))
+    events = read_events(Path("reports/events.jsonl"))   # rebuild every report from a finished run
+
+`TerminalReporter` and `AllureWriter` also work live: feed them each event with `handle(event)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from conformance.events import Event, from_json, to_json
+from conformance.reporting.allure import AllureWriter, write_allure
+from conformance.reporting.catalogue import Catalogue, CatalogueError, Requirement, load_catalogue, parse_catalogue
+from conformance.reporting.junit import write_junit
+from conformance.reporting.matrix import write_matrix
+from conformance.reporting.summary import write_summary
+from conformance.reporting.terminal import TerminalReporter, summary_line
+from conformance.reporting.timeline import render_timeline
+
+__all__ = [
+    "AllureWriter",
+    "Catalogue",
+    "CatalogueError",
+    "EventLogError",
+    "Requirement",
+    "TerminalReporter",
+    "load_catalogue",
+    "parse_catalogue",
+    "read_events",
+    "render_timeline",
+    "summary_line",
+    "write_events",
+    "write_reports",
+]
+
+
+class EventLogError(ValueError):
+    """events.jsonl has a line that is not a conformance event."""
+
+
+def write_events(events: Iterable[Event], path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as f:
+        for event in events:
+            f.write(to_json(event) + "\n")
+    return path
+
+
+def read_events(path: Path) -> list[Event]:
+    """The events of an events.jsonl file, in order; blank lines are skipped."""
+    events: list[Event] = []
+    problems: list[str] = []
+    with Path(path).open(encoding="utf-8") as f:
+        for number, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                events.append(from_json(line))
+            except (ValueError, TypeError, KeyError) as e:
+                problems.append(f"{path}:{number}: {e}")
+    if problems:
+        raise EventLogError("not a valid event log:\n" + "\n".join(f"  - {p}" for p in problems))
+    return events
+
+
+def write_reports(*, events: Sequence[Event], out_dir: Path, catalogue: Catalogue) -> dict[str, Path]:
+    """Write every file report of a run into `out_dir`; returns report name -> path.
+
+    Names: events (events.jsonl), junit (junit.xml), allure (allure-results/), summary
+    (summary.json), matrix_md (matrix.md), matrix_html (matrix.html).
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    events = list(events)
+    matrix_md, matrix_html = write_matrix(events, out_dir, catalogue=catalogue)
+    return {
+        "events": write_events(events, out_dir / "events.jsonl"),
+        "junit": write_junit(events, out_dir / "junit.xml"),
+        "allure": write_allure(events, out_dir / "allure-results", catalogue=catalogue),
+        "summary": write_summary(events, out_dir / "summary.json", catalogue=catalogue),
+        "matrix_md": matrix_md,
+        "matrix_html": matrix_html,
+    }

@@ -1,0 +1,66 @@
+"""Runs scenarios on target pairs and emits the event stream every report consumes."""
+
+from __future__ import annotations
+
+import shlex
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from conformance.events import Event, Outcome, RunFinished, RunStarted, ScenarioFinished, ScenarioStarted
+from conformance.runner.execute import run_scenario
+from conformance.scenario.model import Scenario
+from conformance.targets.base import Pair
+
+Sink = Callable[[Event], None]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Which scenario runs on which pair; directions a scenario does not apply to are left out."""
+
+    items: tuple[tuple[Scenario, Pair], ...]
+
+    @classmethod
+    def build(cls, scenarios: Sequence[Scenario], pairs: Sequence[Pair]) -> "Plan":
+        # The self-check runs everything: the reference pair must pass every scenario.
+        return cls(tuple((s, p) for p in pairs for s in scenarios
+                         if p.direction == "self" or p.direction in s.applies_to))
+
+
+def reproduce_command(scenario: Scenario, pair: Pair, *, extra: Sequence[str] = ()) -> str:
+    return shlex.join(["conformance", "run", "--sidecar", pair.sidecar.name, "--worker", pair.worker.name,
+                       "--scenario", scenario.id, *extra])
+
+
+def run_plan(plan: Plan, *, sinks: Sequence[Sink], jobs: int = 4, work_root: Path | None = None,
+             command: str = "conformance run", reproduce_extra: Sequence[str] = ()) -> list[ScenarioFinished]:
+    run_id = uuid.uuid4().hex[:12]
+    began_wall, began = time.time(), time.monotonic()
+    pairs = tuple(dict.fromkeys(p.label for _, p in plan.items))
+
+    def emit(event: Event) -> None:
+        for sink in sinks:
+            sink(event)
+
+    emit(RunStarted(run_id=run_id, started_at=began_wall, pairs=pairs, scenario_count=len(plan.items),
+                    command=command))
+
+    def one(item: tuple[Scenario, Pair]) -> ScenarioFinished:
+        scenario, pair = item
+        emit(ScenarioStarted(scenario=scenario.id, pair=pair.label))
+        result = run_scenario(scenario, pair, work_root=work_root,
+                              reproduce=reproduce_command(scenario, pair, extra=reproduce_extra))
+        emit(result)
+        return result
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="scenario") as pool:
+        results = list(pool.map(one, plan.items))
+    counts = Counter(r.outcome.value for r in results)
+    emit(RunFinished(run_id=run_id, finished_at=time.time(), duration_s=time.monotonic() - began,
+                     counts={o.value: counts.get(o.value, 0) for o in Outcome}))
+    return results

@@ -1,0 +1,482 @@
+"""Run one scenario on one target pair and return its ScenarioFinished event.
+
+Order: start the sidecar, the fault proxy in front of it (the worker talks only
+to the proxy, so every worker message is in the transcript), then the worker;
+run the starts and steps with the harness's own client; wait for the expected
+states; observe; tear everything down; run the checks.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+from google.protobuf import json_format
+
+from taskhub_wire import pb
+from taskhub_wire.rpc import TASKHUB, TaskHubClient
+
+from conformance.checks import ALWAYS, CHECKS, ConformanceFailure, Observed
+from conformance.events import Outcome, ScenarioFinished, TranscriptEntry
+from conformance.scenario.model import MISSING, ErrorExpect, Scenario, StartSpec, Step
+from conformance.scenario.wire import event_dict
+from conformance.targets.base import Pair, Replayer, WorkerStart
+
+
+class HarnessError(Exception):
+    """The scenario could not be run as written on this pair (an ERROR, not a conformance failure)."""
+
+
+class StepFailed(Exception):
+    """A step's own expectation did not hold (e.g. an RPC that should fail succeeded)."""
+
+
+def _status_name(value: int) -> str:
+    return pb.OrchestrationStatus.Name(value).removeprefix("ORCHESTRATION_STATUS_")
+
+
+@dataclass
+class _Client:
+    """The harness's client of the sidecar; every call lands in the transcript."""
+
+    address: str
+    metadata: tuple[tuple[str, str], ...]
+    began: float
+    transcript: list[TranscriptEntry] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.channel = grpc.insecure_channel(self.address)
+        self.client = TaskHubClient(self.channel, metadata=self.metadata)
+        self.lock = threading.Lock()
+
+    def reconnect(self, address: str) -> None:
+        self.channel.close()
+        self.address = address
+        self.__post_init__()
+
+    def call(self, rpc: str, request: Any, *, timeout: float) -> Any:
+        t = time.monotonic() - self.began
+        try:
+            resp = self.client.call(rpc, request, timeout=timeout)
+        except grpc.RpcError as exc:
+            self._log(t, rpc, request, None, f"{exc.code().name}: {exc.details()}")
+            raise
+        if rpc not in ("GetInstance", "GetInstanceHistory"):  # polling would drown the transcript
+            self._log(t, rpc, request, resp, None)
+        return resp
+
+    def _log(self, t: float, rpc: str, request: Any, resp: Any, status: str | None) -> None:
+        req = json_format.MessageToDict(request)
+        summary = f"{rpc} {json.dumps(req)[:140]}" + (f" -> {status}" if status else "")
+        with self.lock:
+            self.transcript.append(TranscriptEntry(t=t, channel="client", direction="request", rpc=rpc,
+                                                   summary=summary, message=req, status=status))
+
+    def close(self) -> None:
+        self.channel.close()
+
+
+@dataclass
+class _Run:
+    scenario: Scenario
+    pair: Pair
+    work_dir: Path
+    reproduce: str
+    began: float = field(default_factory=time.monotonic)
+    instances: dict[str, str] = field(default_factory=dict)
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def subst(self, value: Any) -> Any:
+        """`${name}` placeholders -> instance ids, recursively in strings."""
+        if isinstance(value, str):
+            return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", lambda m: self.instances.get(m.group(1), m.group(0)),
+                          value)
+        if isinstance(value, list):
+            return [self.subst(v) for v in value]
+        if isinstance(value, Mapping):
+            return {k: self.subst(v) for k, v in value.items()}
+        return value
+
+    def iid(self, name: Any) -> str:
+        name = str(name or "main")
+        if name in self.instances:
+            return self.instances[name]
+        return str(self.subst(name))
+
+
+def _payload(value: Any) -> str | None:
+    return None if value is MISSING else json.dumps(value)
+
+
+def _expect_error(exc: grpc.RpcError, want: ErrorExpect, where: str) -> None:
+    code = exc.code().name
+    if want.codes and code not in want.codes:
+        raise StepFailed(f"{where}: expected status {'/'.join(want.codes)}, got {code}: {exc.details()}")
+    if want.details and not re.search(want.details, exc.details() or ""):
+        raise StepFailed(f"{where}: status details {exc.details()!r} do not match /{want.details}/")
+
+
+def _rpc(run: _Run, client: _Client, rpc: str, request: Any, *, expect: ErrorExpect | None, where: str,
+         timeout: float) -> Any:
+    try:
+        resp = client.call(rpc, request, timeout=timeout)
+    except grpc.RpcError as exc:
+        if expect is not None:
+            _expect_error(exc, expect, where)
+            return None
+        raise StepFailed(f"{where}: {rpc} failed: {exc.code().name}: {exc.details()}") from None
+    if expect is not None:
+        raise StepFailed(f"{where}: expected {rpc} to fail ({'/'.join(expect.codes) or 'non-OK'}"
+                         f"{', details /' + expect.details + '/' if expect.details else ''}), but it succeeded")
+    return resp
+
+
+def _state(client: _Client, iid: str) -> dict[str, Any] | None:
+    resp = client.call("GetInstance", pb.GetInstanceRequest(instanceId=iid, getInputsAndOutputs=True), timeout=10)
+    if not resp.exists:
+        return None
+    st = resp.workflowState
+    out: dict[str, Any] = {"status": _status_name(st.workflowStatus), "name": st.name}
+    out["output"] = st.output.value if st.HasField("output") else None
+    out["input"] = st.input.value if st.HasField("input") else None
+    out["custom_status"] = st.customStatus.value if st.HasField("customStatus") else None
+    if st.HasField("failureDetails"):
+        out["failure"] = {"errorType": st.failureDetails.errorType, "errorMessage": st.failureDetails.errorMessage}
+    return out
+
+
+def _history(client: _Client, iid: str) -> list[Any]:
+    try:
+        return list(client.call("GetInstanceHistory", pb.GetInstanceHistoryRequest(instanceId=iid), timeout=10).events)
+    except grpc.RpcError as exc:
+        if exc.code() == grpc.StatusCode.NOT_FOUND:
+            return []
+        raise
+
+
+def _wait_status(client: _Client, iid: str, wanted: Sequence[str], timeout: float, *, where: str) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        last = _state(client, iid)
+        if last is not None and last["status"] in wanted:
+            return last
+        if time.monotonic() > deadline:
+            got = "no such instance" if last is None else last["status"]
+            why = ""
+            if last and last.get("failure"):
+                why = f" ({last['failure']['errorType']}: {last['failure']['errorMessage'][:200]})"
+            raise StepFailed(f"{where}: instance {iid} did not reach {'/'.join(wanted)} within {timeout:g}s; "
+                             f"it is {got}{why}")
+        time.sleep(0.02)
+
+
+class _Harness:
+    """The live pieces of one run: sidecar, proxy, worker, client."""
+
+    def __init__(self, run: _Run, stack: ExitStack) -> None:
+        self.run = run
+        self.stack = stack
+        sc = run.scenario
+        self.ledger = run.work_dir / "ledger.jsonl"
+        self.ledger.touch()
+        self.sidecar = run.pair.sidecar.start(options=sc.sidecar, work_dir=run.work_dir)
+        stack.callback(self._stop_sidecar)
+        from conformance.proxy import FaultProxy
+
+        self.proxy = FaultProxy.start(upstream=self.sidecar.address, rules=sc.faults)
+        stack.callback(self.proxy.stop)
+        token = sc.sidecar.get("api_token")
+        self.client = _Client(self.sidecar.address, (("dapr-api-token", token),) if token else (), run.began)
+        stack.callback(self.client.close)
+        self.bundle, self.bundle_doc = sc.programs, dict(sc.programs_doc)
+        self.worker = None
+        self.start_worker()
+        stack.callback(self.stop_worker)
+
+    def _stop_sidecar(self) -> None:
+        self.sidecar.stop()
+
+    def start_worker(self, *, programs: Mapping[str, Any] | None = None,
+                     versions: Mapping[str, Sequence[str]] | None = None) -> None:
+        from fake_worker.programs import parse_bundle  # pure data module, no engine code
+
+        if programs:
+            self.bundle_doc = {**dict(self.run.scenario.programs_doc), **dict(programs)}
+        if programs or versions:
+            doc = dict(self.bundle_doc)
+            for name, keep in (versions or {}).items():
+                fam = dict(doc[name])
+                fam["versions"] = {v: body for v, body in fam["versions"].items() if v in keep}
+                if fam.get("default") not in fam["versions"]:
+                    fam.pop("default", None)
+                doc[name] = fam
+            self.bundle_doc = doc
+        self.bundle = parse_bundle({"programs": self.bundle_doc})
+        token = self.run.scenario.sidecar.get("api_token")
+        self.worker = self.run.pair.worker.start(WorkerStart(
+            address=self.proxy.address, bundle=self.bundle, bundle_doc=self.bundle_doc, work_dir=self.run.work_dir,
+            ledger=self.ledger, adversary=tuple(self.run.scenario.worker.get("adversary") or ()), api_token=token))
+
+    def stop_worker(self) -> None:
+        if self.worker is not None:
+            self.worker.stop()
+            self.worker = None
+
+
+def _do_start(run: _Run, h: _Harness, spec: StartSpec) -> None:
+    iid = spec.instance_id and str(run.subst(spec.instance_id)) or \
+        f"{spec.name}-{run.scenario.id.rsplit('/', 1)[-1][:24]}-{uuid.uuid4().hex[:6]}"
+    run.instances[spec.name] = iid
+    req = pb.CreateInstanceRequest(instanceId=iid, name=spec.workflow)
+    payload = _payload(run.subst(spec.input))
+    if payload is not None:
+        req.input.value = payload
+    if spec.scheduled_in is not None:
+        req.scheduledStartTimestamp.FromNanoseconds(time.time_ns() + int(spec.scheduled_in * 1e9))
+    _rpc(run, h.client, "StartInstance", req, expect=spec.expect_error, where=f"{spec.span} start {spec.name}",
+         timeout=run.scenario.timeout)
+
+
+def _do_step(run: _Run, h: _Harness, step: Step) -> None:
+    a = step.args
+    where = f"{step.span} {step.kind}"
+    timeout = run.scenario.timeout
+    if step.kind == "start":
+        from fake_worker.programs import parse_duration
+
+        spec = StartSpec(name=str(a.get("as", "main")), workflow=str(a["workflow"]), input=a.get("input", MISSING),
+                         scheduled_in=parse_duration(a["scheduled_in"]) if "scheduled_in" in a else None,
+                         instance_id=a.get("instance_id"), expect_error=step.expect_error, span=step.span)
+        _do_start(run, h, spec)
+    elif step.kind == "wait":
+        from fake_worker.programs import parse_duration
+
+        wanted = [a["status"]] if isinstance(a["status"], str) else list(a["status"])
+        _wait_status(h.client, run.iid(a.get("instance")), wanted,
+                     parse_duration(a["timeout"]) if "timeout" in a else timeout, where=where)
+    elif step.kind == "raise":
+        req = pb.RaiseEventRequest(instanceId=run.iid(a.get("instance")), name=str(a["event"]))
+        payload = _payload(run.subst(a.get("data", MISSING)))
+        if payload is not None:
+            req.input.value = payload
+        _rpc(run, h.client, "RaiseEvent", req, expect=step.expect_error, where=where, timeout=timeout)
+    elif step.kind in ("suspend", "resume"):
+        cls = pb.SuspendRequest if step.kind == "suspend" else pb.ResumeRequest
+        req = cls(instanceId=run.iid(a.get("instance")))
+        if a.get("reason"):
+            req.reason.value = str(a["reason"])
+        _rpc(run, h.client, "SuspendInstance" if step.kind == "suspend" else "ResumeInstance", req,
+             expect=step.expect_error, where=where, timeout=timeout)
+    elif step.kind == "terminate":
+        req = pb.TerminateRequest(instanceId=run.iid(a.get("instance")), recursive=bool(a.get("recursive", False)))
+        payload = _payload(run.subst(a.get("output", MISSING)))
+        if payload is not None:
+            req.output.value = payload
+        _rpc(run, h.client, "TerminateInstance", req, expect=step.expect_error, where=where, timeout=timeout)
+    elif step.kind == "purge":
+        req = pb.PurgeInstancesRequest(instanceId=run.iid(a.get("instance")), recursive=bool(a.get("recursive", False)))
+        if "force" in a:
+            req.force = bool(a["force"])
+        _rpc(run, h.client, "PurgeInstances", req, expect=step.expect_error, where=where, timeout=timeout)
+    elif step.kind in ("restart_worker", "start_worker", "stop_worker"):
+        if step.kind != "start_worker":
+            h.stop_worker()
+        if step.kind != "stop_worker":
+            h.start_worker(programs=a.get("programs"), versions=a.get("versions"))
+    elif step.kind == "kill_sidecar":
+        h.sidecar.kill()
+    elif step.kind == "restart_sidecar":
+        h.sidecar.restart()
+        if h.sidecar.address != h.client.address:
+            raise HarnessError(f"{where}: the sidecar came back on another address ({h.sidecar.address})")
+    elif step.kind == "advance_clock":
+        from fake_worker.programs import parse_duration
+
+        engine = getattr(h.sidecar, "engine", None)
+        if engine is None:
+            raise HarnessError(f"{where}: sidecar {run.pair.sidecar.name} has no clock the harness can move")
+        engine.advance_clock(parse_duration(a["by"]))
+    elif step.kind == "sleep":
+        from fake_worker.programs import parse_duration
+
+        time.sleep(parse_duration(a["for"]))
+    elif step.kind == "call":
+        method = TASKHUB.method(str(a["rpc"]))
+        request = json_format.ParseDict(run.subst(a.get("request") or {}), method.request())
+        expect = a.get("expect") or {}
+        want_error = step.expect_error
+        resp = _rpc(run, h.client, method.name, request, expect=want_error, where=where, timeout=timeout)
+        if resp is not None and expect.get("response") is not None:
+            from conformance.scenario.matching import Matcher
+
+            got = json_format.MessageToDict(resp)
+            mismatches = Matcher().match(run.subst(expect["response"]), got, "$")
+            if mismatches:
+                raise StepFailed(f"{where}: {method.name} response: " + "; ".join(mismatches))
+    elif step.kind == "release_replays":
+        h.proxy.replay_pending()
+    elif step.kind == "cut_streams":
+        h.proxy.cut_streams()
+    else:  # pragma: no cover - the loader rejects unknown kinds
+        raise HarnessError(f"{where}: unknown step kind {step.kind}")
+
+
+def _final_wait(run: _Run, h: _Harness) -> None:
+    """Wait for every expected status to be reached (statuses are where the flow comes to rest)."""
+    for key, exp in run.scenario.expect.items():
+        if exp.status is None:
+            continue
+        iid = run.iid(key) if key in run.instances else str(run.subst(key))
+        try:
+            _wait_status(h.client, iid, [exp.status], run.scenario.timeout, where=f"{exp.span} expect")
+        except StepFailed:
+            return  # the expectations check reports the actual status, with every other mismatch
+
+
+def _observe(run: _Run, h: _Harness) -> Observed:
+    ids = dict(run.instances)
+    for key in run.scenario.expect:
+        if key not in ids:
+            ids[key] = str(run.subst(key))
+    states: dict[str, Any] = {}
+    raw: dict[str, list[Any]] = {}
+    for iid in dict.fromkeys(ids.values()):
+        state = _state(h.client, iid)
+        if state is not None:
+            states[iid] = state
+            raw[iid] = _history(h.client, iid)
+    ledger = [json.loads(line) for line in h.ledger.read_text(encoding="utf-8").splitlines() if line.strip()]
+    zombies = []
+    if any((r.get("mode") if isinstance(r, Mapping) else r) == "zombie"
+           for r in run.scenario.worker.get("adversary") or ()):
+        zombies.append(json.dumps("zombie"))
+    counters = h.sidecar.counters() if hasattr(h.sidecar, "counters") else {}
+    return Observed(scenario=run.scenario, instances=run.instances, states=states,
+                    histories={k: [event_dict(e) for e in v] for k, v in raw.items()}, raw_histories=raw,
+                    ledger=ledger, counters=counters, zombie_results=zombies, reproduce=run.reproduce)
+
+
+def _replayer(run: _Run, bundle: Any, stack: ExitStack) -> Replayer | None:
+    """Replays turns on a fresh worker: in-process for the reference worker, else through a vector sidecar."""
+    worker = run.pair.worker
+    if worker.replayer is not None:
+        return worker.replayer(bundle)
+    from conformance.targets.reference import answer_dict, start_reference_sidecar
+
+    holder: dict[str, Any] = {}
+
+    def replay(iid: str, past: Sequence[Any], new: Sequence[Any]) -> dict[str, Any] | None:
+        if "sidecar" not in holder:
+            vec_dir = run.work_dir / "vectors"
+            vec_dir.mkdir(exist_ok=True)
+            sidecar = start_reference_sidecar(options={}, work_dir=vec_dir)
+            stack.callback(sidecar.stop)
+            holder["sidecar"] = sidecar
+            handle = worker.start(WorkerStart(address=sidecar.address, bundle=bundle,
+                                              bundle_doc=run.scenario.programs_doc, work_dir=vec_dir,
+                                              ledger=vec_dir / "ledger.jsonl"))
+            stack.callback(handle.stop)
+        resp = holder["sidecar"].engine.inject_turn(instance_id=iid, past=past, new=new, timeout=30)
+        return None if resp is None else answer_dict(resp)
+
+    return replay
+
+
+def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = None, reproduce: str = "",
+                 checks_only: Sequence[str] = ()) -> ScenarioFinished:
+    """Run `scenario` on `pair`; never raises for target misbehaviour (that is the outcome)."""
+    began = time.monotonic()
+    missing = sorted(set(scenario.requires) - pair.capabilities)
+    base = dict(scenario=scenario.id, pair=pair.label, sidecar=pair.sidecar.name, worker=pair.worker.name,
+                requirements=scenario.requirements, title=scenario.title, reproduce=reproduce, source=scenario.source)
+    if missing:
+        return ScenarioFinished(outcome=Outcome.NOT_APPLICABLE, duration_s=0.0,
+                                gap_reason=f"the pair lacks capabilit{'ies' if len(missing) > 1 else 'y'} "
+                                           f"{', '.join(missing)}", **base)
+    tmp = tempfile.mkdtemp(prefix="conformance-", dir=work_root)
+    run = _Run(scenario=scenario, pair=pair, work_dir=Path(tmp), reproduce=reproduce)
+    transcript: list[TranscriptEntry] = []
+    failures: list[str] = []
+    error: str | None = None
+    with ExitStack() as stack:
+        h: _Harness | None = None
+        try:
+            if scenario.kind == "vector":
+                obs = _run_vector(run, stack)
+            else:
+                h = _Harness(run, stack)
+                for spec in scenario.starts:
+                    _do_start(run, h, spec)
+                for step in scenario.steps:
+                    _do_step(run, h, step)
+                _final_wait(run, h)
+                obs = _observe(run, h)
+                obs.replay = _replayer(run, h.bundle, stack)
+            names = list(ALWAYS) + [c for c in scenario.checks if c not in ALWAYS]
+            if scenario.kind == "vector":
+                names = ["vector"] + [c for c in scenario.checks if c != "vector"]
+            if checks_only:
+                names = [n for n in names if n in checks_only]
+            for name in names:
+                try:
+                    CHECKS[name](obs)
+                except ConformanceFailure as exc:
+                    failures.append(_without_reproduce(exc.render()))
+        except StepFailed as exc:
+            failures.append(f"step: {exc}")
+        except Exception as exc:  # noqa: BLE001 - the harness must report, not crash
+            error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=6)}"
+        finally:
+            if h is not None:
+                transcript = sorted(h.client.transcript + list(h.proxy.transcript()), key=lambda e: e.t)
+    duration = time.monotonic() - began
+    gap = pair.gap_for(scenario.requirements)
+    if error is not None:
+        return ScenarioFinished(outcome=Outcome.ERROR, duration_s=duration, transcript=tuple(transcript),
+                                message=f"{error}\nReproduce with: {reproduce}", **base)
+    if failures:
+        message = "\n\n".join(failures) + f"\n\nReproduce with: {reproduce}"
+        if gap is not None:
+            return ScenarioFinished(outcome=Outcome.NOT_IMPLEMENTED, duration_s=duration, message=message,
+                                    gap_reason=f"declared gap {gap.requirement}: {gap.reason}",
+                                    transcript=tuple(transcript), **base)
+        return ScenarioFinished(outcome=Outcome.FAILED, duration_s=duration, message=message,
+                                transcript=tuple(transcript), **base)
+    return ScenarioFinished(outcome=Outcome.PASSED, duration_s=duration, transcript=tuple(transcript),
+                            gap_passed=gap is not None,
+                            gap_reason=f"declared gap {gap.requirement} passed: remove it from targets.yaml"
+                            if gap is not None else "", **base)
+
+
+def _without_reproduce(text: str) -> str:
+    return text.split("\n\nReproduce with:")[0]
+
+
+def _run_vector(run: _Run, stack: ExitStack) -> Observed:
+    """A turn-level vector: the reference sidecar hands the turn to the worker under test."""
+    vec = run.scenario.vector
+    assert vec is not None
+    from fake_worker.programs import parse_bundle
+
+    bundle = parse_bundle({"programs": run.scenario.programs_doc})
+    replay = _replayer(run, bundle, stack)
+    assert replay is not None
+    answer = replay(vec.instance_id, list(vec.past), list(vec.new))
+    return Observed(scenario=run.scenario, instances={}, states={}, histories={}, reproduce=run.reproduce,
+                    vector_answer=answer)
+
+
+__all__ = ["HarnessError", "run_scenario"]

@@ -1,0 +1,115 @@
+"""What the runner needs from a sidecar or a worker under test, whatever runs it.
+
+A target is declared in `targets.yaml` (capabilities, known gaps) and knows how
+to start one instance of itself for a scenario. Handles are ended by the runner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from fake_worker.programs import Bundle
+
+
+@dataclass(frozen=True)
+class Gap:
+    """A requirement the target is known not to meet: shown as NOT_IMPLEMENTED, never hidden."""
+
+    requirement: str
+    reason: str
+    evidence: str = ""
+
+
+class SidecarHandle(Protocol):
+    address: str
+
+    def stop(self) -> None: ...
+
+    def kill(self) -> None: ...  # abrupt: as kill -9 as the target allows
+
+    def restart(self) -> None: ...  # on the same store and address
+
+
+class WorkerHandle(Protocol):
+    def stop(self) -> None: ...
+
+
+# (instance id, past events, new events) -> {"actions": [...], "custom_status": ..., "version": {...}} | None
+Replayer = Callable[[str, Sequence[Any], Sequence[Any]], "dict[str, Any] | None"]
+
+
+@dataclass(frozen=True)
+class WorkerStart:
+    """Everything a worker target needs to start for one scenario."""
+
+    address: str
+    bundle: Bundle
+    bundle_doc: Mapping[str, Any]
+    work_dir: Path
+    ledger: Path
+    adversary: Sequence[Any] = ()
+    api_token: str | None = None
+
+
+@dataclass(frozen=True)
+class SidecarTarget:
+    name: str
+    kind: str
+    capabilities: frozenset[str]
+    gaps: tuple[Gap, ...] = ()
+    starter: Callable[..., SidecarHandle] | None = field(default=None, compare=False)
+    reference: bool = False  # the reference engine (the "self"/"worker" directions)
+
+    def start(self, *, options: Mapping[str, Any], work_dir: Path) -> SidecarHandle:
+        if self.starter is None:
+            raise RuntimeError(f"sidecar target {self.name!r} cannot be started by the harness")
+        return self.starter(options=options, work_dir=work_dir)
+
+
+@dataclass(frozen=True)
+class WorkerTarget:
+    name: str
+    kind: str
+    capabilities: frozenset[str]
+    gaps: tuple[Gap, ...] = ()
+    starter: Callable[[WorkerStart], WorkerHandle] | None = field(default=None, compare=False)
+    replayer: Callable[[Bundle], Replayer] | None = field(default=None, compare=False)  # in-process replay
+    reference: bool = False
+
+    def start(self, spec: WorkerStart) -> WorkerHandle:
+        if self.starter is None:
+            raise RuntimeError(f"worker target {self.name!r} cannot be started by the harness")
+        return self.starter(spec)
+
+
+@dataclass(frozen=True)
+class Pair:
+    sidecar: SidecarTarget
+    worker: WorkerTarget
+
+    @property
+    def label(self) -> str:
+        return f"{self.sidecar.name}+{self.worker.name}"
+
+    @property
+    def direction(self) -> str:
+        if self.sidecar.reference and self.worker.reference:
+            return "self"
+        if self.sidecar.reference:
+            return "worker"
+        if self.worker.reference:
+            return "engine"
+        return "pair"
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        return self.sidecar.capabilities | self.worker.capabilities
+
+    def gap_for(self, requirements: Sequence[str]) -> Gap | None:
+        for gap in self.sidecar.gaps + self.worker.gaps:
+            if gap.requirement in requirements:
+                return gap
+        return None

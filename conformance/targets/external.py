@@ -1,0 +1,79 @@
+"""Targets the harness starts as processes: durabletask-go, SDK drivers, user commands, a given address."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from conformance.targets.durabletask_go import DurableTaskGoSidecar
+from conformance.targets.process import ManagedProcess, ProcessSpec
+from conformance.targets.base import WorkerStart
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def start_durabletask_go(*, options: Mapping[str, Any], work_dir: Path) -> Any:
+    return DurableTaskGoSidecar().start(log_dir=work_dir / "durabletask-go")
+
+
+@dataclass
+class AddressSidecar:
+    """A sidecar the user runs: the harness only talks to it (no restarts)."""
+
+    address: str
+
+    def stop(self) -> None:
+        return None
+
+    def kill(self) -> None:
+        raise RuntimeError("an address target cannot be killed by the harness; declare no 'restart' capability")
+
+    def restart(self) -> None:
+        raise RuntimeError("an address target cannot be restarted by the harness")
+
+
+@dataclass
+class ProcessWorker:
+    proc: ManagedProcess
+
+    def stop(self) -> None:
+        self.proc.stop(timeout=10)
+
+
+def write_bundle(spec: WorkerStart) -> Path:
+    path = spec.work_dir / f"programs-{abs(hash(json.dumps(spec.bundle_doc, sort_keys=True, default=str)))}.json"
+    path.write_text(json.dumps({"programs": spec.bundle_doc}, indent=1), encoding="utf-8")
+    return path
+
+
+def start_command_worker(spec: WorkerStart, *, name: str, command: Sequence[str] | str,
+                         ready_line: str | None = r"^connected to ", env: Mapping[str, str] | None = None,
+                         ready_timeout: float = 60.0) -> ProcessWorker:
+    """A worker the user (or a driver) provides as a command line with placeholders.
+
+    Placeholders: {address} (host:port), {host}, {port}, {programs} (a JSON bundle file),
+    {ledger} (the ledger file), {python} (this interpreter), {root} (the repository).
+    """
+    import os
+
+    programs = write_bundle(spec)
+    host, _, port = spec.address.rpartition(":")
+    values = {"address": spec.address, "host": host, "port": port, "programs": str(programs),
+              "ledger": str(spec.ledger), "python": sys.executable, "root": str(REPO_ROOT)}
+    argv = shlex.split(command) if isinstance(command, str) else list(command)
+    argv = [a.format(**values) for a in argv]
+    full_env = dict(os.environ)
+    full_env.update({"CONFORMANCE_LEDGER": str(spec.ledger), "PYTHONPATH": str(REPO_ROOT)})
+    if spec.api_token:
+        full_env["DAPR_API_TOKEN"] = spec.api_token
+    full_env.update(env or {})
+    proc = ManagedProcess.start(spec=ProcessSpec(name=name, argv=tuple(argv), log_dir=spec.work_dir, env=full_env,
+                                                 cwd=REPO_ROOT))
+    if ready_line:
+        proc.wait_for_line(ready_line, timeout=ready_timeout)
+    return ProcessWorker(proc=proc)

@@ -1,0 +1,106 @@
+"""The reference sidecar and worker as targets (in-process: fast, and the engine is inspectable).
+
+This is the only module of the harness that imports fake_sidecar and fake_worker (DESIGN §2).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fake_sidecar.engine import Engine
+from fake_sidecar.server import SidecarServer
+from fake_worker.activities import ActivityRunner
+from fake_worker.adversary import Adversary, parse_rules
+from fake_worker.client import Worker, WorkerOptions
+from fake_worker.programs import Bundle
+from fake_worker.replay import execute
+
+from conformance.scenario.wire import action_dict
+from conformance.targets.base import Replayer, WorkerStart
+
+
+class ReferenceSidecar:
+    """An in-process reference sidecar on a SQLite file, restartable on the same port."""
+
+    def __init__(self, *, options: Mapping[str, Any], work_dir: Path, engine_class: type[Engine] = Engine) -> None:
+        self.db = str(work_dir / "reference.db")
+        self.options = dict(options)
+        self.engine_class = engine_class
+        self.server = self._start(port=0)
+        self.address = self.server.address
+
+    def _start(self, *, port: int) -> SidecarServer:
+        return SidecarServer.start(port=port, db=self.db, api_token=self.options.get("api_token"),
+                                   activity_lease=self.options.get("activity_lease"),
+                                   max_payload=self.options.get("max_payload"),
+                                   clock=self.options.get("clock", "real"), engine_class=self.engine_class)
+
+    @property
+    def engine(self) -> Engine:
+        return self.server.engine
+
+    def stop(self) -> None:
+        self.server.stop(grace=0.5)
+
+    def kill(self) -> None:
+        # In-process there is no kill -9; everything the engine acknowledged is already committed,
+        # and in-memory state is dropped, which is what a crash does (tests/sidecar/test_durability.py
+        # kills a real process).
+        self.server.stop(grace=0)
+
+    def restart(self) -> None:
+        self.server = self._start(port=self.server.port)
+        self.address = self.server.address
+
+    def counters(self) -> dict[str, int]:
+        return dict(vars(self.engine.counters))
+
+
+def start_reference_sidecar(*, options: Mapping[str, Any], work_dir: Path,
+                            engine_class: type[Engine] = Engine) -> ReferenceSidecar:
+    return ReferenceSidecar(options=options, work_dir=work_dir, engine_class=engine_class)
+
+
+@dataclass
+class ReferenceWorkerHandle:
+    worker: Worker
+    thread: threading.Thread
+
+    def stop(self) -> None:
+        self.worker.stop()
+        self.thread.join(10)
+
+
+def start_reference_worker(spec: WorkerStart, *, worker_class: type[Worker] = Worker) -> ReferenceWorkerHandle:
+    worker = worker_class(bundle=spec.bundle,
+                          options=WorkerOptions(sidecar=spec.address, api_token=spec.api_token, connect_timeout=15),
+                          activities=ActivityRunner(ledger=str(spec.ledger)),
+                          adversary=Adversary(rules=parse_rules(list(spec.adversary))) if spec.adversary else Adversary())
+    thread = threading.Thread(target=worker.run, name="reference-worker", daemon=True)
+    thread.start()
+    if not worker.connected_once.wait(15):
+        worker.stop()
+        raise RuntimeError(f"the reference worker did not connect to {spec.address} within 15s")
+    return ReferenceWorkerHandle(worker=worker, thread=thread)
+
+
+def reference_replayer(bundle: Bundle) -> Replayer:
+    """A fresh reference worker for every turn: the pure executor."""
+
+    def replay(instance_id: str, past: Sequence[Any], new: Sequence[Any]) -> dict[str, Any]:
+        result = execute(bundle, instance_id=instance_id, past=past, new=new)
+        return answer_dict(result.response(instance_id=instance_id, completion_token=""))
+
+    return replay
+
+
+def answer_dict(resp: Any) -> dict[str, Any]:
+    """A WorkflowResponse as plain data for comparisons."""
+    return {"actions": [action_dict(a) for a in resp.actions],
+            "custom_status": resp.customStatus.value if resp.HasField("customStatus") else None,
+            "version": ({"name": resp.version.name, "patches": list(resp.version.patches)}
+                        if resp.HasField("version") else None)}
