@@ -23,7 +23,7 @@ from taskhub_wire.rpc import TaskHubClient
 from fake_worker.activities import ActivityFailure, ActivityRunner
 from fake_worker.adversary import Adversary, Send
 from fake_worker.programs import Bundle
-from fake_worker.replay import execute
+from fake_worker.replay import TurnResult, execute
 
 log = logging.getLogger("fake_worker")
 
@@ -141,11 +141,14 @@ class Worker:
 
     def _turn(self, client: TaskHubClient, item: pb.WorkItem) -> None:
         req = item.workflowRequest
-        result = execute(self.bundle, instance_id=req.instanceId, past=req.pastEvents, new=req.newEvents)
-        resp = result.response(instance_id=req.instanceId, completion_token=item.completionToken)
+        resp = self.answer(req).response(instance_id=req.instanceId, completion_token=item.completionToken)
         rpc = "CompleteWorkflowTask" if self.options.complete_rpc == "workflow" else "CompleteOrchestratorTask"
         for send in self.adversary.turn(item, resp):
             self._send(client, rpc, send)
+
+    def answer(self, req: pb.WorkflowRequest) -> TurnResult:
+        """The turn's answer; the harness's tests override it in deliberately broken workers (mutants)."""
+        return execute(self.bundle, instance_id=req.instanceId, past=req.pastEvents, new=req.newEvents)
 
     def _activity(self, client: TaskHubClient, call: grpc.Future, item: pb.WorkItem) -> None:
         req = item.activityRequest

@@ -632,18 +632,39 @@ class Engine:
                 return
             for kind, iid, task_id in stream.out:
                 inst = self._instances.get(iid)
-                if inst is None:
-                    continue
-                if kind == "wf" and inst.turn is not None and inst.turn.stream == sid:
-                    inst.turn = None
-                    self.counters.abandoned_turns += 1
-                    self._maybe_queue(inst)
-                elif kind == "act":
-                    act = inst.activities.get(task_id)
-                    if act is not None and act.stream == sid:
-                        self.counters.redispatched_activities += 1
-                        self._queue_activity(inst, act)
+                if inst is not None:
+                    self._redeliver(inst, kind, task_id, sid)
             self._work.notify_all()
+
+    # Hooks: single points of behaviour that the harness's tests replace in deliberately broken
+    # engines (mutants), to prove that the scenarios catch each kind of bug.
+
+    def _redeliver(self, inst: Instance, kind: str, task_id: int, sid: int) -> None:
+        if kind == "wf" and inst.turn is not None and inst.turn.stream == sid:
+            inst.turn = None
+            self.counters.abandoned_turns += 1
+            self._maybe_queue(inst)
+        elif kind == "act":
+            act = inst.activities.get(task_id)
+            if act is not None and act.stream == sid:
+                self.counters.redispatched_activities += 1
+                self._queue_activity(inst, act)
+
+    @staticmethod
+    def _token_ok(current: str | None, sent: str) -> bool:
+        """An empty token is accepted (legacy workers); any other must be the current dispatch's."""
+        return not sent or sent == current
+
+    @staticmethod
+    def _duplicate(inst: Instance, key: tuple[str, int], seen: set[tuple[str, int]]) -> bool:
+        return key in inst.resolved or key in seen
+
+    def _decide(self, inst: Instance, turn: Turn, resp: pb.WorkflowResponse) -> Outcome:
+        return decide_turn(inst, turn.new_events, resp, now_ns=self.now())
+
+    def _schedule_timer(self, inst: Instance, fired: pb.HistoryEvent, tx: Tx) -> None:
+        fire_ns = min(ts_ns(fired.timerFired.fireAt), NEVER_NS)
+        self._add_inbox(inst, fired, tx, visible_at=max(fire_ns, 1))
 
     def connected_streams(self) -> int:
         with self._lock:
@@ -727,7 +748,7 @@ class Engine:
             consumed.append(entry.seq)
             key = resolution_key(ev)
             if key is not None:
-                if key in inst.resolved or key in seen:
+                if self._duplicate(inst, key, seen):
                     self.counters.duplicate_dropped += 1
                     continue  # R2.7: duplicate resolution, neither delivered nor stored
                 seen.add(key)
@@ -785,7 +806,7 @@ class Engine:
                 self.counters.unknown_activity += 1
                 log.info("ignored CompleteActivityTask for %s/%s: no pending dispatch", resp.instanceId, resp.taskId)
                 return "unknown"
-            if resp.completionToken and resp.completionToken != act.token:
+            if not self._token_ok(act.token, resp.completionToken):
                 self.counters.zombie_activity += 1
                 log.info("ignored stale CompleteActivityTask for %s/%s (zombie token)", resp.instanceId, resp.taskId)
                 return "stale"
@@ -824,14 +845,14 @@ class Engine:
                 log.info("ignored CompleteWorkflowTask for %s: no turn in flight", resp.instanceId)
                 return "unknown"
             turn = inst.turn
-            if resp.completionToken and resp.completionToken != turn.token:
+            if not self._token_ok(turn.token, resp.completionToken):
                 self.counters.zombie_turn += 1
                 log.info("ignored stale CompleteWorkflowTask for %s (zombie token)", resp.instanceId)
                 return "stale"
             inst.turn = None
             if turn.stream in self._streams:
                 self._streams[turn.stream].out.discard(("wf", inst.iid, 0))
-            outcome = decide_turn(inst, turn.new_events, resp, now_ns=self.now())
+            outcome = self._decide(inst, turn, resp)
             if outcome.kind == ABANDON:
                 self._abandon(inst, outcome.reason)
                 return "abandoned"
@@ -896,9 +917,8 @@ class Engine:
             self._cancel_event_timer(inst, name, tx)
         for req in out.activities:
             self._add_activity(inst, req, tx)
-        for timer_id, fired in out.timers:
-            fire_ns = min(ts_ns(fired.timerFired.fireAt), NEVER_NS)
-            self._add_inbox(inst, fired, tx, visible_at=max(fire_ns, 1))
+        for _timer_id, fired in out.timers:
+            self._schedule_timer(inst, fired, tx)
         for child in out.children:
             self._start_child(inst, child.iid, child.start, child.parent_task_id, tx, detached=child.detached)
         for target_id, ev in out.sends:
