@@ -78,7 +78,7 @@ def _load(args: argparse.Namespace):
     scenarios = load_all(args.scenarios, patterns=args.scenario)
     catalogue = load_catalogue(CATALOGUE)
     if args.requirement:
-        unknown = [r for r in args.requirement if r not in catalogue.ids]
+        unknown = [r for r in args.requirement if r not in catalogue]
         if unknown:
             raise UsageError(f"unknown requirement(s) {', '.join(unknown)}; see `conformance list --requirements`")
         scenarios = [s for s in scenarios if set(s.requirements) & set(args.requirement)]
@@ -87,10 +87,9 @@ def _load(args: argparse.Namespace):
 
 def _coverage_problems(scenarios, catalogue) -> list[str]:
     out = []
-    known = catalogue.ids
     for s in scenarios:
         for r in s.requirements:
-            if r not in known:
+            if r not in catalogue:
                 out.append(f"{s.source}: requirement {r!r} is not in conformance/requirements.yaml")
     return out
 
@@ -130,7 +129,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     scenarios, catalogue = _load(args)
     if args.requirements:
         covered = Counter(r for s in scenarios for r in s.requirements)
-        for req in catalogue.requirements:
+        for req in catalogue:
             print(f"{req.id:<24} {req.level:<6} {covered.get(req.id, 0):>3} scenario(s)  {req.title}")
         return EXIT_OK
     for s in scenarios:
@@ -144,12 +143,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
     problems = _coverage_problems(scenarios, catalogue)
     covered = {r for s in scenarios for r in s.requirements}
     if not args.scenario and not args.requirement:
-        problems += [f"{CATALOGUE}: requirement {r.id} is covered by no scenario" for r in catalogue.requirements
+        problems += [f"{CATALOGUE}: requirement {r.id} is covered by no scenario" for r in catalogue
                      if r.id not in covered]
     if problems:
         print("\n".join(problems), file=sys.stderr)
         return EXIT_BAD_INPUT
-    print(f"{len(scenarios)} scenario(s) valid; {len(covered)} of {len(catalogue.requirements)} requirements covered")
+    print(f"{len(scenarios)} scenario(s) valid; {len(covered)} of {len(catalogue)} requirements covered")
     return EXIT_OK
 
 

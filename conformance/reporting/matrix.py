@@ -164,7 +164,7 @@ h1 { font-size: 22px; margin: 0 0 4px; }
 table { border-collapse: separate; border-spacing: 0; font-size: 13px; }
 th, td { border-bottom: 1px solid #e5e7eb; padding: 5px 8px; text-align: left; vertical-align: top; }
 thead th { position: sticky; top: 0; background: #f9fafb; border-bottom: 2px solid #9ca3af; z-index: 1; }
-thead th.pair { text-align: center; max-width: 150px; font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12px; word-break: break-all; }
+thead th.pair { text-align: center; max-width: 150px; font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12px; overflow-wrap: anywhere; }
 tbody th.area { background: #1f2937; color: #f9fafb; font-size: 13px; padding: 6px 8px; letter-spacing: .02em; }
 td.id { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12px; white-space: nowrap; }
 td.level { font-size: 11px; font-weight: 700; white-space: nowrap; }
@@ -197,16 +197,14 @@ def _cell_html(cell: Cell) -> str:
     attrs = f'class="cell {status.value}"{style} title="{escape(tooltip)}" data-status="{status.value}"'
     gap = '<span class="gap">declared gap passed</span>' if cell.gap_passed else ""
     if status in (CellStatus.PASSED, CellStatus.UNCOVERED) or not lines:
-        label = "—" if status is CellStatus.UNCOVERED else LABEL[status]
-        if status is CellStatus.UNCOVERED:
-            label = f"— {LABEL[status]}"
-        return f"<td {attrs}>{label}{gap}</td>"
+        return f"<td {attrs}>{LABEL[status]}{gap}</td>"
     items = "".join(
         f"<li><code>{escape(s)}</code> {escape(o)}" + (f'<span class="why">{escape(why)}</span>' if why else "") + "</li>"
         for s, o, why in lines
     )
     summary = LABEL[status] + (f" · {len(lines)}" if len(lines) > 1 else "")
-    return f"<td {attrs}><details><summary>{escape(summary)}</summary><ul>{items}</ul></details>{gap}</td>"
+    opened = " open" if status in (CellStatus.FAILED, CellStatus.ERROR) else ""  # the ones to act on
+    return f"<td {attrs}><details{opened}><summary>{escape(summary)}</summary><ul>{items}</ul></details>{gap}</td>"
 
 
 def render_matrix_html(matrix: Matrix) -> str:

@@ -20,9 +20,9 @@ from xml.sax.saxutils import escape
 from conformance.events import TranscriptEntry
 from conformance.reporting.model import transcript_line, xml_safe
 
-WIDTH = 1000
+WIDTH = 1080
 _TIME_X = 8
-_LANES = {"harness": 150, "sidecar": 470, "proxy": 560, "worker": 880}
+_LANES = {"harness": 140, "sidecar": 470, "proxy": 590, "worker": 1000}
 _LANE_TITLES = {"harness": "harness (client)", "sidecar": "sidecar", "proxy": "fault proxy", "worker": "worker"}
 _HEADER_H = 64
 _GAP_THRESHOLD_S = 1.0
@@ -69,10 +69,42 @@ def _truncate(text: str, max_chars: int) -> str:
     return text if len(text) <= max_chars else text[: max(1, max_chars - 1)] + "…"
 
 
+_NARROW = set("iljtfrI.,:;'!|()[] ")
+_WIDE = set("mwMW@%")
+
+
+def _text_width(text: str, font: int, *, bold: bool = False) -> float:
+    """An estimate of the rendered width in DejaVu Sans (the widest of the usual sans fonts)."""
+    em = 0.0
+    for ch in text:
+        if ch in _NARROW:
+            em += 0.33
+        elif ch in _WIDE:
+            em += 0.9
+        elif ch.isupper():
+            em += 0.7
+        else:
+            em += 0.6
+    return em * font * (1.1 if bold else 1.0)
+
+
+def _fit(text: str, width: float, font: int) -> str:
+    """`text`, cut with an ellipsis so that it fits in `width` pixels."""
+    if _text_width(text, font) <= width:
+        return text
+    lo, hi = 0, len(text)
+    while lo < hi:  # the longest prefix that fits with the ellipsis
+        mid = (lo + hi + 1) // 2
+        if _text_width(text[:mid] + "…", font) <= width:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo] + "…"
+
+
 def render_timeline(transcript: Sequence[TranscriptEntry], *, title: str = "") -> str:
     entries = sorted(transcript, key=lambda e: e.t)  # stable: equal times keep their order
     g = _geometry(len(entries))
-    char_w = g.font * 0.6  # a generous average advance for sans-serif
     body: list[tuple[str, str]] = []  # (row background, row content)
     y = _HEADER_H + 8
     previous_t: float | None = None
@@ -81,7 +113,7 @@ def render_timeline(transcript: Sequence[TranscriptEntry], *, title: str = "") -
             body.append(_gap(y, entry.t - previous_t, g))
             y += _GAP_H
         previous_t = entry.t
-        body.append(_row(entry, index, y, g, char_w))
+        body.append(_row(entry, index, y, g))
         y += g.row_h
     bottom = y + 6
     height = bottom + (_HEADER_H if len(entries) > 30 else 0) + 46
@@ -101,6 +133,10 @@ def render_timeline(transcript: Sequence[TranscriptEntry], *, title: str = "") -
         dash = ' stroke-dasharray="4 3"' if lane == "proxy" else ""
         out.append(f'<line x1="{x}" y1="{_HEADER_H - 8}" x2="{x}" y2="{bottom}" stroke="{_LIFELINE}" stroke-width="1"{dash}/>')
     out.append(_lane_heads(14, title))
+    if entries:
+        faults = sum(1 for e in entries if e.fault)
+        stats = f"{len(entries)} messages · {faults} {'fault' if faults == 1 else 'faults'} · {entries[-1].t - entries[0].t:.3f} s"
+        out.append(f'<text x="{WIDTH - 8}" y="14" text-anchor="end" font-size="12" fill="{_RESPONSE}">{stats}</text>')
     if len(entries) > 30:
         out.append(_lane_heads(bottom + 6, ""))
     out.extend(content for _, content in body)
@@ -144,7 +180,7 @@ def _gap(y: int, seconds: float, g: _Geometry) -> tuple[str, str]:
     return "", content
 
 
-def _row(entry: TranscriptEntry, index: int, y: int, g: _Geometry, char_w: float) -> tuple[str, str]:
+def _row(entry: TranscriptEntry, index: int, y: int, g: _Geometry) -> tuple[str, str]:
     src, dst = _ends(entry)
     x1, x2 = _LANES[src], _LANES[dst]
     line_y = y + g.row_h - 6
@@ -168,7 +204,7 @@ def _row(entry: TranscriptEntry, index: int, y: int, g: _Geometry, char_w: float
     shapes = [f'<line x1="{x1}" y1="{line_y}" x2="{x2}" y2="{line_y}" stroke="{color}" stroke-width="{width}"{dash}{head}/>']
     if dropped:
         shapes.append(
-            f'<path d="M{x2 - 5},{line_y - 5} L{x2 + 5},{line_y + 5} M{x2 - 5},{line_y + 5} L{x2 + 5},{line_y - 5}" '
+            f'<path d="M{x2 - 4},{line_y - 4} L{x2 + 4},{line_y + 4} M{x2 - 4},{line_y + 4} L{x2 + 4},{line_y - 4}" '
             f'stroke="{_FAULT}" stroke-width="2.2"/>'
         )
 
@@ -181,9 +217,9 @@ def _row(entry: TranscriptEntry, index: int, y: int, g: _Geometry, char_w: float
     if status:
         marks.append(status)
     mark_text = "  [" + "; ".join(marks) + "]" if marks else ""
-    room = max(4, int(span / char_w) - len(entry.rpc) - len(mark_text) - 1)
-    summary = _truncate(" ".join(entry.summary.split()), room)
-    label_y = line_y - 4
+    room = span - _text_width(entry.rpc + " ", g.font, bold=True) - _text_width(mark_text, g.font, bold=True)
+    summary = _fit(" ".join(entry.summary.split()), room, g.font)
+    label_y = line_y - 5
     label = (
         f'<text x="{(lo + hi) // 2}" y="{label_y}" text-anchor="middle" fill="{_INK}">'
         f'<tspan font-weight="bold">{escape(xml_safe(entry.rpc))}</tspan> {escape(xml_safe(summary))}'
