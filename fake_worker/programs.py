@@ -485,16 +485,23 @@ class ExpressionError(ValueError):
     pass
 
 
+_REF = re.compile(r"\$\{([^}]+)\}")
+
+
 def evaluate(expr: Any, env: Mapping[str, Any]) -> Any:
     """Substitute `${var}` / `${var.key}` / `${var.0}` and apply `$` operators; pure."""
     if isinstance(expr, str):
-        m = re.fullmatch(r"\$\{([^}]+)\}", expr)
+        if "${" not in expr:  # fast path: plain text
+            return expr
+        m = _REF.fullmatch(expr)
         if m:
             return _lookup(m.group(1), env)
-        return re.sub(r"\$\{([^}]+)\}", lambda mm: _text(_lookup(mm.group(1), env)), expr)
+        return _REF.sub(lambda mm: _text(_lookup(mm.group(1), env)), expr)
+    if expr is None or isinstance(expr, (bool, int, float)):  # fast path: scalars
+        return expr
     if isinstance(expr, list):
         return [evaluate(v, env) for v in expr]
-    if isinstance(expr, Mapping):
+    if isinstance(expr, dict) or isinstance(expr, Mapping):
         if len(expr) == 1:
             (key, arg), = expr.items()
             if isinstance(key, str) and key in OPERATORS:

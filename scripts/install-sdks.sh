@@ -50,7 +50,7 @@ install_one() {
     log "$name: creating $venv with $PYTHON ($PY_VERSION)"
     rm -rf "$venv"
     mkdir -p "$SDK_DIR"
-    "$PYTHON" -m venv "$venv" || die "$name: 'python -m venv' failed (is the venv module installed?)"
+    "$PYTHON" -m venv "$venv" || die "$name: 'python -m venv' failed (is python3-venv installed?)"
     "$venv/bin/python" -m pip install --quiet --upgrade pip \
         || die "$name: upgrading pip in $venv failed"
     if ! "$venv/bin/python" -m pip install --quiet -r "$req"; then

@@ -307,7 +307,9 @@ def _value_problems(fd: FieldDescriptor, v: object) -> list[str]:
         ok = _is_number(v)
     else:
         ok = isinstance(v, int) and not isinstance(v, bool)
-    return [] if ok else [f"{fd.name} is a {_type_name(fd) if cpp in _SCALAR_NAMES else 'integer'}, got {v!r}"]
+    kind = {"string": "a string", "bool": "a bool (true/false)", "number": "a number"}.get(
+        _SCALAR_NAMES.get(cpp, ""), "an integer")
+    return [] if ok else [f"{fd.name} is {kind}, got {v!r}"]
 
 
 # --------------------------------------------------------------------------- matching

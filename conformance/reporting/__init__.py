@@ -59,7 +59,7 @@ def read_events(path: Path) -> list[Event]:
                 continue
             try:
                 events.append(from_json(line))
-            except (ValueError, TypeError, KeyError) as e:
+            except (ValueError, TypeError, KeyError, AttributeError) as e:
                 problems.append(f"{path}:{number}: {e}")
     if problems:
         raise EventLogError("not a valid event log:\n" + "\n".join(f"  - {p}" for p in problems))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
 import uuid
 from collections.abc import Iterable
@@ -67,8 +68,13 @@ class AllureWriter:
         self._started_at: float | None = None
         self._cursor_ms: int | None = None
         self._seen: dict[tuple[str, str], int] = {}
+        self._lock = threading.Lock()
 
     def handle(self, event: Event) -> None:
+        with self._lock:  # the runner calls its sinks from several scenario threads
+            self._handle(event)
+
+    def _handle(self, event: Event) -> None:
         if isinstance(event, RunStarted):
             self._run_id = event.run_id
             self._pairs = list(event.pairs)
@@ -179,7 +185,12 @@ class AllureWriter:
         title = f"{r.scenario} on {r.pair}: {r.outcome.value}"
         files = [
             ("protocol transcript", "text/plain", "txt", transcript_text(r.transcript)),
-            ("protocol transcript (JSON)", "application/json", "json", json.dumps([asdict(e) for e in r.transcript], indent=2, default=str)),
+            (
+                "protocol transcript (JSON)",
+                "application/json",
+                "json",
+                json.dumps([asdict(e) for e in r.transcript], indent=2, default=str),
+            ),
             ("timeline", "image/svg+xml", "svg", render_timeline(r.transcript, title=title)),
         ]
         out = []

@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+DEFAULT_PATH = Path(__file__).resolve().parents[1] / "requirements.yaml"  # conformance/requirements.yaml
 LEVELS = ("MUST", "SHOULD", "MAY")  # strongest first
 APPLIES_TO = ("engine", "worker", "both")
 _REQUIRED_KEYS = ("id", "title", "text", "level", "area", "applies_to", "source")
@@ -91,7 +92,7 @@ class Catalogue:
         return {area: tuple(rs) for area, rs in out.items()}
 
 
-def load_catalogue(path: str | Path) -> Catalogue:
+def load_catalogue(path: str | Path = DEFAULT_PATH) -> Catalogue:
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")

@@ -45,8 +45,8 @@ LABEL = {
 MEANING = {
     CellStatus.PASSED: "every scenario covering it passed",
     CellStatus.FAILED: "a scenario found the target breaking it",
-    CellStatus.ERROR: "a scenario could not run (harness or target error)",
-    CellStatus.NOT_IMPLEMENTED: "a declared gap of the target (targets.yaml)",
+    CellStatus.ERROR: "a scenario could not run: a harness or target error",
+    CellStatus.NOT_IMPLEMENTED: "a declared gap of the target, in targets.yaml",
     CellStatus.NOT_APPLICABLE: "the target lacks a capability the scenarios need",
     CellStatus.UNCOVERED: "no scenario covers it on this pair",
 }
@@ -122,7 +122,10 @@ def render_matrix_md(matrix: Matrix) -> str:
         out += [f"Command: `{matrix.view.command}`", ""]
     out.append("Legend: " + " · ".join(f"{ICON[s]} {LABEL[s]} ({MEANING[s]})" for s in COLUMN_ORDER))
     out.append("")
-    out.append("Cells aggregate the scenarios covering a requirement on a pair, worst first: FAILED > ERROR > not implemented > passed > not applicable.")
+    out.append(
+        "Cells aggregate the scenarios covering a requirement on a pair, worst first: "
+        "FAILED > ERROR > not implemented > passed > not applicable."
+    )
     out.append("")
     out.append("| cells | " + " | ".join(f"`{_md(p)}`" for p in pairs) + " |")
     out.append("| --- |" + " ---: |" * len(pairs))
@@ -146,7 +149,8 @@ def render_matrix_md(matrix: Matrix) -> str:
                     details += [f"  - `{s}` {o}" + (f": {_md(why)}" if why else "") for s, o, why in _result_lines(cell)]
                 elif cell.gap_passed:
                     details.append(f"- **{row.id}** on `{pair}`: declared gap passed, remove it from targets.yaml")
-            out.append(f"| {row.id} | {row.level} | {_md(row.title)} | " + " | ".join(cells) + " |")
+            title = _md(row.title) if row.requirement else "_(not in the catalogue)_"
+            out.append(f"| {row.id} | {row.level} | {title} | " + " | ".join(cells) + " |")
         if details:
             out += ["", *details]
     return "\n".join(out) + "\n"
@@ -160,11 +164,13 @@ h1 { font-size: 22px; margin: 0 0 4px; }
 .run { color: #4b5563; margin: 0 0 4px; font-size: 13px; }
 .run code { font-size: 12px; }
 .legend { display: flex; flex-wrap: wrap; gap: 6px 16px; margin: 12px 0 16px; font-size: 12px; }
-.legend span.sw { display: inline-block; min-width: 74px; text-align: center; padding: 2px 6px; border-radius: 3px; margin-right: 4px; font-weight: 600; }
+.legend span.sw { display: inline-block; min-width: 74px; text-align: center; padding: 2px 6px; border-radius: 3px;
+  margin-right: 4px; font-weight: 600; }
 table { border-collapse: separate; border-spacing: 0; font-size: 13px; }
 th, td { border-bottom: 1px solid #e5e7eb; padding: 5px 8px; text-align: left; vertical-align: top; }
 thead th { position: sticky; top: 0; background: #f9fafb; border-bottom: 2px solid #9ca3af; z-index: 1; }
-thead th.pair { text-align: center; max-width: 150px; font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12px; overflow-wrap: anywhere; }
+thead th.pair { text-align: center; max-width: 150px; font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12px;
+  overflow-wrap: anywhere; }
 tbody th.area { background: #1f2937; color: #f9fafb; font-size: 13px; padding: 6px 8px; letter-spacing: .02em; }
 td.id { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12px; white-space: nowrap; }
 td.level { font-size: 11px; font-weight: 700; white-space: nowrap; }
@@ -225,7 +231,8 @@ def render_matrix_html(matrix: Matrix) -> str:
         bg, fg = COLOUR[status]
         extra = ' class="sw UNCOVERED"' if status is CellStatus.UNCOVERED else ' class="sw"'
         out.append(
-            f'<div><span{extra} style="background-color:{bg};color:{fg};border:1px solid {fg}33">{LABEL[status]}</span>{escape(MEANING[status])}</div>'
+            f'<div><span{extra} style="background-color:{bg};color:{fg};border:1px solid {fg}33">{LABEL[status]}</span>'
+            f"{escape(MEANING[status])}</div>"
         )
     out.append("</div>")
     out.append("<table><thead><tr><th>requirement</th><th>level</th><th>title</th>")
@@ -247,9 +254,7 @@ def render_matrix_html(matrix: Matrix) -> str:
     out.append('<tfoot><tr><td colspan="3"><strong>cells per pair</strong></td>')
     for pair in pairs:
         counts = matrix.column_counts(pair)
-        lines = "<br>".join(
-            f'<span class="n" style="color:{COLOUR[s][1]}">{n}</span>{LABEL[s]}' for s, n in counts.items() if n
-        )
+        lines = "<br>".join(f'<span class="n" style="color:{COLOUR[s][1]}">{n}</span>{LABEL[s]}' for s, n in counts.items() if n)
         out.append(f'<td class="counts">{lines}</td>')
     out.append("</tr></tfoot></table>")
     out.append("</body></html>")

@@ -171,10 +171,18 @@ def failure_text(result: ScenarioFinished) -> str:
     return text
 
 
+def short_summary(entry: TranscriptEntry) -> str:
+    """The entry's summary on one line, without a leading repeat of the rpc name ("Hello Hello Empty")."""
+    text = " ".join(entry.summary.split())
+    if entry.rpc and (text == entry.rpc or text.startswith(entry.rpc + " ")):
+        text = text[len(entry.rpc) :].lstrip()
+    return text
+
+
 def transcript_line(entry: TranscriptEntry) -> str:
     """`+0.123s worker item GetWorkItems WorkItem ...`, the fault and a failed call's status marked."""
-    line = f"+{entry.t:.3f}s {entry.channel} {entry.direction} {entry.rpc} {entry.summary}".rstrip()
-    if entry.status:
+    line = f"+{entry.t:.3f}s {entry.channel} {entry.direction} {entry.rpc} {short_summary(entry)}".rstrip()
+    if entry.status and entry.status.upper() != "OK":
         line += f"  [status: {entry.status}]"
     if entry.fault:
         line += f"  [FAULT: {entry.fault}]"

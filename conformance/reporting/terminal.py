@@ -6,6 +6,7 @@ The last line is the summary, exactly ``N passed, N failed`` followed by ``, N e
 
 from __future__ import annotations
 
+import threading
 from typing import TextIO
 
 from conformance.events import Event, Outcome, RunFinished, RunStarted, ScenarioFinished
@@ -38,11 +39,14 @@ class TerminalReporter:
         self._color = color
         self._column = 0  # characters on the current progress line
         self._results: list[ScenarioFinished] = []
-        self._total = 0
+        self._lock = threading.Lock()
 
     def handle(self, event: Event) -> None:
+        with self._lock:  # the runner calls its sinks from several scenario threads
+            self._handle(event)
+
+    def _handle(self, event: Event) -> None:
         if isinstance(event, RunStarted):
-            self._total = event.scenario_count
             pairs = ", ".join(event.pairs)
             self._write(f"conformance run {event.run_id}: {plural(event.scenario_count, 'scenario')} on {pairs}\n")
         elif isinstance(event, ScenarioFinished):

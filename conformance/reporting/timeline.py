@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from xml.sax.saxutils import escape
 
 from conformance.events import TranscriptEntry
-from conformance.reporting.model import transcript_line, xml_safe
+from conformance.reporting.model import short_summary, transcript_line, xml_safe
 
 WIDTH = 1080
 _TIME_X = 8
@@ -123,7 +123,10 @@ def render_timeline(transcript: Sequence[TranscriptEntry], *, title: str = "") -
         f'font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="{g.font}">',
         f"<title>{escape(xml_safe(title or 'protocol timeline'))}</title>",
         "<defs>",
-        *(_marker(name, color) for name, color in (("ink", _INK), ("resp", _RESPONSE), ("item", _ITEM), ("fault", _FAULT), ("status", _STATUS))),
+        *(
+            _marker(name, color)
+            for name, color in (("ink", _INK), ("resp", _RESPONSE), ("item", _ITEM), ("fault", _FAULT), ("status", _STATUS))
+        ),
         "</defs>",
         f'<rect x="0" y="0" width="{WIDTH}" height="{height}" fill="#ffffff"/>',
     ]
@@ -141,7 +144,9 @@ def render_timeline(transcript: Sequence[TranscriptEntry], *, title: str = "") -
         out.append(_lane_heads(bottom + 6, ""))
     out.extend(content for _, content in body)
     if not entries:
-        out.append(f'<text x="{WIDTH // 2}" y="{_HEADER_H + 20}" text-anchor="middle" fill="{_RESPONSE}">no protocol messages recorded</text>')
+        out.append(
+            f'<text x="{WIDTH // 2}" y="{_HEADER_H + 20}" text-anchor="middle" fill="{_RESPONSE}">no protocol messages recorded</text>'
+        )
     out.append(_legend(height - 22))
     out.append("</svg>")
     return "\n".join(out) + "\n"
@@ -218,7 +223,7 @@ def _row(entry: TranscriptEntry, index: int, y: int, g: _Geometry) -> tuple[str,
         marks.append(status)
     mark_text = "  [" + "; ".join(marks) + "]" if marks else ""
     room = span - _text_width(entry.rpc + " ", g.font, bold=True) - _text_width(mark_text, g.font, bold=True)
-    summary = _fit(" ".join(entry.summary.split()), room, g.font)
+    summary = _fit(short_summary(entry), room, g.font)
     label_y = line_y - 5
     label = (
         f'<text x="{(lo + hi) // 2}" y="{label_y}" text-anchor="middle" fill="{_INK}">'
@@ -265,4 +270,3 @@ def _legend(y: int) -> str:
         f'<text x="{x + 18}" y="{y + 4}" font-size="11" fill="{_INK}">dropped by the proxy</text>'
     )
     return "".join(parts)
-

@@ -103,8 +103,12 @@ Reproduce with:
     python -m conformance run scenarios/replay/patch-mismatch.yaml --pair durabletask-go+dapr-python"""
 
 
-def _e(t: float, channel: str, direction: str, rpc: str, summary: str, fault: str | None = None, status: str | None = None, **message: object) -> TranscriptEntry:
-    return TranscriptEntry(t=t, channel=channel, direction=direction, rpc=rpc, summary=summary, message=dict(message), fault=fault, status=status)
+def _e(
+    t: float, channel: str, direction: str, rpc: str, summary: str, fault: str | None = None, status: str | None = None, **message: object
+) -> TranscriptEntry:
+    return TranscriptEntry(
+        t=t, channel=channel, direction=direction, rpc=rpc, summary=summary, message=dict(message), fault=fault, status=status
+    )
 
 
 def at_least_once_transcript(*, dropped: bool) -> tuple[TranscriptEntry, ...]:
@@ -140,7 +144,7 @@ def at_least_once_transcript(*, dropped: bool) -> tuple[TranscriptEntry, ...]:
             _e(0.104, "worker", "item", "GetWorkItems", "WorkflowRequest new events: TaskCompleted#2", instanceId=iid),
             _e(0.118, "worker", "request", "CompleteOrchestratorTask", "actions: CompleteWorkflow COMPLETED", instanceId=iid),
             _e(0.119, "worker", "response", "CompleteOrchestratorTask", "ok"),
-            _e(0.121, "client", "response", "WaitForInstanceCompletion", "COMPLETED output=\"charged\""),
+            _e(0.121, "client", "response", "WaitForInstanceCompletion", 'COMPLETED output="charged"'),
         ]
     return tuple(entries)
 
@@ -149,9 +153,9 @@ def zombie_transcript() -> tuple[TranscriptEntry, ...]:
     return (
         _e(0.000, "worker", "item", "GetWorkItems", "ActivityRequest ship task 3 token=c1", taskId=3),
         _e(5.000, "worker", "item", "GetWorkItems", "ActivityRequest ship task 3 token=c2 (lease expired)", taskId=3),
-        _e(5.020, "worker", "request", "CompleteActivityTask", "task 3 token=c2 result \"shipped\"", taskId=3),
+        _e(5.020, "worker", "request", "CompleteActivityTask", 'task 3 token=c2 result "shipped"', taskId=3),
         _e(5.021, "worker", "response", "CompleteActivityTask", "ok"),
-        _e(5.400, "worker", "request", "CompleteActivityTask", "task 3 token=c1 result \"late\"", fault="replay later (zombie)", taskId=3),
+        _e(5.400, "worker", "request", "CompleteActivityTask", 'task 3 token=c1 result "late"', fault="replay later (zombie)", taskId=3),
         _e(5.401, "worker", "response", "CompleteActivityTask", "rejected: stale completion token", status="NOT_FOUND"),
     )
 
@@ -170,7 +174,9 @@ def fan_out_transcript(n_activities: int = 64) -> tuple[TranscriptEntry, ...]:
         t += 0.003
         entries.append(_e(round(t, 3), "worker", "item", "GetWorkItems", f"ActivityRequest square task {i} input={i}", taskId=i))
         t += 0.002
-        entries.append(_e(round(t, 3), "worker", "request", "CompleteActivityTask", f"task {i} result {i * i}", taskId=i, result=str(i * i)))
+        entries.append(
+            _e(round(t, 3), "worker", "request", "CompleteActivityTask", f"task {i} result {i * i}", taskId=i, result=str(i * i))
+        )
         entries.append(_e(round(t + 0.001, 3), "worker", "response", "CompleteActivityTask", "ok"))
     t += 0.01
     entries += [
@@ -200,24 +206,67 @@ def _finished(scenario: str, pair: str, outcome: Outcome, requirements: tuple[st
 def results() -> list[ScenarioFinished]:
     alo = ("ACT-ALO-001",)
     return [
-        _finished("activities/at-least-once", REF, Outcome.PASSED, alo, 0.12, title="A dropped completion is redelivered",
-                  transcript=at_least_once_transcript(dropped=False)),
-        _finished("activities/stale-token", REF, Outcome.PASSED, ("ACT-TOK-002", "ACT-ALO-001"), 5.41, title="A zombie completion is rejected",
-                  transcript=zombie_transcript()),
+        _finished(
+            "activities/at-least-once",
+            REF,
+            Outcome.PASSED,
+            alo,
+            0.12,
+            title="A dropped completion is redelivered",
+            transcript=at_least_once_transcript(dropped=False),
+        ),
+        _finished(
+            "activities/stale-token",
+            REF,
+            Outcome.PASSED,
+            ("ACT-TOK-002", "ACT-ALO-001"),
+            5.41,
+            title="A zombie completion is rejected",
+            transcript=zombie_transcript(),
+        ),
         _finished("replay/determinism", REF, Outcome.PASSED, ("RPL-DET-001",), 0.38, transcript=fan_out_transcript()),
-        _finished("replay/patch-mismatch", REF, Outcome.PASSED, ("RPL-PAT-002",), 0.21, gap_passed=True,
-                  gap_reason="patch mismatch not detected yet (issue 12)"),
+        _finished(
+            "replay/patch-mismatch",
+            REF,
+            Outcome.PASSED,
+            ("RPL-PAT-002",),
+            0.21,
+            gap_passed=True,
+            gap_reason="patch mismatch not detected yet (issue 12)",
+        ),
         _finished("payloads/oversized", REF, Outcome.PASSED, ("PAY-SIZ-001",), 0.09),
         _finished("extra/uncatalogued", REF, Outcome.PASSED, ("XTR-UNK-001",), 0.02),
-        _finished("activities/at-least-once", GO, Outcome.FAILED, alo, 30.2, title="A dropped completion is redelivered",
-                  message=FAILED_MESSAGE, transcript=at_least_once_transcript(dropped=True)),
-        _finished("activities/stale-token", GO, Outcome.NOT_IMPLEMENTED, ("ACT-TOK-002", "ACT-ALO-001"), 0.0,
-                  gap_reason="durabletask-go has no completion tokens"),
+        _finished(
+            "activities/at-least-once",
+            GO,
+            Outcome.FAILED,
+            alo,
+            30.2,
+            title="A dropped completion is redelivered",
+            message=FAILED_MESSAGE,
+            transcript=at_least_once_transcript(dropped=True),
+        ),
+        _finished(
+            "activities/stale-token",
+            GO,
+            Outcome.NOT_IMPLEMENTED,
+            ("ACT-TOK-002", "ACT-ALO-001"),
+            0.0,
+            gap_reason="durabletask-go has no completion tokens",
+        ),
         _finished("replay/determinism", GO, Outcome.PASSED, ("RPL-DET-001",), 0.52, transcript=fan_out_transcript()),
-        _finished("replay/patch-mismatch", GO, Outcome.ERROR, ("RPL-PAT-002",), 1.7, message=ERROR_MESSAGE,
-                  transcript=at_least_once_transcript(dropped=False)[:5]),
-        _finished("payloads/oversized", GO, Outcome.NOT_APPLICABLE, ("PAY-SIZ-001",), 0.0,
-                  gap_reason="the pair lacks the capability max_payload"),
+        _finished(
+            "replay/patch-mismatch",
+            GO,
+            Outcome.ERROR,
+            ("RPL-PAT-002",),
+            1.7,
+            message=ERROR_MESSAGE,
+            transcript=at_least_once_transcript(dropped=False)[:5],
+        ),
+        _finished(
+            "payloads/oversized", GO, Outcome.NOT_APPLICABLE, ("PAY-SIZ-001",), 0.0, gap_reason="the pair lacks the capability max_payload"
+        ),
     ]
 
 

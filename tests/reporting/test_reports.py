@@ -88,7 +88,7 @@ requirements:
     msg = str(info.value)
     assert msg.startswith("req.yaml: 6 problems in the requirement catalogue:")
     assert "req.yaml:9: requirements[1] (A-1): duplicate id 'A-1' (first defined at req.yaml:2)" in msg
-    assert "req.yaml:9: requirements[1] (A-1): bad level \"MUSTN'T\"; one of MUST, SHOULD, MAY" in msg
+    assert 'req.yaml:9: requirements[1] (A-1): bad level "MUSTN\'T"; one of MUST, SHOULD, MAY' in msg
     assert "bad applies_to 'sidecar'; one of engine, worker, both" in msg
     assert "req.yaml:16: requirements[2] (B-2): missing key(s) title, applies_to" in msg
     assert "unknown key(s) colour; known: id, title, text, level, area, applies_to, source, engines_differ" in msg
@@ -132,11 +132,26 @@ def test_read_events_names_bad_lines(tmp_path):
 def test_junit_counts_and_elements(reports):
     root = ET.parse(reports["junit"]).getroot()
     assert root.tag == "testsuites"
-    assert {k: root.get(k) for k in ("tests", "failures", "errors", "skipped")} == {"tests": "11", "failures": "1", "errors": "1", "skipped": "2"}
+    assert {k: root.get(k) for k in ("tests", "failures", "errors", "skipped")} == {
+        "tests": "11",
+        "failures": "1",
+        "errors": "1",
+        "skipped": "2",
+    }
     suites = {s.get("name"): s for s in root.findall("testsuite")}
     assert list(suites) == [REF, GO]
-    assert {k: suites[REF].get(k) for k in ("tests", "failures", "errors", "skipped")} == {"tests": "6", "failures": "0", "errors": "0", "skipped": "0"}
-    assert {k: suites[GO].get(k) for k in ("tests", "failures", "errors", "skipped")} == {"tests": "5", "failures": "1", "errors": "1", "skipped": "2"}
+    assert {k: suites[REF].get(k) for k in ("tests", "failures", "errors", "skipped")} == {
+        "tests": "6",
+        "failures": "0",
+        "errors": "0",
+        "skipped": "0",
+    }
+    assert {k: suites[GO].get(k) for k in ("tests", "failures", "errors", "skipped")} == {
+        "tests": "5",
+        "failures": "1",
+        "errors": "1",
+        "skipped": "2",
+    }
 
     cases = {(c.get("classname"), c.get("name")): c for c in root.iter("testcase")}
     assert len(cases) == 11
@@ -147,7 +162,9 @@ def test_junit_counts_and_elements(reports):
     assert "[FAULT: drop]" in failed.find("system-out").text
     assert [p.get("value") for p in failed.iter("property") if p.get("name") == "requirement"] == ["ACT-ALO-001"]
     assert cases[(GO, "replay/patch-mismatch")].find("error").get("message").startswith("the sidecar exited with status 2")
-    assert cases[(GO, "activities/stale-token")].find("skipped").get("message") == "not implemented: durabletask-go has no completion tokens"
+    assert (
+        cases[(GO, "activities/stale-token")].find("skipped").get("message") == "not implemented: durabletask-go has no completion tokens"
+    )
     assert cases[(GO, "payloads/oversized")].find("skipped").get("message") == "not applicable: the pair lacks the capability max_payload"
     both = [p.get("value") for p in cases[(REF, "activities/stale-token")].iter("property") if p.get("name") == "requirement"]
     assert both == ["ACT-TOK-002", "ACT-ALO-001"]
@@ -210,7 +227,7 @@ def test_allure_attachments_exist_and_parse(reports):
     assert set(by_type) == {"text/plain", "application/json", "image/svg+xml"}
     text = by_type["text/plain"].read_text(encoding="utf-8").splitlines()
     assert text[0] == "+0.000s worker request GetWorkItems open the work-item stream"
-    assert "+0.098s worker request CompleteActivityTask task 2 result \"charged\"  [FAULT: drop]" in text
+    assert '+0.098s worker request CompleteActivityTask task 2 result "charged"  [FAULT: drop]' in text
     transcript = json.loads(by_type["application/json"].read_text(encoding="utf-8"))
     assert len(transcript) == len(text) and transcript[13]["fault"] == "drop"
     svg = ET.parse(by_type["image/svg+xml"]).getroot()
@@ -274,7 +291,12 @@ def test_summary_json(reports):
         },
     ]
     assert summary["gaps_passed"] == [
-        {"scenario": "replay/patch-mismatch", "pair": REF, "requirements": ["RPL-PAT-002"], "reason": "patch mismatch not detected yet (issue 12)"}
+        {
+            "scenario": "replay/patch-mismatch",
+            "pair": REF,
+            "requirements": ["RPL-PAT-002"],
+            "reason": "patch mismatch not detected yet (issue 12)",
+        }
     ]
 
 
@@ -297,8 +319,14 @@ def test_matrix_md_rows(reports):
         if line.startswith("| ") and re.fullmatch(r"[A-Z]+-[A-Z]+-\d+", cells[0]):
             rows[cells[0]] = cells
     assert set(rows) == {rid for rid, _ in synthetic.EXPECTED_CELLS}
-    status_word = {"PASSED": "passed", "FAILED": "FAILED", "ERROR": "ERROR", "NOT_IMPLEMENTED": "not implemented",
-                   "NOT_APPLICABLE": "not applicable", "UNCOVERED": "uncovered"}
+    status_word = {
+        "PASSED": "passed",
+        "FAILED": "FAILED",
+        "ERROR": "ERROR",
+        "NOT_IMPLEMENTED": "not implemented",
+        "NOT_APPLICABLE": "not applicable",
+        "UNCOVERED": "uncovered",
+    }
     for (rid, pair), status in synthetic.EXPECTED_CELLS.items():
         cell = rows[rid][3 + [REF, GO].index(pair)]
         assert status_word[status] in cell, (rid, pair, cell)
@@ -417,3 +445,33 @@ def test_timeline_marks_drops_and_escapes_text():
     ET.fromstring(svg)  # escaped, control characters replaced
     assert "✗ drop" in svg and "NOT_FOUND" in svg and "2.50 s later" in svg
     ET.fromstring(render_timeline(()))
+
+
+def test_terminal_reporter_takes_events_from_several_threads():
+    from concurrent.futures import ThreadPoolExecutor
+
+    out = io.StringIO()
+    reporter = TerminalReporter(out, verbose=False, color=False)
+    events = synthetic.events()
+    reporter.handle(events[0])
+    middle = [e for e in events if isinstance(e, ScenarioFinished)] * 20
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(reporter.handle, middle))
+    reporter.handle(events[-1])
+    progress = "".join(line for line in out.getvalue().splitlines()[1:4])
+    assert len(progress) == len(middle) and set(progress) == set(".FNE-")
+    assert out.getvalue().endswith("140 passed, 20 failed, 20 errors, 20 not implemented, 20 not applicable\n")
+
+
+def test_transcript_lines_do_not_repeat_the_rpc_name():
+    from conformance.reporting.model import transcript_line
+
+    entry = TranscriptEntry(t=0.25, channel="worker", direction="response", rpc="Hello", summary="Hello → OK  Empty", status="OK")
+    assert transcript_line(entry) == "+0.250s worker response Hello → OK Empty"
+    failed = TranscriptEntry(
+        t=1, channel="client", direction="response", rpc="GetInstance", summary="x", status="NOT_FOUND", fault="delay 2s"
+    )
+    assert transcript_line(failed) == "+1.000s client response GetInstance x  [status: NOT_FOUND]  [FAULT: delay 2s]"
+    assert transcript_line(TranscriptEntry(t=0, channel="client", direction="request", rpc="Hello", summary="Hello")) == (
+        "+0.000s client request Hello"
+    )

@@ -6,8 +6,8 @@ separate process, parses its one JSON result line and checks the observations. S
 in the pytest process: its generated protobuf modules would clash with ours.
 
 Set TASKHUB_SDK_SIDECAR=HOST:PORT to aim the apps at an already running sidecar instead (for
-example durabletask-go, to compare engines by hand). Run that mode without xdist (`-n 0`): workers of
-concurrent apps on one sidecar compete for each other's work items and fail with
+example durabletask-go, to compare engines by hand). Run that mode without xdist (`-n 0`): the
+workers of concurrent apps on one sidecar compete for each other's work items and fail with
 OrchestratorNotRegisteredError. durabletask-go has no stalls and no Dapr runtime API, so
 patch_stall, version_stall and runtime_api fail there by design.
 """
@@ -80,7 +80,9 @@ _CONTAINS_STALLED = Pred(
     'an error whose message contains "stalled"',
     lambda v: isinstance(v, str) and v != "accepted" and "stalled" in v.lower(),
 )
-_NOT_FOUND = Pred("a gRPC error (instance gone)", lambda v: isinstance(v, str) and not v.startswith("OK"))
+_NOT_FOUND = Pred(
+    "a gRPC error (instance gone)", lambda v: isinstance(v, str) and not v.startswith("OK")
+)
 
 EXPECTED: dict[str, dict[str, Any]] = {
     "chain": {"status": "COMPLETED", "output": [11, 12, 13]},
@@ -143,14 +145,16 @@ EXPECTED: dict[str, dict[str, Any]] = {
 
 @pytest.fixture
 def sidecar_address() -> Iterator[str]:
-    """Our reference sidecar, in-process on a free port, one per test (so xdist workers never share)."""
+    """Our reference sidecar, in-process on a free port, one per test (xdist workers never share)."""
     external = os.environ.get("TASKHUB_SDK_SIDECAR")
     if external:
         yield external
         return
     from fake_sidecar.server import SidecarServer
 
-    server = SidecarServer.start(host="127.0.0.1", port=0, db=":memory:", api_token=None, clock="real")
+    server = SidecarServer.start(
+        host="127.0.0.1", port=0, db=":memory:", api_token=None, clock="real"
+    )
     try:
         yield server.address
     finally:

@@ -203,6 +203,12 @@ def test_activity_first_turn_schedules_id_1_with_json_input_and_uuid5_execution_
     assert actions([], start("act", "x", t=100)) == [schedule(1, "echo", "x", execution_id=eid(100, 0))]
 
 
+def test_execution_id_is_uuid5_for_any_instance_id() -> None:
+    iid = "wf-ü✓/1"
+    assert actions([], start("act", 1, t=3.000001), iid=iid) == [
+        schedule(1, "echo", 1, execution_id=eid(3.000001, 0, iid))]
+
+
 def test_activity_without_input_has_no_input_field() -> None:
     [a] = actions([], start("act", t=0))
     assert not a.scheduleTask.HasField("input")

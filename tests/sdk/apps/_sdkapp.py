@@ -236,7 +236,9 @@ def stalled_events(
     return found
 
 
-def history_kinds(*, address: str, instance_id: str, parse_event: Callable[[bytes], Any]) -> list[str]:
+def history_kinds(
+    *, address: str, instance_id: str, parse_event: Callable[[bytes], Any]
+) -> list[str]:
     """The oneof names of the instance's history events, in order (for failure messages)."""
     return [
         str(parse_event(raw).WhichOneof("eventType"))
