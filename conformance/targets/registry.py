@@ -13,6 +13,7 @@ import yaml
 from conformance.targets.base import Gap, Pair, SidecarTarget, WorkerTarget
 
 DEFAULT_TARGETS = Path(__file__).with_name("targets.yaml")
+DRIVERS = Path(__file__).resolve().parents[2] / "drivers"
 SIDECAR_KINDS = ("reference", "durabletask-go", "address")
 WORKER_KINDS = ("reference", "command")
 
@@ -65,11 +66,26 @@ def _gaps(raw: Any, where: str) -> tuple[Gap, ...]:
     return tuple(out)
 
 
-def load_targets(path: Path = DEFAULT_TARGETS) -> Targets:
+def _read(path: Path) -> dict[str, Any]:
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
         raise TargetError(f"cannot load targets from {path}: {exc}") from None
+    if not isinstance(doc, dict):
+        raise TargetError(f"{path}: a targets file is a mapping with 'sidecars' and/or 'workers'")
+    return doc
+
+
+def load_targets(path: Path = DEFAULT_TARGETS, *, drivers: Path | None = DRIVERS) -> Targets:
+    """The targets of `path`, plus each SDK driver's own `drivers/<sdk>/target.yaml`."""
+    doc = _read(path)
+    for extra in sorted(drivers.glob("*/target.yaml")) if drivers is not None and drivers.is_dir() else ():
+        more = _read(extra)
+        for group in ("sidecars", "workers"):
+            for name, raw in (more.get(group) or {}).items():
+                if name in (doc.get(group) or {}):
+                    raise TargetError(f"{extra}: {group}.{name} is already declared in {path}")
+                doc.setdefault(group, {})[name] = raw
     sidecars: dict[str, SidecarTarget] = {}
     workers: dict[str, WorkerTarget] = {}
     for name, raw in (doc.get("sidecars") or {}).items():

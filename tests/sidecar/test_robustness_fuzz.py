@@ -269,6 +269,7 @@ class Env:
     pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(max_workers=8))
     codes: dict[str, set[str]] = field(default_factory=dict)
     ops: dict[str, int] = field(default_factory=dict)
+    serial: int = 0
 
     def invoke(self, method: Method, raw: bytes) -> tuple[grpc.StatusCode, str, bytes | None]:
         timeout = BLOCK_TIMEOUT if method.name in BLOCKING else CALL_TIMEOUT
@@ -498,8 +499,9 @@ _STORM_RPC = {"turn": "CompleteWorkflowTask", "activity": "CompleteActivityTask"
 
 @settings(CI, max_examples=600)
 @given(op=_OPS, iid=_TARGETS, token=st.integers(0, 3), poke=st.integers(0, 3),
-       legacy=st.booleans())
-def _completion_storm(env: Env, op: tuple[str, Message], iid: str, token: int, poke: int, legacy: bool) -> None:
+       legacy=st.booleans(), fresh=st.booleans())
+def _completion_storm(env: Env, op: tuple[str, Message], iid: str, token: int, poke: int, legacy: bool,
+                      fresh: bool) -> None:
     """One step: mostly answers (empty token: accepted, so random actions really apply) to the
     turns and activities that the holder keeps out, plus starts, events, purges, streams."""
     kind, msg = op
@@ -509,6 +511,12 @@ def _completion_storm(env: Env, op: tuple[str, Message], iid: str, token: int, p
         msg.completionToken = ""
     if kind == "start" and not msg.name:
         msg.name = "W"
+    if kind == "turn" and fresh:
+        # Half the answers use action ids not yet in history, so they are applied, not abandoned
+        # as stale (R3.14); the other half keep their random (often reused) ids.
+        for action in msg.actions:
+            env.serial += 1
+            action.id = 1000 + env.serial
     if kind == "turn" and poke:
         # An event gives a running target a fresh turn, out on the holder's stream, to answer.
         env.check(RPC["RaiseEvent"], pb.RaiseEventRequest(instanceId=iid, name="poke").SerializeToString())
