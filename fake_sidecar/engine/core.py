@@ -394,11 +394,18 @@ class Engine:
         self._maybe_queue(inst)
 
     def suspend(self, *, iid: str, reason: str | None) -> None:
+        """Queue ExecutionSuspended (dropped when the instance is suspended already)."""
         with self._lock:
             self._check_open()
             inst = self._get(iid)
             self._refuse_if_stalled(inst, "suspend")
             if inst.terminal:
+                return
+            # The Dapr Python SDKs loop forever replaying a second ExecutionSuspended on resume
+            # (their suspended-event buffer), so a suspend of a suspended instance is dropped.
+            pending_suspend = any(e.event.HasField("executionSuspended") for e in inst.inbox)
+            pending_resume = any(e.event.HasField("executionResumed") for e in inst.inbox)
+            if (inst.suspended and not pending_resume) or pending_suspend:
                 return
             ev = pb.HistoryEvent(eventId=-1, timestamp=ts(self.now()))
             ev.executionSuspended.SetInParent()

@@ -145,7 +145,7 @@ EXPECTED: dict[str, dict[str, Any]] = {
 
 @pytest.fixture
 def sidecar_address() -> Iterator[str]:
-    """Our reference sidecar, in-process on a free port, one per test (xdist workers never share)."""
+    """Our reference sidecar, in-process on a free port; one per test, so xdist never shares."""
     external = os.environ.get("TASKHUB_SDK_SIDECAR")
     if external:
         yield external

@@ -410,3 +410,19 @@ def test_virtual_clock_fires_a_day_long_timer_at_once(background):
     finally:
         channel.close()
         srv.stop()
+
+
+def test_second_suspend_is_dropped(sidecar, client, background):
+    worker = RawWorker(sidecar.address)
+    begin(worker, client, background, "ss")
+    sus = background.submit(client.call, "SuspendInstance", pb.SuspendRequest(instanceId="ss"), timeout=10)
+    worker.answer(worker.next_workflow())
+    sus.result(timeout=10)
+    client.call("SuspendInstance", pb.SuspendRequest(instanceId="ss"), timeout=5)  # already suspended: no event
+    res = background.submit(client.call, "ResumeInstance", pb.ResumeRequest(instanceId="ss"), timeout=10)
+    turn = worker.next_workflow()
+    assert kinds(turn.workflowRequest.newEvents) == ["WorkflowStarted", "ExecutionResumed"]
+    worker.answer(turn)
+    res.result(timeout=10)
+    assert kinds(history(client, "ss")).count("ExecutionSuspended") == 1
+    worker.cancel()

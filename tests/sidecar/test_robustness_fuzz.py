@@ -497,6 +497,25 @@ _STORM_RPC = {"turn": "CompleteWorkflowTask", "activity": "CompleteActivityTask"
               "purge": "PurgeInstances", "stream": "GetWorkItems", "start": "StartInstance"}
 
 
+_FINAL = [pb.ORCHESTRATION_STATUS_COMPLETED, pb.ORCHESTRATION_STATUS_FAILED, pb.ORCHESTRATION_STATUS_TERMINATED,
+          pb.ORCHESTRATION_STATUS_CANCELED, pb.ORCHESTRATION_STATUS_CONTINUED_AS_NEW]
+
+
+def make_acceptable(action: pb.WorkflowAction, action_id: int) -> None:
+    action.id = action_id
+    kind = action.WhichOneof("workflowActionType")
+    if kind is None:
+        action.scheduleTask.name = "A"
+    elif kind == "scheduleTask" and not action.scheduleTask.name:
+        action.scheduleTask.name = "A"
+    elif kind == "createChildWorkflow" and not action.createChildWorkflow.name:
+        action.createChildWorkflow.name = "C"
+    elif kind == "createDetachedWorkflow" and not action.createDetachedWorkflow.instanceId:
+        action.createDetachedWorkflow.instanceId = f"fz-det-{action_id}"
+    elif kind == "completeWorkflow" and action.completeWorkflow.workflowStatus not in _FINAL:
+        action.completeWorkflow.workflowStatus = _FINAL[action_id % len(_FINAL)]
+
+
 @settings(CI, max_examples=600)
 @given(op=_OPS, iid=_TARGETS, token=st.integers(0, 3), poke=st.integers(0, 3),
        legacy=st.booleans(), fresh=st.booleans())
@@ -512,11 +531,12 @@ def _completion_storm(env: Env, op: tuple[str, Message], iid: str, token: int, p
     if kind == "start" and not msg.name:
         msg.name = "W"
     if kind == "turn" and fresh:
-        # Half the answers use action ids not yet in history, so they are applied, not abandoned
-        # as stale (R3.14); the other half keep their random (often reused) ids.
+        # Half the answers are made acceptable (fresh action ids, R3.14; no malformed action,
+        # R3.13) so their random content is applied; the other half stay as generated and are
+        # mostly abandoned, which puts their instances into redelivery back-off.
         for action in msg.actions:
             env.serial += 1
-            action.id = 1000 + env.serial
+            make_acceptable(action, 1000 + env.serial)
     if kind == "turn" and poke:
         # An event gives a running target a fresh turn, out on the holder's stream, to answer.
         env.check(RPC["RaiseEvent"], pb.RaiseEventRequest(instanceId=iid, name="poke").SerializeToString())
