@@ -4,8 +4,9 @@ Workload: a chain of N `echo` activities, run to its end with `simulate` (no I/O
 `execute()` of the chain's last turn: the whole history before it as `past` and the turn's
 [WorkflowStarted, TaskCompleted] as `new`; it answers with the completion. A chain of N activities
 gives a history of 3N+2 events. Timed with time.perf_counter over a fixed number of replays in 5
-rounds, reporting the best round (the least disturbed by other processes), in this one process,
-pinned to one CPU where the OS allows it.
+rounds, reporting the best round (the least disturbed by other processes), in this one
+single-threaded process (one core). The load average is printed: other work on the machine slows
+every number down.
 
     ./dev bench executor [--quick] [--profile]
 
@@ -84,19 +85,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="a tenth of the replays")
     ap.add_argument("--profile", action="store_true", help="print cProfile hot spots of the ~100-event case")
     args = ap.parse_args(argv)
-    pinned = ""
-    if hasattr(os, "sched_setaffinity"):
-        cpu = min(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, {cpu})
-        pinned = f", pinned to CPU {cpu}"
     scale = 10 if args.quick else 1
-    print(f"pure executor replay speed (Python {sys.version.split()[0]}{pinned}{', quick' if args.quick else ''})")
+    print(f"pure executor replay speed (Python {sys.version.split()[0]}, one thread{', quick' if args.quick else ''}; "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
     print(f"{'events/history':>14} {'activities':>10} {'replays':>8} {'replays/s':>10} {'us/replay':>10}")
     rows = []
     for n, replays in SIZES:
         row = measure(n, max(10, replays // scale))
         rows.append(row)
-        print(f"{row['events']:>14} {row['activities']:>10} {row['replays']:>8} {row['rate']:>10.0f} {row['us']:>10.1f}")
+        print(f"{row['events']:>14} {row['activities']:>10} {row['replays']:>8} {row['rate']:>10.0f} "
+              f"{row['us']:>10.1f}")
     goal = next(r for r in rows if r["events"] == GOAL_EVENTS)
     verdict = "met" if goal["rate"] >= GOAL_RATE else "MISSED"
     print(f"goal: >= {GOAL_RATE} replays/s at ~100 events: {verdict} ({goal['rate']:.0f}/s)")

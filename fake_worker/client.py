@@ -164,6 +164,9 @@ class Worker:
         except ActivityFailure as exc:
             resp.failureDetails.errorType = exc.error_type
             resp.failureDetails.errorMessage = str(exc)
+        except Exception as exc:  # noqa: BLE001 - a broken input fails the activity, it is still answered
+            resp.failureDetails.errorType = type(exc).__name__
+            resp.failureDetails.errorMessage = str(exc)
         if self.adversary.crash_after_activity(item):
             log.warning("adversary: crashing after running activity %s/%s", req.workflowInstance.instanceId, req.taskId)
             call.cancel()

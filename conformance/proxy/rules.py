@@ -125,6 +125,9 @@ class FaultRule:
     delay_s: float = 0
     replay_after_s: float | None = None  # replay_later: None = held until FaultProxy.replay_pending()
     times: int | None = 1  # how many matches it fires on; None = every one
+    # replay_later only: False (default) = the message is held back now and only the later copy is
+    # sent (lost now, arrives late: a zombie); True = forwarded now AND a copy sent later (a late duplicate).
+    forward_now: bool = False
 
     def __post_init__(self) -> None:
         problems = [f"{loc}: {msg}" if loc else msg for loc, msg in _rule_problems(self)]
@@ -137,6 +140,8 @@ class FaultRule:
             extra = f" {self.delay_s:g}s"
         elif self.action == "replay_later":
             extra = f" after {self.replay_after_s:g}s" if self.replay_after_s is not None else " (held)"
+            if self.forward_now:
+                extra += " forwarding now too"
         times = "" if self.times == 1 else (" every time" if self.times is None else f" x{self.times}")
         return f"{self.action}{extra} {self.match.describe()}{times}"
 
@@ -190,6 +195,10 @@ def _rule_problems(r: FaultRule) -> list[tuple[str, str]]:
             out.append(("replay_after_s", f"replay_after_s must be seconds >= 0 or null, got {r.replay_after_s!r}"))
         elif r.action != "replay_later":
             out.append(("replay_after_s", f"replay_after_s is only used by action replay_later, not {r.action!r}"))
+    if not isinstance(r.forward_now, bool):
+        out.append(("forward_now", f"forward_now must be true or false, got {r.forward_now!r}"))
+    elif r.forward_now and r.action != "replay_later":
+        out.append(("forward_now", f"forward_now is only used by action replay_later, not {r.action!r}"))
     if r.times is not None and (isinstance(r.times, bool) or not isinstance(r.times, int) or r.times < 1):
         out.append(("times", f"times must be a whole number >= 1 or null (every match), got {r.times!r}"))
     return out
@@ -435,7 +444,7 @@ def _show(v: object) -> str:
 
 # --------------------------------------------------------------------------- plain data
 
-_RULE_KEYS = ("match", "action", "delay_s", "replay_after_s", "times")
+_RULE_KEYS = ("match", "action", "delay_s", "replay_after_s", "times", "forward_now")
 _MATCH_KEYS = ("rpc", "direction", "where", "nth")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m)\s*$")
 
@@ -498,7 +507,8 @@ def parse_rules(data: object, *, source: str) -> tuple[FaultRule, ...]:
         rule = FaultRule.__new__(FaultRule)
         for name, value in (("match", match if m is not None else None), ("action", raw.get("action")),
                             ("delay_s", _seconds(raw.get("delay_s", 0))),
-                            ("replay_after_s", _seconds(raw.get("replay_after_s"))), ("times", times)):
+                            ("replay_after_s", _seconds(raw.get("replay_after_s"))), ("times", times),
+                            ("forward_now", raw.get("forward_now", False))):
             object.__setattr__(rule, name, value)
         local += [p for p in _rule_problems(rule)
                   if not (p[0] == "match" and m is None) and not (p[0] == "action" and "action" not in raw)]
@@ -510,7 +520,7 @@ def parse_rules(data: object, *, source: str) -> tuple[FaultRule, ...]:
                                                       where=match.where, nth=match.nth),
                                    action=rule.action, delay_s=float(rule.delay_s),
                                    replay_after_s=None if rule.replay_after_s is None else float(rule.replay_after_s),
-                                   times=rule.times))
+                                   times=rule.times, forward_now=rule.forward_now))
         except FaultRuleError as exc:  # pragma: no cover - the checks above are the same
             problems.extend(f"{where_at}: {p}" for p in exc.problems)
     if problems:

@@ -10,8 +10,11 @@ Decisions worth knowing (see also the package docstring):
 * Unary request faults: ``drop`` answers OK with the default response and never forwards;
   ``duplicate`` forwards, then forwards the same bytes again before answering (the caller gets the
   first answer); ``delay`` waits, then forwards with what is left of the caller's deadline;
-  ``replay_later`` forwards and keeps a copy that is re-sent with the original metadata after
-  ``replay_after_s`` or on ``replay_pending()`` (the replay's answer goes to the transcript only);
+  ``replay_later`` holds the request back (the caller gets the default OK answer at once, as if it
+  had been delivered) and sends it, with the original metadata, after ``replay_after_s`` or on
+  ``replay_pending()``: a message that arrives late, e.g. a completion whose token went stale
+  meanwhile (a zombie); with ``forward_now=True`` it is forwarded normally as well, so the later
+  copy is a late duplicate. The replay's answer goes to the transcript only;
   ``cut_stream`` cuts the caller's GetWorkItems streams (the ones from the same peer, i.e. the same
   connection; all of them when none is) and fails the request with UNAVAILABLE, unforwarded.
 * Unary response faults (upstream has processed the request): ``drop`` fails the call with
@@ -19,10 +22,11 @@ Decisions worth knowing (see also the package docstring):
   peer's streams and fails the call with UNAVAILABLE.
 * Stream item faults: ``drop`` (never delivered), ``duplicate`` (delivered twice in a row),
   ``delay`` (delivered after delay_s without holding back the items behind it, so it may arrive
-  out of order), ``replay_later`` (delivered now and again later on the same stream, if it is
-  still open), ``cut_stream`` (not delivered; items already queued before it are delivered, then
-  the worker's stream fails UNAVAILABLE "cut by fault proxy" and the upstream call is cancelled,
-  which makes the sidecar redeliver what was out on it).
+  out of order), ``replay_later`` (delivered later on the same stream, if it is still open;
+  with ``forward_now`` delivered now and again later), ``cut_stream`` (not delivered; items
+  already queued before it are delivered, then the worker's stream fails UNAVAILABLE "cut by
+  fault proxy" and the upstream call is cancelled, which makes the sidecar redeliver what was out
+  on it).
 * GetWorkItems request faults: ``delay`` (open the upstream stream late) and ``cut_stream``.
 * The end of a GetWorkItems stream is recorded as a ``response`` entry of rpc GetWorkItems
   (status = the code it ended with), so timelines show when a stream went away.
@@ -56,6 +60,11 @@ WORKER_RPCS = frozenset({"Hello", "GetWorkItems", "CompleteActivityTask", "Compl
                          "CompleteOrchestratorTask"})
 REPLAY_TIMEOUT_S = 30.0  # deadline of a replayed (zombie) request
 _NO_DEADLINE_S = 10 * 365 * 24 * 3600.0  # longer than this left: the caller set no deadline
+# Methods that can block upstream until something happens (a worker turn, a status change).
+_LONG_WAITS = frozenset({
+    "StartInstance", "WaitForInstanceStart", "WaitForInstanceCompletion", "TerminateInstance", "SuspendInstance",
+    "ResumeInstance", *(f"{stem}{v}" for stem in ("StartWorkflow", "TerminateWorkflow", "PauseWorkflow",
+                                                   "ResumeWorkflow") for v in ("Beta1", "Alpha1"))})
 _PATHS: dict[str, Method] = {**TASKHUB.paths, **DAPR_WORKFLOW.paths}
 _HOP_HEADERS = frozenset({"user-agent", "content-type", "te", "host", "content-length"})
 _OPTIONS = [
@@ -121,6 +130,13 @@ class _Stream:
     lock: threading.Lock = field(default_factory=threading.Lock)
     cut: bool = False
     closed: bool = False
+    ended: bool = False  # its end is in the transcript
+
+    def mark_ended(self) -> bool:
+        """True for the first caller only: that one records how the stream ended."""
+        with self.lock:
+            first, self.ended = not self.ended, True
+            return first
 
 
 @dataclass(eq=False)
@@ -165,12 +181,13 @@ def _forwardable(metadata: Any) -> tuple[tuple[str, Any], ...]:
 class FaultProxy:
     """A running proxy; use ``FaultProxy.start(upstream=...)``."""
 
-    def __init__(self, *, upstream: str, rules: Sequence[FaultRule], host: str, max_workers: int) -> None:
+    def __init__(self, *, upstream: str, rules: Sequence[FaultRule], host: str, max_workers: int,
+                 t0: float | None = None) -> None:
         self.upstream = upstream
         self.host = host
         self.port = 0
         self._lock = threading.Lock()
-        self._t0 = time.monotonic()
+        self._t0 = time.monotonic() if t0 is None else t0
         self._transcript: list[TranscriptEntry] = []
         self._faults: list[FaultEvent] = []
         self._gen: tuple[tuple[FaultRule, ...], list[list[int]]] = ((), [])
@@ -197,9 +214,12 @@ class FaultProxy:
 
     @classmethod
     def start(cls, *, upstream: str, rules: Sequence[FaultRule] = (), host: str = "127.0.0.1", port: int = 0,
-              max_workers: int = 256) -> "FaultProxy":
-        """Listen on host:port (0 = any free port) and forward everything to ``upstream`` (host:port)."""
-        proxy = cls(upstream=upstream, rules=rules, host=host, max_workers=max_workers)
+              max_workers: int = 256, t0: float | None = None) -> "FaultProxy":
+        """Listen on host:port (0 = any free port) and forward everything to ``upstream`` (host:port).
+
+        ``t0``: a ``time.monotonic()`` value that transcript times count from (default: now), so a
+        caller with its own transcript (e.g. the runner's client) can merge both by ``t``."""
+        proxy = cls(upstream=upstream, rules=rules, host=host, max_workers=max_workers, t0=t0)
         bound = proxy._server.add_insecure_port(f"{host}:{port}")
         if bound == 0:
             proxy._channel.close()
@@ -254,12 +274,12 @@ class FaultProxy:
         with self._lock:
             return list(self._faults)
 
-    def reset_transcript(self) -> None:
-        """Forget the transcript and fault log; ``t`` counts from now."""
+    def reset_transcript(self, *, t0: float | None = None) -> None:
+        """Forget the transcript and fault log; ``t`` counts from now (or from ``t0``, a monotonic time)."""
         with self._lock:
             self._transcript.clear()
             self._faults.clear()
-            self._t0 = time.monotonic()
+            self._t0 = time.monotonic() if t0 is None else t0
 
     def open_streams(self) -> int:
         with self._lock:
@@ -288,6 +308,7 @@ class FaultProxy:
         return len(held)
 
     def pending_replays(self) -> int:
+        """How many copies wait for replay_pending() (timed ones are not counted)."""
         with self._lock:
             return len(self._held)
 
@@ -297,19 +318,14 @@ class FaultProxy:
         return round(time.monotonic() - self._t0, 6)
 
     def _record(self, channel: str, direction: str, rpc: str, summary: str, message: Message | None,
-                size: int = 0, *, fault: str | None = None, status: str | None = None,
-                extra: dict[str, Any] | None = None) -> None:
+                size: int = 0, *, fault: str | None = None, status: str | None = None) -> None:
         if message is not None:
             body = to_dict(message)
-        elif extra is not None:
-            body = extra
         else:
             body = {"_undecodable_bytes": size} if size else {}
-        entry_t = self._now()
-        entry = TranscriptEntry(t=entry_t, channel=channel, direction=direction, rpc=rpc, summary=summary,
-                                message=body, fault=fault, status=status)
-        with self._lock:
-            self._transcript.append(entry)
+        with self._lock:  # t taken under the lock: the transcript is in time order
+            self._transcript.append(TranscriptEntry(t=self._now(), channel=channel, direction=direction, rpc=rpc,
+                                                    summary=summary, message=body, fault=fault, status=status))
 
     def _fire(self, rpc: str, direction: str, message: Message | None, summary: str) -> _Fired | None:
         rules, counts = self._gen
@@ -377,9 +393,19 @@ class FaultProxy:
 
     def _call_upstream(self, path: str, raw: bytes, metadata: tuple[tuple[str, Any], ...],
                        timeout: float | None, context: grpc.ServicerContext | None) -> tuple[bytes | None, Any]:
-        """(response bytes, call) or (None, error-call)."""
-        fut = self._unary_callable(path).future(raw, timeout=timeout, metadata=metadata)
-        if context is not None and not context.add_callback(fut.cancel):
+        """(response bytes, call), (None, error-call), or (None, None) when the caller went away.
+
+        Calls that may wait long upstream (and unknown ones) are made as futures so that a caller
+        that hangs up cancels them; the rest block in this thread (a future costs a thread spawn)."""
+        mc = self._unary_callable(path)
+        method = _PATHS.get(path)
+        if context is None or (method is not None and method.name not in _LONG_WAITS):
+            try:
+                return mc.with_call(raw, timeout=timeout, metadata=metadata)
+            except grpc.RpcError as err:
+                return None, err
+        fut = mc.future(raw, timeout=timeout, metadata=metadata)
+        if not context.add_callback(fut.cancel):
             fut.cancel()
         try:
             return fut.result(), fut
@@ -408,8 +434,7 @@ class FaultProxy:
         metadata = _forwardable(context.invocation_metadata())
         action = fired.rule.action if fired else None
         if fired is not None and action == "drop":
-            assert method is not None
-            return method.response().SerializeToString()
+            return self._answer_locally(method, channel, fired)
         if fired is not None and action == "cut_stream":
             self._cut_peer(context.peer(), fired.label)
             self._record(channel, "response", rpc, f"{rpc} → UNAVAILABLE: {CUT_DETAILS}", None,
@@ -417,6 +442,11 @@ class FaultProxy:
             context.abort(grpc.StatusCode.UNAVAILABLE, CUT_DETAILS)
         if fired is not None and action == "delay":
             self._sleep(fired.rule.delay_s)
+        if fired is not None and action == "replay_later" and not fired.rule.forward_now:
+            assert method is not None
+            self._hold(_Held(fired=fired, rpc=rpc, channel=channel, raw=raw, due=fired.rule.replay_after_s,
+                             path=path, metadata=metadata))
+            return self._answer_locally(method, channel, fired)
 
         resp, call = self._call_upstream(path, raw, metadata, _remaining(context), context)
         if call is None:  # the caller went away; nobody is listening
@@ -463,6 +493,14 @@ class FaultProxy:
         if trailing:
             context.set_trailing_metadata(trailing)
         return resp
+
+    def _answer_locally(self, method: Method | None, channel: str, fired: _Fired) -> bytes:
+        """The caller's answer for a request that was not forwarded: OK with the default response."""
+        assert method is not None  # rules only name known methods
+        self._record(channel, "response", method.name,
+                     f"{method.name} → OK {method.response.DESCRIPTOR.name} (answered by the fault proxy, not forwarded)",
+                     None, fault=fired.label)
+        return method.response().SerializeToString()
 
     def _send_copy(self, path: str, raw: bytes, metadata: tuple[tuple[str, Any], ...], rpc: str, channel: str,
                    summary: str, label: str, timeout: float | None,
@@ -547,9 +585,16 @@ class FaultProxy:
             st.call.cancel()
             context.abort(grpc.StatusCode.UNAVAILABLE, STOPPED_DETAILS)
 
-        def gone() -> None:
-            st.queue.put(_GONE)
+        def gone() -> None:  # runs when the RPC ends for any reason, also if grpc never resumes us
+            with st.lock:
+                recorded, st.closed = st.ended, True
+                st.ended = True
+            with self._lock:
+                self._streams.discard(st)
             st.call.cancel()
+            st.queue.put(_GONE)
+            if not recorded:
+                self._record_end(rpc, "CANCELLED", "the worker closed the stream", None)
 
         if not context.add_callback(gone):
             gone()
@@ -561,13 +606,14 @@ class FaultProxy:
                 if isinstance(obj, bytes):
                     yield obj
                 elif obj is _GONE:
-                    self._record_end(rpc, "CANCELLED", "the worker closed the stream", None)
                     return
                 elif isinstance(obj, _Cut):
-                    self._record_end(rpc, "UNAVAILABLE", obj.details, obj.fault)
+                    if st.mark_ended():
+                        self._record_end(rpc, "UNAVAILABLE", obj.details, obj.fault)
                     context.abort(grpc.StatusCode.UNAVAILABLE, obj.details)
                 elif isinstance(obj, _End):
-                    self._record_end(rpc, obj.code.name, obj.details, None)
+                    if st.mark_ended():
+                        self._record_end(rpc, obj.code.name, obj.details, None)
                     if obj.trailing:
                         context.set_trailing_metadata(obj.trailing)
                     if obj.code is grpc.StatusCode.OK:
@@ -625,7 +671,8 @@ class FaultProxy:
 
             self._later(fired.rule.delay_s, deliver)
         elif action == "replay_later":
-            st.queue.put(raw)
+            if fired.rule.forward_now:
+                st.queue.put(raw)
             self._hold(_Held(fired=fired, rpc=rpc, channel="worker", raw=raw, due=fired.rule.replay_after_s,
                              stream=st))
         elif action == "cut_stream":

@@ -110,6 +110,7 @@ class _Context:
         self.status: int | None = None
         self.pending_actions: dict[int, pb.WorkflowAction] = {}
         self.pending_tasks: dict[int, Task] = {}
+        self.deferred: list[tuple[pb.WorkflowAction, str, Any]] = []  # (action, guid name, input): see call()
         self.seq = 0
         self.guid_counter = 0
         self.now = datetime(1000, 1, 1)
@@ -136,12 +137,16 @@ class _Context:
         self.seq += 1
         return self.seq
 
-    def new_guid(self) -> str:
+    def guid_name(self) -> str:
+        """The name the next task execution id is derived from (UUIDv5 of it: `_uuid5`)."""
         if self._iso_of is not self.now:  # one isoformat() per turn time, not per call
             self._iso_of, self._iso = self.now, self.now.isoformat()
         name = f"{self.instance_id}_{self._iso}_{self.guid_counter}"
         self.guid_counter += 1
-        return _uuid5(name)
+        return name
+
+    def new_guid(self) -> str:
+        return _uuid5(self.guid_name())
 
     # ------------------------------------------------------------ program driving
 
@@ -209,6 +214,11 @@ class _Context:
                         if value:  # the SDKs drop falsy payloads here
                             ev.eventRaised.input.value = to_json(value)
             return [action]
+        for action, guid_name, value in self.deferred:  # fill in the activity calls still pending
+            if self.pending_actions.get(action.id) is action:
+                action.scheduleTask.taskExecutionId = _uuid5(guid_name)
+                if value is not None:
+                    action.scheduleTask.input.value = to_json(value)
         return list(self.pending_actions.values())
 
     # ------------------------------------------------------------ scheduling
@@ -235,6 +245,15 @@ class _Context:
     def call(self, *, name: str, input: Any, retry: RetrySpec | None, child: bool, instance_id: str | None,
              task_id: int | None = None, reuse: Retryable | None = None, execution_id: str = "") -> Task:
         tid = self.next_id() if task_id is None else task_id
+        if not child and reuse is None and retry is None:
+            # A plain activity call: most are replayed and matched by history, so the task execution id
+            # and the JSON input are only computed, in actions(), for those still pending at the end.
+            action = pb.WorkflowAction(id=tid)
+            action.scheduleTask.name = name
+            self.deferred.append((action, self.guid_name(), input))
+            self.pending_actions[tid] = action
+            self.pending_tasks[tid] = task = Completable()
+            return task
         if not child and reuse is None:
             execution_id = self.new_guid()
         encoded = (to_json(input) if input is not None else None) if reuse is None else reuse.encoded_input

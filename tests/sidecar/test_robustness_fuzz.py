@@ -271,8 +271,9 @@ class Env:
     ops: dict[str, int] = field(default_factory=dict)
     serial: int = 0
 
-    def invoke(self, method: Method, raw: bytes) -> tuple[grpc.StatusCode, str, bytes | None]:
-        timeout = BLOCK_TIMEOUT if method.name in BLOCKING else CALL_TIMEOUT
+    def invoke(self, method: Method, raw: bytes, block_timeout: float = BLOCK_TIMEOUT,
+               ) -> tuple[grpc.StatusCode, str, bytes | None]:
+        timeout = block_timeout if method.name in BLOCKING else CALL_TIMEOUT
         try:
             if method.kind is Kind.SERVER_STREAM:
                 call = self.channel.unary_stream(method.path)(raw, timeout=timeout)
@@ -283,8 +284,8 @@ class Env:
         except grpc.RpcError as exc:
             return exc.code(), exc.details() or "", None
 
-    def check(self, method: Method, raw: bytes) -> None:
-        code, details, reply = self.invoke(method, raw)
+    def check(self, method: Method, raw: bytes, block_timeout: float = BLOCK_TIMEOUT) -> None:
+        code, details, reply = self.invoke(method, raw, block_timeout)
         self.codes.setdefault(method.name, set()).add(code.name)
         where = f"{method.path} with {len(raw)} request bytes {raw[:120]!r}"
         assert code not in NEVER, f"{where} -> {code.name}: {details}"
@@ -483,8 +484,8 @@ def test_random_messages_to_every_method(env: Env, method: Method) -> None:
 RPC = {m.name: m for m in METHODS}
 LIVE = TURNS + ACTS + [f"fz-{a}{n}" for a in "ab" for n in range(3)]  # (re)started during the storm
 _OPS = st.integers(0, 19).flatmap(lambda k: (
-    st.tuples(st.just("turn"), messages(pb.WorkflowResponse)) if k < 9 else
-    st.tuples(st.just("activity"), messages(pb.ActivityResponse)) if k < 13 else
+    st.tuples(st.just("turn"), messages(pb.WorkflowResponse)) if k < 10 else
+    st.tuples(st.just("activity"), messages(pb.ActivityResponse)) if k < 14 else
     st.tuples(st.just("start"), messages(pb.CreateInstanceRequest)) if k < 16 else
     st.tuples(st.just("raise"), messages(pb.RaiseEventRequest)) if k < 17 else
     st.tuples(st.just("purge"), messages(pb.PurgeInstancesRequest)) if k < 18 else
@@ -516,11 +517,8 @@ def make_acceptable(action: pb.WorkflowAction, action_id: int) -> None:
         action.completeWorkflow.workflowStatus = _FINAL[action_id % len(_FINAL)]
 
 
-@settings(CI, max_examples=600)
-@given(op=_OPS, iid=_TARGETS, token=st.integers(0, 3), poke=st.integers(0, 3),
-       legacy=st.booleans(), fresh=st.booleans())
-def _completion_storm(env: Env, op: tuple[str, Message], iid: str, token: int, poke: int, legacy: bool,
-                      fresh: bool) -> None:
+def _storm_step(env: Env, op: tuple[str, Message], iid: str, token: int, poke: int, legacy: bool,
+                fresh: bool) -> None:
     """One step: mostly answers (empty token: accepted, so random actions really apply) to the
     turns and activities that the holder keeps out, plus starts, events, purges, streams."""
     kind, msg = op
@@ -544,21 +542,29 @@ def _completion_storm(env: Env, op: tuple[str, Message], iid: str, token: int, p
     if kind == "turn" and legacy:
         name = "CompleteOrchestratorTask"
     env.ops[kind] = env.ops.get(kind, 0) + 1
-    env.check(RPC[name], msg.SerializeToString())
+    env.check(RPC[name], msg.SerializeToString(), block_timeout=0.05)
 
 
-def storm(env: Env) -> None:
-    _completion_storm(env)  # type: ignore[call-arg]
+def storm(env: Env, examples: int) -> None:
+    @settings(CI, max_examples=examples)
+    @given(op=_OPS, iid=_TARGETS, token=st.integers(0, 3), poke=st.integers(0, 7), legacy=st.booleans(),
+           fresh=st.booleans())
+    def step(op: tuple[str, Message], iid: str, token: int, poke: int, legacy: bool, fresh: bool) -> None:
+        _storm_step(env, op, iid, token, poke, legacy, fresh)
+
+    step()
     c = env.srv.engine.counters
     answered = env.ops.get("turn", 0)
-    applied = answered - c.unknown_turn - c.zombie_turn
-    # The storm must really reach the engine's turn logic, not only its "no such turn" path.
-    assert applied >= answered // 5, f"only {applied} of {answered} answers met a turn in flight: {c}"
+    reached = answered - c.unknown_turn - c.zombie_turn
+    # The storm must really reach the engine's turn logic, not only its "no such turn" path
+    # (typically 15-25% of the answers do: the rest find their target idle, finished, purged
+    # or in redelivery back-off after an abandoned turn).
+    assert reached >= min(20, answered // 10), f"only {reached} of {answered} answers met a turn in flight: {c}"
 
 
 def test_worker_completions_against_inflight_turns(env: Env) -> None:
     """Random action lists and activity results applied (empty token) to real in-flight work."""
-    storm(env)
+    storm(env, 600)
     assert_still_serves(env)
 
 
@@ -610,7 +616,7 @@ def test_fuzzed_state_survives_a_restart(tmp_path: Path) -> None:
     db = str(tmp_path / "restart.db")
     env = make_env(tmp_path, seeded=True, db=db)
     try:
-        storm(env)
+        storm(env, 300)
         env.holder.cancel()
         env.holder = None
         ids = assert_consistent(env)
@@ -661,26 +667,40 @@ def test_regression_unknown_completion_status_abandons_the_turn(sidecar, client,
     worker.cancel()
 
 
-def test_regression_carried_over_completion_with_unknown_status(sidecar, client, background) -> None:
-    """A continue-as-new carrying ExecutionCompleted{status 99}: no INTERNAL anywhere afterwards."""
+def _carry_unknown_status(sidecar, client, background) -> RawWorker:
+    """Continue-as-new carrying ExecutionCompleted{workflowStatus: 99}; the next turn is answered."""
     worker, turn = _one_turn(sidecar, client, background)
     carried = pb.HistoryEvent(eventId=-1)
     carried.executionCompleted.workflowStatus = 99
     worker.answer(turn, complete(1, "2", status=pb.ORCHESTRATION_STATUS_CONTINUED_AS_NEW, carryover=[carried]))
-    nxt = worker.next_workflow()
     try:
-        worker.answer(nxt)
+        worker.answer(worker.next_workflow())
     except grpc.RpcError as exc:
         pytest.fail(f"answering the carried-over turn -> {exc.code().name}: {exc.details()}")
-    dapr = DaprWorkflowClient(grpc.insecure_channel(sidecar.address))
-    try:
-        got = dapr.call("GetWorkflowBeta1", rt.GetWorkflowRequest(instance_id="r"), timeout=10)
-    except grpc.RpcError as exc:
-        pytest.fail(f"GetWorkflowBeta1 after a carried-over ExecutionCompleted{{99}} -> "
-                    f"{exc.code().name}: {exc.details()}")
+    return worker
+
+
+def test_regression_get_workflow_with_an_unknown_status_is_not_internal(sidecar, client, background) -> None:
+    """GetWorkflowBeta1 names the runtime status; a status outside the enum must not make it INTERNAL."""
+    worker = _carry_unknown_status(sidecar, client, background)
+    with grpc.insecure_channel(sidecar.address) as channel:
+        try:
+            got = DaprWorkflowClient(channel).call("GetWorkflowBeta1", rt.GetWorkflowRequest(instance_id="r"),
+                                                   timeout=10)
+        except grpc.RpcError as exc:
+            pytest.fail(f"GetWorkflowBeta1 on an instance whose status is 99 -> {exc.code().name}: {exc.details()}")
     assert got.runtime_status
+    worker.cancel()
+
+
+def test_regression_carryover_cannot_set_a_status_outside_the_enum(sidecar, client, background) -> None:
+    """The engine refuses completeWorkflow actions with a non-final status (R3.13), but carryoverEvents
+    are committed verbatim, so a worker can complete the instance with status 99 through them: the
+    instance then reports a status outside OrchestrationStatus and no Wait* ever returns."""
+    worker = _carry_unknown_status(sidecar, client, background)
     state = client.call("GetInstance", pb.GetInstanceRequest(instanceId="r"), timeout=10).workflowState
-    assert state.workflowStatus in set(pb.OrchestrationStatus.values())
+    assert state.workflowStatus in set(pb.OrchestrationStatus.values()), (
+        f"GetInstance reports workflowStatus {state.workflowStatus}")
     worker.cancel()
 
 

@@ -73,7 +73,8 @@ def workflow_started(t: float | datetime = 0, *, version: str | None = None,
     return ev
 
 
-def execution_started(name: str, input: Any = NONE, *, instance_id: str = "wf-1", t: float | datetime = 0) -> pb.HistoryEvent:
+def execution_started(name: str, input: Any = NONE, *, instance_id: str = "wf-1",
+                      t: float | datetime = 0) -> pb.HistoryEvent:
     ev = _ev(-1, t)
     es = ev.executionStarted
     es.name = name
@@ -136,7 +137,8 @@ def optional_timer_created(id: int, event_name: str, *, t: float | datetime = 0)
     return timer_created(id, OPTIONAL_FIRE_AT, origin="externalEvent", origin_value=event_name, t=t)
 
 
-def timer_fired(id: int, fire_at: float | datetime | Timestamp, *, t: float | datetime | None = None) -> pb.HistoryEvent:
+def timer_fired(id: int, fire_at: float | datetime | Timestamp, *,
+                t: float | datetime | None = None) -> pb.HistoryEvent:
     ev = _ev(-1, fire_at if t is None else t)
     ev.timerFired.timerId = id
     ev.timerFired.fireAt.CopyFrom(stamp(fire_at))
@@ -151,7 +153,8 @@ def event_raised(name: str, value: Any = NONE, *, t: float | datetime = 0) -> pb
     return ev
 
 
-def child_created(id: int, name: str, instance_id: str, input: Any = NONE, *, t: float | datetime = 0) -> pb.HistoryEvent:
+def child_created(id: int, name: str, instance_id: str, input: Any = NONE, *,
+                  t: float | datetime = 0) -> pb.HistoryEvent:
     ev = _ev(id, t)
     cc = ev.childWorkflowInstanceCreated
     cc.name = name

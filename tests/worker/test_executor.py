@@ -82,6 +82,12 @@ BUNDLE = parse_bundle(yaml.safe_load(textwrap.dedent("""
           - call_activity: {name: echo, input: 5}
             as: r
           - return: "${r}"
+      wait_and_acts:
+        steps:
+          - all:
+              - wait_event: go
+              - call_activity: {name: echo, input: a}
+              - call_activity: {name: echo, input: b}
       wait_default:
         steps:
           - wait_event: {name: go, timeout: 10s, default: late}
@@ -221,7 +227,8 @@ def test_activity_result_completes_with_next_id() -> None:
 
 def test_execution_id_counter_runs_over_the_whole_execution_with_each_turn_time() -> None:
     first = actions([], start("act_then_act", t=10))
-    assert first == [schedule(1, "echo", "a", execution_id=eid(10, 0)), schedule(2, "echo", "b", execution_id=eid(10, 1))]
+    assert first == [schedule(1, "echo", "a", execution_id=eid(10, 0)),
+                     schedule(2, "echo", "b", execution_id=eid(10, 1))]
     past = start("act_then_act", t=10) + [task_scheduled(1, "echo", "a"), task_scheduled(2, "echo", "b")]
     new = [workflow_started(20.25), task_completed(1, "a"), task_completed(2, "b")]
     assert actions(past, new) == [schedule(3, "echo", "c", execution_id=eid(20.25, 2))]
@@ -336,6 +343,11 @@ def test_history_without_the_optional_timer_is_replayed_with_ids_shifted_down() 
     assert actions(past, [workflow_started(6), task_completed(1, 5)]) == [complete(2, 5)]
 
 
+def test_ids_after_a_dropped_optional_timer_shift_down_for_pending_actions_too() -> None:
+    past = start("wait_and_acts") + [task_scheduled(1, "echo", "a")]
+    assert actions(past, [workflow_started(5)]) == [schedule(2, "echo", "b", execution_id=eid(0, 1))]
+
+
 def test_optional_timer_recorded_without_origin_still_counts_as_the_optional_timer() -> None:
     past = start("wait") + [timer_created(1, OPTIONAL_FIRE_AT, origin="none")]
     assert actions(past, [workflow_started(5), event_raised("approve", 3)]) == [complete(2, 3)]
@@ -410,7 +422,7 @@ def test_unknown_variable_fails_with_ExpressionError() -> None:
     assert "unknown variable 'nope'" in a.completeWorkflow.failureDetails.errorMessage
 
 
-# ---------------------------------------------------------------------------- set_status / continue_as_new / return / fail
+# ---------------------------------------------------------------------------- set_status, continue_as_new, return, fail
 
 
 def test_custom_status_is_json_text_for_values_and_the_string_itself_for_strings() -> None:
@@ -640,8 +652,8 @@ def test_terminate_is_not_held_back_by_suspension() -> None:
 
 def test_execution_stalled_events_are_ignored() -> None:
     past = start("act", "x") + [execution_stalled(), task_scheduled(1, "echo", "x")]
-    assert actions(past, [workflow_started(5), execution_stalled(pb.VERSION_NOT_AVAILABLE), task_completed(1, "y")]) == [
-        complete(2, "y")]
+    new = [workflow_started(5), execution_stalled(pb.VERSION_NOT_AVAILABLE), task_completed(1, "y")]
+    assert actions(past, new) == [complete(2, "y")]
 
 
 # ---------------------------------------------------------------------------- the response

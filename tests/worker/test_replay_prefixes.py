@@ -12,6 +12,7 @@ committing every turn the way the engine does. Then, for every recorded turn:
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -109,7 +110,7 @@ def test_the_runs_end_as_expected() -> None:
             continue
         status, cw = final_status(simulate(BUNDLE, name, inp))
         assert status == pb.ORCHESTRATION_STATUS_COMPLETED, name
-        assert cw.result.value == __import__("json").dumps(output), name
+        assert cw.result.value == json.dumps(output), name
     status, _ = final_status(simulate(BUNDLE, "failing", "x"))
     assert status == pb.ORCHESTRATION_STATUS_FAILED
 

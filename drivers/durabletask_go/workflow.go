@@ -1,0 +1,319 @@
+package main
+
+// The interpreter: every program of the bundle becomes a durabletask-go workflow function that walks
+// its steps with the SDK's own API (task.WorkflowContext: CallActivity, CallChildWorkflow,
+// CreateTimer, WaitForSingleEvent, IsPatched, SetCustomStatus, ContinueAsNew; Task.Await).
+// Like any durabletask-go workflow, the function is re-run from the start on every turn and blocks
+// by Await panicking with task.ErrTaskBlocked, which the SDK recovers.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/dapr/durabletask-go/task"
+)
+
+// ProgramFailure is the error of a `fail` step. durabletask-go reports a workflow failure's
+// errorType as the Go type of the returned error (reflect.TypeOf(err).String()), so it shows as
+// "main.ProgramFailure" whatever the step's `type` says: user code cannot choose it.
+type ProgramFailure struct {
+	Type    string
+	Message string
+}
+
+func (e ProgramFailure) Error() string { return e.Message }
+
+// CapabilityGap describes a step that durabletask-go cannot express (the driver refuses to start).
+func capabilityGaps(b *Bundle) []string {
+	var gaps []string
+	var walk func(steps []*Step)
+	checkRetry := func(s *Step) {
+		if s.Retry == nil {
+			return
+		}
+		// task.RetryPolicy works in whole milliseconds (computeNextDelay uses Duration.Milliseconds()
+		// and treats a delay of 0 as "do not retry"), Validate() rejects InitialRetryInterval <= 0 and
+		// a MaxRetryInterval <= 0 means "no limit".
+		if s.Retry.FirstDelay < 0.001 {
+			gaps = append(gaps, fmt.Sprintf("%s.retry.first_delay: %gs is below 1ms; durabletask-go's RetryPolicy "+
+				"needs InitialRetryInterval >= 1ms (it computes delays in whole milliseconds and does not retry "+
+				"after a 0ms delay)", s.Path, s.Retry.FirstDelay))
+		}
+		if s.Retry.MaxDelay != nil && *s.Retry.MaxDelay < 0.001 {
+			gaps = append(gaps, fmt.Sprintf("%s.retry.max_delay: %gs is below 1ms; durabletask-go's RetryPolicy "+
+				"treats MaxRetryInterval <= 0 as no limit", s.Path, *s.Retry.MaxDelay))
+		}
+	}
+	walk = func(steps []*Step) {
+		for _, s := range steps {
+			switch s.Kind {
+			case "any":
+				gaps = append(gaps, s.Path+": 'any' (the first of several tasks to finish) has no equivalent in "+
+					"durabletask-go: task.Task has only Await and TaskExecutionId, and the SDK has no WhenAny "+
+					"or completion check")
+			case "all":
+				for _, t := range s.Tasks {
+					checkRetry(t)
+				}
+			case "call_activity", "call_child":
+				checkRetry(s)
+			case "if_patched", "if":
+				walk(s.Then)
+				walk(s.Else)
+			}
+		}
+	}
+	for _, f := range b.Families {
+		for _, v := range f.Order {
+			walk(f.Versions[v].Steps)
+		}
+	}
+	return gaps
+}
+
+type returned struct {
+	done  bool // a return / continue_as_new step ran
+	value any
+}
+
+func makeWorkflow(prog *Program) task.Workflow {
+	return func(ctx *task.WorkflowContext) (result any, err error) {
+		defer func() {
+			// A bug of ours must fail the workflow, not crash the worker: the SDK re-panics anything
+			// but its own ErrTaskBlocked, which must pass through untouched.
+			if r := recover(); r != nil {
+				if r == task.ErrTaskBlocked {
+					panic(r)
+				}
+				result, err = nil, fmt.Errorf("durabletask-go driver: internal error: %v", r)
+			}
+		}()
+		var raw json.RawMessage
+		if err := ctx.GetInput(&raw); err != nil {
+			return nil, err
+		}
+		input, err := pyLoads(raw)
+		if err != nil {
+			return nil, fmt.Errorf("workflow input is not JSON: %w", err)
+		}
+		env := map[string]any{"input": input, "instance_id": string(ctx.ID)}
+		out, err := runSteps(ctx, prog.Steps, env)
+		if err != nil {
+			return nil, err
+		}
+		if out.done && out.value != nil {
+			return pyJSON{out.value}, nil
+		}
+		return nil, nil
+	}
+}
+
+func seconds(s float64) time.Duration {
+	// Python's timedelta(seconds=s) keeps microseconds, rounding half to even.
+	return time.Duration(math.RoundToEven(s*1e6)) * time.Microsecond
+}
+
+func retryPolicy(r *Retry) *task.RetryPolicy {
+	if r == nil {
+		return nil
+	}
+	p := &task.RetryPolicy{
+		MaxAttempts:          r.MaxAttempts,
+		InitialRetryInterval: seconds(r.FirstDelay),
+		BackoffCoefficient:   r.Backoff,
+	}
+	if r.MaxDelay != nil {
+		p.MaxRetryInterval = seconds(*r.MaxDelay)
+	}
+	return p
+}
+
+// rawPayload: a value as JSON text, encoded as the Python SDKs do (json.dumps), for the SDK's
+// WithRaw*Input options. nil: no payload at all.
+func rawPayload(v any) *wrapperspb.StringValue {
+	if v == nil {
+		return nil
+	}
+	return wrapperspb.String(pyDumps(v))
+}
+
+// makeTask schedules a task step (call_activity, call_child, timer, wait_event) without awaiting it.
+func makeTask(ctx *task.WorkflowContext, s *Step, env map[string]any) (task.Task, error) {
+	switch s.Kind {
+	case "call_activity":
+		input, err := evaluate(s.Input, env)
+		if err != nil {
+			return nil, err
+		}
+		var opts []task.CallActivityOption
+		if input != nil {
+			opts = append(opts, task.WithRawActivityInput(rawPayload(input)))
+		}
+		if p := retryPolicy(s.Retry); p != nil {
+			opts = append(opts, task.WithActivityRetryPolicy(p))
+		}
+		return ctx.CallActivity(s.Name, opts...), nil
+	case "call_child":
+		input, err := evaluate(s.Input, env)
+		if err != nil {
+			return nil, err
+		}
+		var opts []task.ChildWorkflowOption
+		if input != nil {
+			opts = append(opts, task.WithRawChildWorkflowInput(rawPayload(input)))
+		}
+		if s.InstanceID != nil {
+			iid, err := evaluate(s.InstanceID, env)
+			if err != nil {
+				return nil, err
+			}
+			if iid != nil {
+				opts = append(opts, task.WithChildWorkflowInstanceID(pyStr(iid)))
+			}
+		}
+		if p := retryPolicy(s.Retry); p != nil {
+			opts = append(opts, task.WithChildWorkflowRetryPolicy(p))
+		}
+		return ctx.CallChildWorkflow(s.Workflow, opts...), nil
+	case "timer":
+		return ctx.CreateTimer(seconds(s.Duration)), nil
+	case "wait_event":
+		timeout := time.Duration(-1) // negative: wait forever
+		if s.Timeout != nil {
+			timeout = seconds(*s.Timeout)
+		}
+		return ctx.WaitForSingleEvent(s.Name, timeout), nil
+	}
+	return nil, fmt.Errorf("%s is not a task", s.Kind)
+}
+
+// await waits for a task and decodes its JSON result with Python's rules (nil when there is none).
+func await(t task.Task) (any, error) {
+	var raw json.RawMessage
+	if err := t.Await(&raw); err != nil {
+		return nil, err
+	}
+	return pyLoads(raw)
+}
+
+func runSteps(ctx *task.WorkflowContext, steps []*Step, env map[string]any) (returned, error) {
+	for _, s := range steps {
+		switch s.Kind {
+		case "call_activity", "call_child", "timer", "wait_event":
+			t, err := makeTask(ctx, s, env)
+			if err != nil {
+				return returned{}, err
+			}
+			value, err := await(t)
+			if err != nil {
+				if s.Kind == "wait_event" && s.HasDefault && errors.Is(err, task.ErrTaskCanceled) {
+					if value, err = evaluate(s.Default, env); err != nil {
+						return returned{}, err
+					}
+				} else {
+					return returned{}, err
+				}
+			}
+			if s.As != "" {
+				env[s.As] = value
+			}
+		case "all":
+			// durabletask-go has no WhenAll: a fan-in is every task scheduled first, then awaited in
+			// order (the SDK's own samples/parallel). The first failure in task order fails the step.
+			tasks := make([]task.Task, len(s.Tasks))
+			for i, ts := range s.Tasks {
+				t, err := makeTask(ctx, ts, env)
+				if err != nil {
+					return returned{}, err
+				}
+				tasks[i] = t
+			}
+			values := make([]any, len(tasks))
+			for i, t := range tasks {
+				v, err := await(t)
+				if err != nil {
+					return returned{}, err
+				}
+				values[i] = v
+			}
+			if s.As != "" {
+				env[s.As] = values
+			}
+		case "if_patched", "if":
+			var on bool
+			if s.Kind == "if_patched" {
+				on = ctx.IsPatched(s.Patch)
+			} else {
+				cond, err := evaluate(s.Cond, env)
+				if err != nil {
+					return returned{}, err
+				}
+				on = pyTruthy(cond)
+			}
+			branch := s.Else
+			if on {
+				branch = s.Then
+			}
+			out, err := runSteps(ctx, branch, env)
+			if err != nil || out.done {
+				return out, err
+			}
+		case "set":
+			v, err := evaluate(s.Value, env)
+			if err != nil {
+				return returned{}, err
+			}
+			env[s.Var] = v
+		case "set_status":
+			v, err := evaluate(s.Value, env)
+			if err != nil {
+				return returned{}, err
+			}
+			// A string as it is, anything else as JSON text. null clears the status: the closest
+			// durabletask-go has is "", since it always sends customStatus.
+			switch x := v.(type) {
+			case nil:
+				ctx.SetCustomStatus("")
+			case string:
+				ctx.SetCustomStatus(x)
+			default:
+				ctx.SetCustomStatus(pyDumps(x))
+			}
+		case "continue_as_new":
+			input, err := evaluate(s.Input, env)
+			if err != nil {
+				return returned{}, err
+			}
+			var opts []task.ContinueAsNewOption
+			if s.Carry {
+				opts = append(opts, task.WithKeepUnprocessedEvents())
+			}
+			var newInput any
+			if input != nil {
+				newInput = pyJSON{input}
+			}
+			ctx.ContinueAsNew(newInput, opts...)
+			return returned{done: true}, nil
+		case "return":
+			v, err := evaluate(s.Value, env)
+			if err != nil {
+				return returned{}, err
+			}
+			return returned{done: true, value: v}, nil
+		case "fail":
+			msg, err := evaluate(s.Message, env)
+			if err != nil {
+				return returned{}, err
+			}
+			return returned{}, ProgramFailure{Type: s.Type, Message: pyStr(msg)}
+		default: // capabilityGaps() refuses these before start
+			return returned{}, fmt.Errorf("%s: step kind %q is not supported by this driver", s.Path, s.Kind)
+		}
+	}
+	return returned{}, nil
+}

@@ -1,0 +1,387 @@
+#!/usr/bin/env node
+"use strict";
+// Driver for @dapr/durabletask-js 1.0.0 ("jsdapr"): the program language, interpreted with the
+// SDK's own API.
+//
+//   node driver.js --sidecar 127.0.0.1:4001 --programs bundle.json [--ledger FILE]
+//
+// Every program of the bundle becomes an orchestrator (`TaskHubGrpcWorker.addNamedOrchestrator`),
+// an async generator that walks the steps and yields SDK tasks (`ctx.callActivity`,
+// `ctx.callSubOrchestrator`, `ctx.createTimer`, `ctx.waitForExternalEvent`, `whenAll`, `whenAny`)
+// and calls `ctx.setCustomStatus` and `ctx.continueAsNew`. The built-in activities are registered
+// with `addNamedActivity` and run by activities.js, a port of fake_worker/activities.py;
+// programs.js ports the bundle loader and the expression evaluator of fake_worker/programs.py with
+// Python value semantics (pylike.js).
+//
+// What the SDK cannot express, the driver refuses (exit 3, naming the step path): `if_patched`
+// (no isPatched), versioned programs (no version registration), `retry` on a call (no retry
+// policies: "Retry policies (TODO)" in the SDK README), and a `wait_event` with a timeout inside
+// `all`/`any`. A `wait_event` step with a timeout uses the pattern of the SDK's README ("Human
+// interaction and durable timers"): whenAny([event, timer]); the timer is only created when the
+// event is not already buffered, and `timeout: 0` creates none.
+//
+// Timers are created at `ctx.currentUtcDateTime + duration` (a Date). The SDK's other form,
+// `createTimer(seconds)`, uses the wall clock (`Date.now()`) and would make replays differ.
+//
+// DAPR_API_TOKEN: the SDK does not read it; as the Dapr JS SDK's WorkflowRuntime does, the driver
+// passes a gRPC client interceptor that adds `dapr-api-token` through the worker's `options`.
+//
+// Ready signal: the SDK's start() does not wait for the connection; its only signal is its own log
+// line "Successfully connected to ...". The driver routes the SDK's console output to stderr,
+// waits for that line and then prints `connected to HOST:PORT` on stdout. If the first Hello
+// fails, the SDK throws from a promise nobody awaits (it never retries a first connect): exit 4.
+// Any later unhandled rejection ends the process with exit 1, as Node's default would.
+//
+// Exit codes: 0 stopped (SIGTERM/SIGINT), 1 unhandled SDK error, 2 usage or bundle error,
+// 3 capability gap, 4 could not connect.
+
+const util = require("util");
+const P = require("./programs");
+const py = require("./pylike");
+const { ActivityFailure, ActivityRunner } = require("./activities");
+
+const EXIT_USAGE = 2;
+const EXIT_GAP = 3;
+const EXIT_CONNECT = 4;
+const SDK = "@dapr/durabletask-js 1.0.0";
+
+function die(code, message) {
+  process.stderr.write(`js-driver: error: ${message}\n`);
+  process.exit(code);
+}
+
+// ------------------------------------------------------------------ arguments
+
+function parseArgs(argv) {
+  const args = { sidecar: null, programs: null, ledger: null, readyTimeout: 30 };
+  const usage = "usage: driver.js --sidecar HOST:PORT --programs FILE.json [--ledger FILE] [--ready-timeout S]";
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const eq = a.indexOf("=");
+    const flag = eq > 0 ? a.slice(0, eq) : a;
+    const value = () => (eq > 0 ? a.slice(eq + 1) : argv[++i]);
+    if (flag === "--sidecar") args.sidecar = value();
+    else if (flag === "--programs") args.programs = value();
+    else if (flag === "--ledger") args.ledger = value();
+    else if (flag === "--ready-timeout") args.readyTimeout = Number(value());
+    else if (flag === "-h" || flag === "--help") {
+      process.stdout.write(usage + "\n");
+      process.exit(0);
+    } else die(EXIT_USAGE, `unknown argument ${JSON.stringify(a)}\n${usage}`);
+  }
+  if (!args.sidecar || !args.programs) die(EXIT_USAGE, `--sidecar and --programs are required\n${usage}`);
+  if (!/^.+:\d+$/.test(args.sidecar)) die(EXIT_USAGE, `--sidecar ${JSON.stringify(args.sidecar)} is not HOST:PORT`);
+  if (!(args.readyTimeout > 0)) die(EXIT_USAGE, "--ready-timeout must be a positive number of seconds");
+  return args;
+}
+
+// ------------------------------------------------------------------ capability check
+
+const STEP_FIELDS = {
+  call_activity: ["name", "input", "retry", "as"],
+  call_child: ["workflow", "input", "instance_id", "retry", "as"],
+  timer: ["duration", "as"],
+  wait_event: ["name", "timeout", "default", "as"],
+  all: ["tasks", "as"],
+  any: ["tasks", "as"],
+  if: ["cond", "then", "else"],
+  set: ["var", "value"],
+  set_status: ["value"],
+  continue_as_new: ["input", "carry_events"],
+  return: ["value"],
+  fail: ["message", "type"],
+};
+
+/** Every step of the bundle this driver cannot express with the SDK, as 'path: reason'. */
+function capabilityGaps(bundle) {
+  const gaps = [];
+  const walk = (steps, where, inComposite) => {
+    steps.forEach((step, i) => {
+      const here = `${where}[${i}].${step.kind}`;
+      if (step.kind === "if_patched") {
+        gaps.push(`${here}: ${SDK} has no patching API (no isPatched; its proto has no version/patches fields)`);
+        return;
+      }
+      const known = STEP_FIELDS[step.kind];
+      if (!known) {
+        gaps.push(`${where}[${i}]: step kind '${step.kind}' is not expressible with ${SDK} in this driver`);
+        return;
+      }
+      const extra = Object.keys(step).filter((k) => k !== "kind" && !known.includes(k));
+      if (extra.length) gaps.push(`${here}: field(s) ${py.pyRepr(extra)} are not expressible with ${SDK} in this driver`);
+      if (step.retry) {
+        gaps.push(`${here}.retry: ${SDK} has no retry policies (callActivity/callSubOrchestrator take no options; `
+          + "the SDK README lists 'Retry policies (TODO)')");
+      }
+      if (inComposite && step.kind === "wait_event" && step.timeout !== null) {
+        gaps.push(`${here}: a wait with a timeout inside all/any: waitForExternalEvent has no timeout and the SDK `
+          + "has no composite task that fails when a timer wins");
+      }
+      if (step.kind === "all" || step.kind === "any") walk(step.tasks, here, true);
+      if (step.kind === "if") {
+        walk(step.then, `${here}.then`, false);
+        walk(step.else, `${here}.else`, false);
+      }
+    });
+  };
+  for (const [name, family] of Object.entries(bundle.programs)) {
+    if (family.default !== null) {
+      gaps.push(`$.programs.${name}.versions: ${SDK} has no versioned registration (its Registry keys orchestrators `
+        + "by name only; its proto has no version fields)");
+      continue;
+    }
+    walk(family.versions[""].steps, `$.programs.${name}.steps`, false);
+  }
+  return gaps;
+}
+
+// ------------------------------------------------------------------ the interpreter
+
+const ERROR_CLASSES = new Map();
+
+/** An Error subclass with this exact name: the SDK reports errorType as `e.constructor.name`. */
+function errorClass(name) {
+  let cls = ERROR_CLASSES.get(name);
+  if (!cls) {
+    cls = {
+      [name]: class extends Error {
+        constructor(message) {
+          super(message);
+          this.name = name;
+        }
+      },
+    }[name];
+    ERROR_CLASSES.set(name, cls);
+  }
+  return cls;
+}
+
+/** Errors of the language (ExpressionError) keep their name as errorType. */
+function asWorkflowError(e) {
+  if (e instanceof P.ExpressionError) return new (errorClass("ExpressionError"))(e.message);
+  return e;
+}
+
+function evaluate(expr, env) {
+  try {
+    return P.evaluate(expr, env);
+  } catch (e) {
+    throw asWorkflowError(e);
+  }
+}
+
+class Returned {
+  constructor(value) {
+    this.value = value;
+  }
+}
+
+function timerAt(ctx, seconds) {
+  return new Date(ctx.currentUtcDateTime.getTime() + seconds * 1000);
+}
+
+function makeTask(sdk, ctx, step, env) {
+  switch (step.kind) {
+    case "call_activity":
+      return ctx.callActivity(step.name, evaluate(step.input, env));
+    case "call_child": {
+      const iid = step.instance_id !== null ? evaluate(step.instance_id, env) : null;
+      return ctx.callSubOrchestrator(step.workflow, evaluate(step.input, env), iid === null ? undefined : py.pyStr(iid));
+    }
+    case "timer":
+      return ctx.createTimer(timerAt(ctx, step.duration));
+    case "wait_event":
+      return ctx.waitForExternalEvent(step.name); // a timeout here is refused by capabilityGaps()
+    default:
+      throw new Error(`${step.kind} is not a task`);
+  }
+}
+
+async function* waitWithTimeout(sdk, ctx, step, env) {
+  const event = ctx.waitForExternalEvent(step.name);
+  if (event.isComplete) return event.getResult(); // already buffered: no timer, as in the reference
+  if (step.timeout > 0) {
+    const timer = ctx.createTimer(timerAt(ctx, step.timeout));
+    const winner = yield sdk.whenAny([event, timer]);
+    if (winner === event) return event.getResult();
+  }
+  if (step.default !== P.NO_DEFAULT) return evaluate(step.default, env);
+  throw new (errorClass("TimeoutError"))(
+    `Timed out after ${py.timedeltaRepr(step.timeout)} waiting for external event ${py.pyRepr(step.name)}`);
+}
+
+async function* runSteps(sdk, ctx, steps, env) {
+  for (const step of steps) {
+    switch (step.kind) {
+      case "wait_event":
+      case "call_activity":
+      case "call_child":
+      case "timer": {
+        const value = step.kind === "wait_event" && step.timeout !== null
+          ? yield* waitWithTimeout(sdk, ctx, step, env)
+          : yield makeTask(sdk, ctx, step, env);
+        if (step.as) env[step.as] = value === undefined ? null : value;
+        break;
+      }
+      case "all": {
+        const value = yield sdk.whenAll(step.tasks.map((t) => makeTask(sdk, ctx, t, env)));
+        if (step.as) env[step.as] = value.map((v) => (v === undefined ? null : v));
+        break;
+      }
+      case "any": {
+        const children = step.tasks.map((t) => makeTask(sdk, ctx, t, env));
+        const winner = yield sdk.whenAny(children);
+        if (winner.isFailed) throw winner.getException();
+        if (step.as) {
+          const result = winner.getResult();
+          env[step.as] = { index: children.indexOf(winner), result: result === undefined ? null : result };
+        }
+        break;
+      }
+      case "if": {
+        const branch = py.pyTruthy(evaluate(step.cond, env)) ? step.then : step.else;
+        const out = yield* runSteps(sdk, ctx, branch, env);
+        if (out instanceof Returned) return out;
+        break;
+      }
+      case "set":
+        env[step.var] = evaluate(step.value, env);
+        break;
+      case "set_status": {
+        const value = evaluate(step.value, env);
+        // A string as-is, anything else as JSON; the SDK takes a string and always sends one, so
+        // null (the reference clears the status) becomes "".
+        ctx.setCustomStatus(typeof value === "string" ? value : value === null ? "" : py.pyDumps(value));
+        break;
+      }
+      case "continue_as_new":
+        ctx.continueAsNew(evaluate(step.input, env), step.carry_events);
+        return new Returned(null);
+      case "return":
+        return new Returned(evaluate(step.value, env));
+      case "fail":
+        throw new (errorClass(step.type))(py.pyStr(evaluate(step.message, env)));
+      default: // capabilityGaps() refuses these before start; never reached
+        throw new Error(`step kind '${step.kind}'`);
+    }
+  }
+  return null;
+}
+
+function makeOrchestrator(sdk, program) {
+  return async function* orchestrator(ctx, input) {
+    const env = { input: input === undefined ? null : input, instance_id: ctx.instanceId };
+    const out = yield* runSteps(sdk, ctx, program.steps, env);
+    return out instanceof Returned ? out.value : null;
+  };
+}
+
+// ------------------------------------------------------------------ activities
+
+function makeActivity(runner, name) {
+  return function activity(ctx, input) {
+    const args = { name, input: input === undefined ? null : input, instanceId: ctx.orchestrationId,
+      taskId: ctx.taskId, taskExecutionId: "" }; // the SDK's ActivityContext/proto have no taskExecutionId
+    const rethrow = (e) => {
+      if (e instanceof ActivityFailure) throw new (errorClass(e.errorType))(e.message);
+      throw e;
+    };
+    try {
+      const out = runner.run(args);
+      return out instanceof Promise ? out.catch(rethrow) : out;
+    } catch (e) {
+      return rethrow(e);
+    }
+  };
+}
+
+// ------------------------------------------------------------------ main
+
+function apiTokenOptions(grpc) {
+  const token = process.env.DAPR_API_TOKEN;
+  if (!token) return {};
+  const interceptor = (options, nextCall) => new grpc.InterceptingCall(nextCall(options), {
+    start(metadata, listener, next) {
+      metadata.add("dapr-api-token", token);
+      next(metadata, listener);
+    },
+  });
+  return { interceptors: [interceptor] };
+}
+
+function main() {
+  const args = parseArgs(process.argv.slice(2));
+  let bundle;
+  try {
+    bundle = P.loadBundle(args.programs);
+  } catch (e) {
+    if (e instanceof P.ProgramError) die(EXIT_USAGE, e.message);
+    throw e;
+  }
+  const gaps = capabilityGaps(bundle);
+  if (gaps.length) {
+    die(EXIT_GAP, `the bundle uses steps ${SDK} cannot express (declared capability gap; refusing to start):\n`
+      + gaps.map((g) => `  - ${g}`).join("\n"));
+  }
+
+  let ready = false;
+  let onReady = null;
+  // The SDK logs every work item with console.log/info; keep stdout for our own lines.
+  for (const level of ["log", "info", "warn", "error", "debug", "trace"]) {
+    console[level] = (...parts) => {
+      const line = util.format(...parts);
+      process.stderr.write(`sdk: ${line}\n`);
+      if (!ready && onReady && line.startsWith("Successfully connected to ")) onReady();
+    };
+  }
+
+  const { TaskHubGrpcWorker } = require("@dapr/durabletask-js");
+  const { whenAll, whenAny } = require("@dapr/durabletask-js/task");
+  const grpc = require("@grpc/grpc-js");
+  const sdk = { whenAll, whenAny };
+
+  const worker = new TaskHubGrpcWorker(args.sidecar, apiTokenOptions(grpc));
+  const runner = new ActivityRunner({ ledger: args.ledger });
+  const registered = [];
+  for (const [name, family] of Object.entries(bundle.programs)) {
+    worker.addNamedOrchestrator(name, makeOrchestrator(sdk, family.versions[""]));
+    registered.push(name);
+  }
+  for (const name of P.BUILTIN_ACTIVITIES) worker.addNamedActivity(name, makeActivity(runner, name));
+  process.stderr.write(`js-driver: registered ${registered.join(", ")}\n`);
+
+  process.on("unhandledRejection", (err) => {
+    if (!ready) die(EXIT_CONNECT, `cannot connect to the sidecar at ${args.sidecar}: ${err && err.message ? err.message : err}`);
+    process.stderr.write(`js-driver: error: unhandled error inside the SDK (Node's default would end the process too): `
+      + `${err && err.stack ? err.stack : err}\n`);
+    process.exit(1);
+  });
+
+  let stopping = false;
+  const stop = async () => {
+    if (stopping) return;
+    stopping = true;
+    try {
+      if (ready) await worker.stop();
+    } catch (e) {
+      process.stderr.write(`js-driver: stop: ${e.message}\n`);
+    }
+    process.stderr.write("js-driver: stopped\n");
+    process.exit(0);
+  };
+  process.on("SIGTERM", stop);
+  process.on("SIGINT", stop);
+
+  const timeout = setTimeout(() => die(EXIT_CONNECT, `no work-item stream to ${args.sidecar} within ${args.readyTimeout}s`),
+    args.readyTimeout * 1000);
+  onReady = () => {
+    ready = true;
+    clearTimeout(timeout);
+    process.stdout.write(`connected to ${args.sidecar}\n`);
+  };
+  worker.start().catch((e) => die(EXIT_CONNECT, `cannot start the worker: ${e.message}`));
+}
+
+if (require.main === module) main();
+
+module.exports = { capabilityGaps, errorClass, makeActivity, makeOrchestrator };

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Build the durabletask-go SDK driver (drivers/durabletask_go, a Go module that requires
+# github.com/dapr/durabletask-go at the tag pinned in its go.mod and go.sum) as
+# <repo>/.tools/bin/durabletask-go-driver, reproducibly and without touching any global Go state:
+# GOPATH, the module cache and the build cache all live under <repo>/.tools (shared with
+# scripts/install-durabletask-go.sh).
+#
+# Usage: scripts/install-go-driver.sh      (from any directory; a no-op when the binary is current)
+# Env:   GO=/path/to/go to pick a specific Go toolchain (default: `go` on PATH).
+#
+# The stamp next to the binary records the SDK tag and a hash of the driver's sources, so editing
+# the driver (or go.mod/go.sum) rebuilds it and nothing else does.
+set -euo pipefail
+
+script_dir=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)
+repo_root=$(cd -- "$script_dir/.." && pwd -P)
+src=$repo_root/drivers/durabletask_go
+tools=$repo_root/.tools
+bin_dir=$tools/bin
+binary=$bin_dir/durabletask-go-driver
+stamp=$binary.stamp
+readonly SDK_MODULE=github.com/dapr/durabletask-go
+readonly MIN_GO=1.26 # the go.mod of durabletask-go v0.14.0 says `go 1.26.0`
+
+log() { printf 'install-go-driver: %s\n' "$*" >&2; }
+die() { printf 'install-go-driver: error: %s\n' "$*" >&2; exit 1; }
+
+[[ -f $src/go.mod && -f $src/go.sum ]] || die "$src/go.mod or go.sum is missing; is this a complete checkout?"
+
+# The SDK tag, from go.mod (the single source of truth for the driver's pin).
+sdk_version=$(awk -v m="$SDK_MODULE" '$1 == m && $2 ~ /^v/ {print $2} $1 == "require" && $2 == m {print $3}' "$src/go.mod" | head -n1)
+[[ -n $sdk_version ]] || die "$src/go.mod does not require $SDK_MODULE"
+sidecar_version=$(sed -n 's/^readonly DTGO_VERSION=\(v[^ ]*\).*/\1/p' "$script_dir/install-durabletask-go.sh" 2>/dev/null || true)
+if [[ -n $sidecar_version && $sidecar_version != "$sdk_version" ]]; then
+  log "warning: the driver pins $SDK_MODULE $sdk_version but scripts/install-durabletask-go.sh pins $sidecar_version"
+fi
+
+# Idempotence: decided before looking for Go, so a CI cache hit on .tools/ does not need Go at all.
+sources_hash=$(cd "$src" && find . -maxdepth 1 -type f \( -name '*.go' ! -name '*_test.go' -o -name go.mod -o -name go.sum \) \
+  -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+want_stamp="$sdk_version $sources_hash"
+if [[ -x $binary && -f $stamp && "$(<"$stamp")" == "$want_stamp" ]]; then
+  log "already installed: $binary ($SDK_MODULE $sdk_version, sources $sources_hash)"
+  exit 0
+fi
+
+GO=${GO:-go}
+command -v "$GO" >/dev/null 2>&1 ||
+  die "'$GO' not found. Install Go >= $MIN_GO (https://go.dev/dl/) or set GO=/path/to/go."
+
+# Build with exactly the toolchain we checked, never one go would download behind our back.
+export GOTOOLCHAIN=local
+go_version=$("$GO" env GOVERSION) || die "'$GO env GOVERSION' failed; is '$GO' a working Go toolchain?"
+if [[ $go_version =~ ^go([0-9]+\.[0-9]+) ]]; then
+  [[ $(printf '%s\n' "$MIN_GO" "${BASH_REMATCH[1]}" | sort -V | head -n1) == "$MIN_GO" ]] ||
+    die "$SDK_MODULE@$sdk_version needs Go >= $MIN_GO, but '$GO' is $go_version."
+else
+  log "warning: cannot parse Go version '$go_version'; trying anyway"
+fi
+
+# Project-local Go state, so nothing outside the checkout is written.
+export GOPATH=$tools/go
+export GOMODCACHE=$tools/go/pkg/mod
+export GOCACHE=$tools/go-build
+export CGO_ENABLED=0
+# -mod=readonly: go.mod and go.sum are committed and must not change during a build (a missing
+# checksum is an error, not a silent update). -modcacherw: lets `rm -rf .tools` work.
+export GOFLAGS="-mod=readonly -modcacherw -trimpath"
+
+SECONDS=0
+# Only the modules go.mod names at their exact versions are fetched (no version-list lookups, which
+# pinned-only mirrors refuse); checksums are verified against go.sum.
+log "downloading the modules of $src (GOPROXY=$("$GO" env GOPROXY), $go_version)"
+if ! dl_out=$(cd "$src" && "$GO" mod download 2>&1); then
+  die "cannot download the driver's modules from the Go module proxy:
+$dl_out"
+fi
+
+# Build into a staging file and move it into place, so a failed build never leaves a half-written
+# binary; without a stamp a rerun retries.
+mkdir -p "$bin_dir"
+rm -f "$stamp"
+staging=$(mktemp -d "$tools/.staging.XXXXXX")
+trap 'rm -rf "$staging"' EXIT
+log "building $binary"
+(cd "$src" && "$GO" build -o "$staging/durabletask-go-driver" .) ||
+  die "'go build' in $src failed (see the output above)"
+mv -f "$staging/durabletask-go-driver" "$binary"
+
+# Check that the binary really links the pinned SDK before stamping it.
+"$GO" version -m "$binary" | grep -Eq "^[[:space:]]+dep[[:space:]]+$SDK_MODULE[[:space:]]+$sdk_version([[:space:]]|$)" ||
+  die "$binary does not report dependency $SDK_MODULE $sdk_version in its build info"
+printf '%s\n' "$want_stamp" >"$stamp"
+log "installed $binary ($SDK_MODULE $sdk_version) in ${SECONDS}s"
