@@ -196,7 +196,7 @@ class _Harness:
         stack.callback(self._stop_sidecar)
         from conformance.proxy import FaultProxy
 
-        self.proxy = FaultProxy.start(upstream=self.sidecar.address, rules=sc.faults)
+        self.proxy = FaultProxy.start(upstream=self.sidecar.address, rules=sc.faults, t0=run.began)
         stack.callback(self.proxy.stop)
         token = sc.sidecar.get("api_token")
         self.client = _Client(self.sidecar.address, (("dapr-api-token", token),) if token else (), run.began)

@@ -212,7 +212,7 @@ public final class Driver {
     Object doc;
     try {
       doc = PyJson.loads(text);
-    } catch (IOException e) {
+    } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
       throw new Exit(EXIT_USAGE, path + ": not valid JSON: " + e.getOriginalMessage());
     }
     try {
