@@ -58,6 +58,7 @@ javac_bin=$(dirname -- "$(readlink -f -- "$(command -v "$java_bin")")")/javac
 [[ -x $javac_bin ]] || command -v javac >/dev/null 2>&1 ||
   die "no javac beside '$java_bin' or on PATH: a JDK (not only a JRE) >= 17 is needed to build the driver"
 
+SECONDS=0
 build=$out/build
 mkdir -p "$out" "$m2"
 rm -f "$stamp"
@@ -73,7 +74,6 @@ elif [[ -d $m2/io/dapr/durabletask-client ]]; then
   fi
 fi
 
-SECONDS=0
 if ((${#mvn_args[@]})); then
   log "building $project (Maven repository $m2)"
   if ! "$MVN" "${mvn_args[@]}" clean package >"$out/build.log" 2>&1; then

@@ -137,6 +137,17 @@ def test_prints_one_ready_line_and_serves_on_a_real_port(spawn, tmp_path: Path) 
     assert "Traceback" not in proc.stderr, proc.stderr
 
 
+def test_debug_logging_stays_off_stdout(spawn, tmp_path: Path) -> None:
+    proc = spawn(*_base(tmp_path), "--log-level", "DEBUG")
+    port = proc.ready()
+    _hello(port)
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        TaskHubClient(channel).call("GetInstance", pb.GetInstanceRequest(instanceId="nope"), timeout=5)
+    proc.signal(signal.SIGTERM)
+    assert proc.finish() == 0
+    assert len(proc.out_lines) == 1, proc.out_lines
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_signal_stops_gracefully(spawn, tmp_path: Path, sig: int) -> None:
     proc = spawn(*_base(tmp_path))
@@ -271,3 +282,9 @@ def test_port_taken_by_another_sidecar(spawn, tmp_path: Path) -> None:
     _hello(port)  # the first one is unaffected
     first.signal(signal.SIGTERM)
     assert first.finish() == 0
+
+
+def test_unusable_host(spawn, tmp_path: Path) -> None:
+    """An address this machine does not have (TEST-NET-1): a clear refusal."""
+    proc = spawn("--host", "192.0.2.1", "--port", "0", "--db", str(tmp_path / "s.db"))
+    _assert_clear_refusal(proc, None, "192.0.2.1")

@@ -148,12 +148,12 @@ class ChainWorker(threading.Thread):
         self.activities: list[tuple[str, int, int]] = []  # (instance, taskId, connection number)
         self.first_turns: list[tuple[str, int]] = []  # turns carrying ExecutionStarted, per connection
         self.errors: list[BaseException] = []
-        self._stop = threading.Event()
+        self._halt = threading.Event()
         self._call: grpc.Call | None = None
         self._lock = threading.Lock()
 
     def run(self) -> None:
-        while not self._stop.is_set():
+        while not self._halt.is_set():
             channel = grpc.insecure_channel(self.address)
             client = TaskHubClient(channel)
             try:
@@ -163,7 +163,7 @@ class ChainWorker(threading.Thread):
                     self.connects += 1
                     conn = self.connects
                 for item in call:
-                    if self._stop.is_set():
+                    if self._halt.is_set():
                         break
                     self._handle(client, item, conn)
             except grpc.RpcError:
@@ -172,7 +172,7 @@ class ChainWorker(threading.Thread):
                 self.errors.append(exc)
             finally:
                 channel.close()
-            self._stop.wait(0.1)
+            self._halt.wait(0.1)
 
     def _handle(self, client: TaskHubClient, item: pb.WorkItem, conn: int) -> None:
         if item.HasField("activityRequest"):
@@ -202,11 +202,30 @@ class ChainWorker(threading.Thread):
             self.turns += 1
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
         with self._lock:
             if self._call is not None:
                 self._call.cancel()
         self.join(timeout=10)
+
+
+class Sorter:
+    """Takes items of one kind from a RawWorker, keeping the others for later."""
+
+    def __init__(self, worker: RawWorker) -> None:
+        self.worker = worker
+        self.kept: list[pb.WorkItem] = []
+
+    def next(self, kind: str, timeout: float = 10.0) -> pb.WorkItem:
+        for i, item in enumerate(self.kept):
+            if item.WhichOneof("request") == kind:
+                return self.kept.pop(i)
+        end = time.monotonic() + timeout
+        while True:
+            item = self.worker.next(max(0.01, end - time.monotonic()))
+            if item.WhichOneof("request") == kind:
+                return item
+            self.kept.append(item)
 
 
 def wait_until(cond: Callable[[], bool], timeout: float, what: str) -> None:
@@ -305,15 +324,16 @@ def test_kill_9_right_after_activity_results_are_acknowledged(tmp_path: Path, pr
     sidecar = launch(processes, db)
     ids = [f"ack-{i:02d}" for i in range(20)]
     raw = RawWorker(sidecar.address)
+    items = Sorter(raw)
     pool = ThreadPoolExecutor(max_workers=len(ids))
     try:
         with grpc.insecure_channel(sidecar.address) as channel:
             client = TaskHubClient(channel)
             starts = [pool.submit(_start, client, iid) for iid in ids]
             for _ in ids:
-                raw.answer(raw.next_workflow(), schedule(1, "step", "0"))
+                raw.answer(items.next("workflowRequest"), schedule(1, "step", "0"))
             assert sorted(f.result(timeout=30) for f in starts) == ids
-        acts = [raw.next_activity() for _ in ids]
+        acts = [items.next("activityRequest") for _ in ids]
         assert sorted(a.activityRequest.workflowInstance.instanceId for a in acts) == ids
         for act in acts:
             raw.complete_activity(act, act.activityRequest.input.value)  # returned: acknowledged
@@ -344,13 +364,14 @@ def test_kill_9_right_after_turns_are_acknowledged(tmp_path: Path, processes) ->
     sidecar = launch(processes, db)
     ids = [f"turn-{i:02d}" for i in range(20)]
     raw = RawWorker(sidecar.address)
+    items = Sorter(raw)
     pool = ThreadPoolExecutor(max_workers=len(ids))
     try:
         with grpc.insecure_channel(sidecar.address) as channel:
             client = TaskHubClient(channel)
             starts = [pool.submit(_start, client, iid) for iid in ids]
             for _ in ids:
-                raw.answer(raw.next_workflow(), schedule(1, "step", "0"))
+                raw.answer(items.next("workflowRequest"), schedule(1, "step", "0"))
             assert sorted(f.result(timeout=30) for f in starts) == ids
         sidecar.kill9()
     finally:
@@ -379,11 +400,12 @@ def test_restart_on_a_db_with_pending_work_loads(tmp_path: Path, background) -> 
     channel = grpc.insecure_channel(srv.address)
     try:
         client = TaskHubClient(channel)
+        items = Sorter(worker)
         fut = background.submit(_start, client, "p1")
-        worker.answer(worker.next_workflow(), schedule(1, "step", "0"))
+        worker.answer(items.next("workflowRequest"), schedule(1, "step", "0"))
         assert fut.result(timeout=10) == "p1"
-        fut = background.submit(_start, client, "p2")  # its first turn stays queued, unanswered
-        worker.next_workflow()
+        background.submit(_start, client, "p2")  # its first turn stays out, unanswered
+        items.next("workflowRequest")
     finally:
         worker.cancel()
         channel.close()

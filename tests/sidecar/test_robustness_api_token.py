@@ -161,8 +161,12 @@ class Proc:
             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.lines: queue.Queue[str] = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
-        line = self.lines.get(timeout=30)
-        assert line.startswith("listening on "), line
+        try:
+            line = self.lines.get(timeout=30)
+            assert line.startswith("listening on "), line
+        except BaseException:
+            self.stop()
+            raise
         self.address = line.removeprefix("listening on ").strip()
 
     def _pump(self) -> None:

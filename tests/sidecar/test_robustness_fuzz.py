@@ -7,9 +7,10 @@ strings, control characters, negative and extreme ids, unknown enum values, extr
 timestamps, bogus continuation tokens, completions with random tokens for random task
 ids, random action lists applied to real in-flight turns, ...).
 
-Property: every call either succeeds or fails with a status other than INTERNAL, UNKNOWN,
-UNAVAILABLE or DATA_LOSS (DEADLINE_EXCEEDED only for the RPCs that legitimately block;
-UNIMPLEMENTED only for multi-instance purge and unknown paths). After each run the
+Property: every call either succeeds or fails, with a message, with a status other than
+INTERNAL, UNKNOWN, UNAVAILABLE, DATA_LOSS, UNAUTHENTICATED or PERMISSION_DENIED
+(DEADLINE_EXCEEDED only for the RPCs that legitimately block; UNIMPLEMENTED only for
+multi-instance purge and unknown paths); a successful reply parses as the declared type. After each run the
 server still serves: Hello works, ListInstanceIDs pages cleanly, GetInstance /
 GetInstanceHistory / GetWorkflowBeta1 work on every listed id, and a fresh
 start -> activity -> complete workflow driven by a RawWorker still completes.
@@ -22,6 +23,7 @@ tests pin each bug the fuzzing found, so each is reported on its own.
 from __future__ import annotations
 
 import base64
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -259,13 +261,30 @@ def raw_payloads(cls: type[Message]) -> st.SearchStrategy[bytes]:
 
 # ----------------------------------------------------------------------------- environment
 
+# Random histories can hold many huge strings: read up to what the sidecar may send (64 MiB),
+# not gRPC's default 4 MiB, so a big reply is not mistaken for a broken server.
+BIG = [("grpc.max_receive_message_length", 64 * 1024 * 1024),
+       ("grpc.max_send_message_length", 64 * 1024 * 1024)]
+
+
+class BigWorker(RawWorker):
+    """A RawWorker whose channel accepts work items as large as the sidecar sends."""
+
+    def __post_init__(self) -> None:
+        self.channel = grpc.insecure_channel(self.address, options=BIG)
+        self.client = TaskHubClient(self.channel, metadata=self.metadata)
+        self._call = self.client.stream("GetWorkItems", pb.GetWorkItemsRequest(capabilities=list(self.capabilities)))
+        self._thread = threading.Thread(target=self._pump, daemon=True)
+        self._thread.start()
+
+
 @dataclass
 class Env:
     srv: SidecarServer
     channel: grpc.Channel
     client: TaskHubClient
     dapr: DaprWorkflowClient
-    holder: RawWorker | None = None
+    holder: BigWorker | None = None
     pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(max_workers=8))
     codes: dict[str, set[str]] = field(default_factory=dict)
     ops: dict[str, int] = field(default_factory=dict)
@@ -366,10 +385,10 @@ def seed(env: Env) -> None:
 
 def make_env(tmp_path: Path, *, seeded: bool, db: str | None = None) -> Env:
     srv = SidecarServer.start(port=0, db=db or str(tmp_path / "fuzz.db"))
-    channel = grpc.insecure_channel(srv.address)
+    channel = grpc.insecure_channel(srv.address, options=BIG)
     env = Env(srv=srv, channel=channel, client=TaskHubClient(channel), dapr=DaprWorkflowClient(channel))
     if seeded:
-        env.holder = RawWorker(srv.address)
+        env.holder = BigWorker(srv.address)
         seed(env)
     return env
 
@@ -434,7 +453,7 @@ def assert_still_serves(env: Env) -> None:
     if env.holder is not None:
         env.holder.cancel()  # its work goes back to the queue; the new worker skips what is not its own
         env.holder = None
-    worker = RawWorker(env.srv.address)
+    worker = BigWorker(env.srv.address)
     try:
         iid = f"health-{uuid.uuid4().hex}"
         fut = env.pool.submit(env.client.call, "StartInstance", _start_req(iid, input="7"), timeout=20)
@@ -771,8 +790,9 @@ def test_regression_far_detached_start_with_a_sqlite_db(tmp_path, background) ->
         srv.stop()
 
 
-def test_regression_self_terminating_and_self_child_actions(sidecar, client, background) -> None:
-    """Actions aimed at the instance itself (child with its own id, terminate itself, send to itself)."""
+def test_actions_aimed_at_the_instance_itself(sidecar, client, background) -> None:
+    """A child with the parent's own id, a message to itself and a recursive terminate of itself
+    (shapes the storm produces): no crash, no loop, and the instance ends TERMINATED."""
     worker, turn = _one_turn(sidecar, client, background)
     me = pb.WorkflowAction(id=1)
     me.createChildWorkflow.name = "W"

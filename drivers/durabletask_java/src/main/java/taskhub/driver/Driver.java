@@ -162,11 +162,12 @@ public final class Driver {
       sun.misc.Signal.handle(new sun.misc.Signal(sig), s -> stop.countDown());
     }
 
+    WarmUp.run();
     DurableTaskGrpcWorker worker = builder.build();
     worker.start();
     boolean up;
     try {
-      up = tap.awaitConnected(readyTimeout);
+      up = tap.awaitConnected(channel, readyTimeout);
     } catch (InterruptedException e) {
       up = false;
     }

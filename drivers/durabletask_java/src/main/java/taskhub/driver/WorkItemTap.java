@@ -5,8 +5,10 @@ import io.grpc.CallOptions;
 import io.grpc.Channel;
 import io.grpc.ClientCall;
 import io.grpc.ClientInterceptor;
+import io.grpc.ConnectivityState;
 import io.grpc.ForwardingClientCall;
 import io.grpc.ForwardingClientCallListener;
+import io.grpc.ManagedChannel;
 import io.grpc.Metadata;
 import io.grpc.MethodDescriptor;
 import io.grpc.Status;
@@ -14,6 +16,7 @@ import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * A gRPC client interceptor on the channel this driver hands to the SDK
@@ -22,7 +25,7 @@ import java.util.concurrent.TimeUnit;
  * <ul>
  *   <li>readiness: the SDK's {@code start()} returns before the work-item stream exists and has no
  *       callback; the driver prints {@code connected to ...} once the GetWorkItems stream is open
- *       on the transport ({@code onReady}/{@code onHeaders}/{@code onMessage}).</li>
+ *       on the transport (see {@link #awaitConnected}).</li>
  *   <li>the instance id of each activity work item: the SDK's {@code TaskActivityContext} exposes
  *       the task id and task execution id but not the workflow instance id, which the built-in
  *       activities need (the {@code fail} attempt key and the {@code record} ledger line).</li>
@@ -38,6 +41,7 @@ final class WorkItemTap implements ClientInterceptor {
 
   private final String apiToken;
   private final CountDownLatch connected = new CountDownLatch(1);
+  private final AtomicBoolean streamStarted = new AtomicBoolean();
   /** task execution id (or "task-<id>|<name>" when empty) -> instance id; bounded, oldest dropped. */
   private final Map<String, String> instances = new LinkedHashMap<>(16, 0.75f, false) {
     private static final long serialVersionUID = 1L;
@@ -52,8 +56,22 @@ final class WorkItemTap implements ClientInterceptor {
     this.apiToken = apiToken == null || apiToken.isEmpty() ? null : apiToken;
   }
 
-  boolean awaitConnected(double seconds) throws InterruptedException {
-    return connected.await((long) (seconds * 1000), TimeUnit.MILLISECONDS);
+  /**
+   * Waits until the work-item stream is open: the server answered on it, or the SDK has started the
+   * GetWorkItems call and the channel's transport is READY. (gRPC delivers no onReady to calls whose
+   * client sends one message, and a server may send no headers before its first work item.)
+   */
+  boolean awaitConnected(ManagedChannel channel, double seconds) throws InterruptedException {
+    long deadline = System.nanoTime() + (long) (seconds * 1e9);
+    while (System.nanoTime() < deadline) {
+      if (connected.await(20, TimeUnit.MILLISECONDS)) {
+        return true;
+      }
+      if (streamStarted.get() && channel.getState(false) == ConnectivityState.READY) {
+        return true;
+      }
+    }
+    return false;
   }
 
   private static String key(String taskExecutionId, int taskId, String name) {
@@ -96,13 +114,8 @@ final class WorkItemTap implements ClientInterceptor {
           super.start(listener, headers);
           return;
         }
+        streamStarted.set(true);
         super.start(new ForwardingClientCallListener.SimpleForwardingClientCallListener<>(listener) {
-          @Override
-          public void onReady() {
-            connected.countDown();
-            super.onReady();
-          }
-
           @Override
           public void onHeaders(Metadata h) {
             connected.countDown();

@@ -1,0 +1,424 @@
+"""Valid histories: a program run on the reference's pure pieces with random interleavings.
+
+`fake_worker.replay.simulate` runs a program with one fixed schedule (results one step after the
+turn that asked for them, events at given times). The fuzzer needs every schedule an engine may
+produce, and simulate has no hook for choosing one, so this module drives the same pure pieces
+itself, with an engine's inbox in the middle:
+
+- the worker's answer is `fake_worker.replay.execute(...)`;
+- the turn is committed by the reference engine's own pure decision,
+  `fake_sidecar.engine.turns.decide_turn` (history layout, patch compaction, R2.8 stripping,
+  enforced termination, continue-as-new), on a `fake_sidecar.engine.model.Instance`;
+- the inbox is kept as the engine keeps it (`fake_sidecar/engine/core.py`): entries in arrival
+  order, a TimerFired entry added when its TimerCreated commits and visible from its fireAt (the
+  9999-12-31 sentinel never), a committed EventRaised deleting the oldest not-yet-visible timeout
+  timer of its name (R6.3), suspends and resumes dropped as the engine drops them, timers and
+  activities forgotten on continue-as-new and on completion;
+- a take delivers every visible inbox entry, in inbox order, after a WorkflowStarted.
+
+A `Chooser` makes every random decision, between takes: which activity results arrive (a result,
+or a failure, in any order), which children finish and how, which events are raised, suspends,
+resumes, terminations, how far the clock moves (timers fire when it passes their fireAt), and
+whether a dispatched turn is abandoned and redelivered later (with whatever arrived meanwhile).
+With a Hypothesis chooser every decision is a draw, so Hypothesis shrinks schedules; the smallest
+choice is always "nothing happens".
+
+Every turn a worker would be sent is recorded as a `TurnCase` (past, new).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from fake_sidecar.engine.model import NEVER_NS, Instance
+from fake_sidecar.engine.turns import ABANDON, STALL, decide_turn, resolution_key
+from fake_worker.activities import ActivityFailure, ActivityRunner
+from fake_worker.programs import Bundle
+from fake_worker.replay import TurnResult, execute
+from taskhub_wire import pb
+
+START_NS = 1_767_225_600 * 1_000_000_000  # 2026-01-01T00:00:00Z (the scenario wire format's default base)
+EVENT_NAMES = ("go", "Go", "approve", "x", "other")
+PAYLOADS: tuple[Any, ...] = (None, 1, "yes", {"ok": True}, [1, 2], 0, "", False, 2.5, {"k": "v"}, "é中")
+ERROR_TYPES = ("ActivityFailure", "TimeoutError", "NonRetryableError", "ChildError")
+STEPS_NS = (1_000_000, 1_000_000_000, 10_000_000_000, 60_000_000_000, 3_600_000_000_000, 86_400_000_000_000)
+
+
+class Chooser(Protocol):
+    def int(self, lo: int, hi: int) -> int: ...
+
+
+def chance(c: Chooser, percent: int) -> bool:
+    """True with about `percent` % probability; the smallest choice (what shrinking goes to) is False."""
+    return c.int(0, 99) >= 100 - percent
+
+
+def pick(c: Chooser, seq: Sequence[Any]) -> Any:
+    return seq[c.int(0, len(seq) - 1)]
+
+
+@dataclass
+class RandomChooser:
+    rng: random.Random
+
+    def int(self, lo: int, hi: int) -> int:
+        return self.rng.randint(lo, hi)
+
+
+@dataclass
+class DataChooser:
+    """Hypothesis `st.data()` as a chooser: every decision is a draw (and shrinks)."""
+
+    data: Any
+
+    def int(self, lo: int, hi: int) -> int:
+        from hypothesis import strategies as st
+
+        return self.data.draw(st.integers(lo, hi))
+
+
+@dataclass(frozen=True)
+class TurnCase:
+    """One turn a worker is sent: the committed history before it and the delivered events."""
+
+    instance_id: str
+    past: tuple[pb.HistoryEvent, ...]
+    new: tuple[pb.HistoryEvent, ...]
+    form: str  # dispatched | redelivered (an attempt that was abandoned) | segment | mutated
+    note: str = ""
+    answer: TurnResult | None = None  # the reference's answer, when already known
+
+
+@dataclass
+class SimRun:
+    workflow: str
+    input: Any
+    instance_id: str
+    cases: list[TurnCase] = field(default_factory=list)
+    end: str = ""  # completed | failed | terminated | continued | stalled | quiescent | max-turns | ...
+    generations: int = 1
+
+
+@dataclass
+class _Entry:
+    seq: int
+    visible_at: int
+    event: pb.HistoryEvent
+    timer_name: str | None = None  # externalEvent-origin timers: the event name (R6.3)
+
+
+@dataclass
+class _Activity:
+    task_id: int
+    name: str
+    input: Any
+    execution_id: str
+
+
+def _ts(ns: int) -> Timestamp:
+    out = Timestamp()
+    out.seconds, out.nanos = divmod(ns, 1_000_000_000)
+    return out
+
+
+def _ns(stamp: Timestamp) -> int:
+    return stamp.seconds * 1_000_000_000 + stamp.nanos
+
+
+def copy_event(ev: pb.HistoryEvent) -> pb.HistoryEvent:
+    out = pb.HistoryEvent()
+    out.CopyFrom(ev)
+    return out
+
+
+def absorb(inst: Instance, ev: pb.HistoryEvent) -> None:
+    """What the engine derives from one committed event, for the fields decide_turn reads."""
+    inst.history.append(ev)
+    kind = ev.WhichOneof("eventType")
+    if kind == "executionStarted":
+        inst.started = True
+    elif kind == "executionCompleted":
+        inst.completed = ev
+    elif kind == "executionSuspended":
+        inst.suspended = True
+    elif kind == "executionResumed":
+        inst.suspended = False
+    elif kind == "taskScheduled":
+        inst.opened["task"].add(ev.eventId)
+    elif kind == "timerCreated":
+        inst.opened["timer"].add(ev.eventId)
+    elif kind == "childWorkflowInstanceCreated":
+        inst.opened["child"].add(ev.eventId)
+        inst.children.append(ev.childWorkflowInstanceCreated.instanceId)
+    elif kind == "workflowStarted" and ev.workflowStarted.HasField("version"):
+        inst.patches.extend(ev.workflowStarted.version.patches)
+    key = resolution_key(ev)
+    if key is not None:
+        inst.resolved.add(key)
+
+
+class _Sim:
+    def __init__(self, bundle: Bundle, workflow: str, input: Any, chooser: Chooser, *, instance_id: str,
+                 start_ns: int, max_turns: int, max_generations: int, events: bool, suspend: bool,
+                 terminate: bool, redeliver: bool, segments: bool) -> None:
+        self.bundle, self.c, self.iid = bundle, chooser, instance_id
+        self.max_turns, self.max_generations = max_turns, max_generations
+        self.events, self.suspend_ok, self.terminate_ok = events, suspend, terminate
+        self.redeliver_ok, self.segments = redeliver, segments
+        self.now = start_ns
+        self.seq = 0
+        self.inbox: list[_Entry] = []
+        self.activities: list[_Activity] = []
+        self.children: list[tuple[int, str, str]] = []  # (task id, instance id, name)
+        self.runner = ActivityRunner(ledger=None)
+        self.run = SimRun(workflow=workflow, input=input, instance_id=instance_id)
+        self.inst = self._instance(workflow, 0)
+        start = pb.HistoryEvent(eventId=-1, timestamp=_ts(self.now))
+        es = start.executionStarted
+        es.name = workflow
+        if input is not None:
+            es.input.value = json.dumps(input)
+        es.workflowInstance.instanceId = instance_id
+        es.workflowInstance.executionId.value = f"exec-{instance_id}-0"
+        self.push(start)
+
+    def _instance(self, workflow: str, generation: int) -> Instance:
+        return Instance(iid=self.iid, seq=0, name=workflow, generation=generation,
+                        execution_id=f"exec-{self.iid}-{generation}", created_ns=self.now, last_updated_ns=self.now)
+
+    # ------------------------------------------------------------------ inbox
+
+    def tick(self, step: int | None = None) -> int:
+        self.now += step if step is not None else 1_000_000
+        return self.now
+
+    def push(self, ev: pb.HistoryEvent, *, visible_at: int = 0, timer_name: str | None = None) -> None:
+        self.inbox.append(_Entry(self.seq, visible_at, ev, timer_name))
+        self.seq += 1
+
+    def _pending_suspend(self) -> bool:
+        return any(e.event.HasField("executionSuspended") for e in self.inbox)
+
+    def _pending_resume(self) -> bool:
+        return any(e.event.HasField("executionResumed") for e in self.inbox)
+
+    def _arrival(self) -> bool:
+        """One thing arrives at the inbox (or the clock moves); False when the chooser picks 'nothing'."""
+        options = ["nothing", "time"]
+        if self.activities:
+            options += ["activity", "activity"]
+        if self.children:
+            options.append("child")
+        if self.events:
+            options.append("raise")
+        if self.suspend_ok:
+            options.append("suspend")
+        if self.terminate_ok:
+            options.append("terminate")
+        what = pick(self.c, options)
+        if what == "nothing":
+            return False
+        if what == "time":
+            due = sorted(e.visible_at for e in self.inbox if self.now < e.visible_at < NEVER_NS)
+            if due and self.c.int(0, 1):
+                self.now = due[0]
+            else:
+                self.tick(pick(self.c, STEPS_NS))
+            return True
+        self.tick()
+        if what == "activity":
+            self.push(self._activity_result(self.activities.pop(self.c.int(0, len(self.activities) - 1))))
+        elif what == "child":
+            task_id, child_id, _name = self.children.pop(self.c.int(0, len(self.children) - 1))
+            ev = pb.HistoryEvent(eventId=-1, timestamp=_ts(self.now))
+            how = self.c.int(0, 2)
+            if how == 0:
+                ev.childWorkflowInstanceCompleted.taskScheduledId = task_id
+                value = pick(self.c, PAYLOADS)
+                if value is not None:
+                    ev.childWorkflowInstanceCompleted.result.value = json.dumps(value)
+            else:
+                ev.childWorkflowInstanceFailed.taskScheduledId = task_id
+                if how == 1:  # a failed child; a terminated one (how == 2) sends no failureDetails
+                    fd = ev.childWorkflowInstanceFailed.failureDetails
+                    fd.errorType = pick(self.c, ERROR_TYPES)
+                    fd.errorMessage = f"child {child_id} failed"
+            self.push(ev)
+        elif what == "raise":
+            ev = pb.HistoryEvent(eventId=-1, timestamp=_ts(self.now))
+            ev.eventRaised.name = pick(self.c, EVENT_NAMES)
+            value = pick(self.c, PAYLOADS)
+            if value is not None:
+                ev.eventRaised.input.value = json.dumps(value)
+            self.push(ev)
+        elif what == "suspend":
+            ev = pb.HistoryEvent(eventId=-1, timestamp=_ts(self.now))
+            suspended = self.inst.suspended
+            if self.c.int(0, 1) == 0:  # suspend (dropped as the engine drops it)
+                if not ((suspended and not self._pending_resume()) or self._pending_suspend()):
+                    ev.executionSuspended.SetInParent()
+                    if self.c.int(0, 1):
+                        ev.executionSuspended.input.value = "maintenance"
+                    self.push(ev)
+            elif suspended or self._pending_suspend():  # resume
+                ev.executionResumed.SetInParent()
+                self.push(ev)
+        elif what == "terminate":
+            ev = pb.HistoryEvent(eventId=-1, timestamp=_ts(self.now))
+            ev.executionTerminated.SetInParent()
+            value = pick(self.c, PAYLOADS)
+            if value is not None:
+                ev.executionTerminated.input.value = json.dumps(value)
+            ev.executionTerminated.recurse = bool(self.c.int(0, 1))
+            self.push(ev)
+        return True
+
+    def _activity_result(self, act: _Activity) -> pb.HistoryEvent:
+        ev = pb.HistoryEvent(eventId=-1, timestamp=_ts(self.now))
+        failure: tuple[str, str] | None = None
+        out: Any = None
+        if chance(self.c, 15):
+            failure = (pick(self.c, ERROR_TYPES), "injected failure")
+        elif act.name in ("sleep", "record"):
+            out = act.input  # pure: no sleeping, no ledger
+        else:
+            try:
+                out = self.runner.run(name=act.name, input=act.input, instance_id=self.iid, task_id=act.task_id,
+                                      task_execution_id=act.execution_id)
+            except ActivityFailure as exc:
+                failure = (exc.error_type, str(exc))
+            except Exception as exc:  # noqa: BLE001 - a broken input fails the activity, as a worker reports it
+                failure = (type(exc).__name__, str(exc))
+        if failure is not None:
+            ev.taskFailed.taskScheduledId = act.task_id
+            ev.taskFailed.failureDetails.errorType = failure[0]
+            ev.taskFailed.failureDetails.errorMessage = failure[1]
+            ev.taskFailed.taskExecutionId = act.execution_id
+        else:
+            ev.taskCompleted.taskScheduledId = act.task_id
+            if out is not None:
+                ev.taskCompleted.result.value = json.dumps(out)
+            ev.taskCompleted.taskExecutionId = act.execution_id
+        return ev
+
+    # ------------------------------------------------------------------ turns
+
+    def take(self) -> list[_Entry]:
+        return [e for e in self.inbox if e.visible_at <= self.now]
+
+    def simulate(self) -> SimRun:
+        turns = 0
+        redelivered = 0
+        first = True
+        while True:
+            if not first:
+                for _ in range(self.c.int(0, 3)):
+                    if not self._arrival():
+                        break
+            first = False
+            visible = self.take()
+            if not visible:
+                due = sorted(e.visible_at for e in self.inbox if self.now < e.visible_at < NEVER_NS)
+                if not due or not self.c.int(0, 1):
+                    self.run.end = "quiescent"
+                    return self.run
+                self.now = due[0]  # only timers are left: the clock runs to the next one
+                visible = self.take()
+            if turns >= self.max_turns:
+                self.run.end = "max-turns"
+                return self.run
+            turns += 1
+            ws = pb.HistoryEvent(eventId=-1, timestamp=_ts(self.tick()))
+            ws.workflowStarted.SetInParent()
+            new = [ws] + [copy_event(e.event) for e in visible if e.event.WhichOneof("eventType") != "executionStarted"
+                          or not self.inst.started]
+            past = tuple(copy_event(e) for e in self.inst.history)
+            result = execute(self.bundle, instance_id=self.iid, past=past, new=new)
+            if self.redeliver_ok and redelivered < 2 and chance(self.c, 10):
+                # The stream breaks before the answer lands: the turn is dispatched again later,
+                # with whatever arrived meanwhile.
+                redelivered += 1
+                self.run.cases.append(TurnCase(self.iid, past, tuple(new), "redelivered", answer=result))
+                continue
+            self.run.cases.append(TurnCase(self.iid, past, tuple(new), "dispatched", answer=result))
+            resp = result.response(instance_id=self.iid, completion_token="fuzz")
+            outcome = decide_turn(self.inst, new, resp, now_ns=self.tick(1000))
+            if outcome.kind in (ABANDON, STALL):
+                self.run.end = "stalled" if outcome.kind == STALL else "abandoned"
+                return self.run
+            consumed = {e.seq for e in visible}
+            self.inbox = [e for e in self.inbox if e.seq not in consumed]
+            for ev in outcome.events:
+                absorb(self.inst, ev)
+            if self.segments:
+                self.run.cases.append(TurnCase(self.iid, past, tuple(copy_event(e) for e in outcome.events),
+                                               "segment"))
+            for name in outcome.cancel_event_timers:
+                self._cancel_event_timer(name)
+            for req in outcome.activities:
+                value = json.loads(req.input.value) if req.HasField("input") and req.input.value else None
+                self.activities.append(_Activity(req.taskId, req.name, value, req.taskExecutionId))
+            for timer_id, fired in outcome.timers:
+                fire = _ns(fired.timerFired.fireAt)
+                name = None
+                for ev in outcome.events:
+                    if ev.eventId == timer_id and ev.HasField("timerCreated") \
+                            and ev.timerCreated.WhichOneof("origin") == "externalEvent":
+                        name = ev.timerCreated.externalEvent.name
+                fired.timestamp.CopyFrom(fired.timerFired.fireAt)  # DAPR: the firing time (R2.6)
+                self.push(fired, visible_at=max(min(fire, NEVER_NS), 1), timer_name=name)
+            for child in outcome.children:
+                self.children.append((child.parent_task_id, child.iid, child.start.executionStarted.name))
+            if outcome.continue_as_new is not None:
+                if self.run.generations >= self.max_generations:
+                    self.run.end = "continued"
+                    return self.run
+                self._continue_as_new(*outcome.continue_as_new)
+                continue
+            if self.inst.completed is not None:
+                status = self.inst.completed.executionCompleted.workflowStatus
+                self.run.end = pb.OrchestrationStatus.Name(status).removeprefix("ORCHESTRATION_STATUS_").lower()
+                return self.run
+
+    def _cancel_event_timer(self, name: str) -> None:
+        folded = name.casefold()
+        pending = sorted((e for e in self.inbox if e.event.HasField("timerFired") and e.visible_at > 0
+                          and (e.timer_name or "").casefold() == folded and e.timer_name is not None),
+                         key=lambda e: e.event.timerFired.timerId)
+        if pending and pending[0].visible_at > self.now:
+            self.inbox.remove(pending[0])
+
+    def _continue_as_new(self, new_input: str | None, carry: list[pb.HistoryEvent]) -> None:
+        self.run.generations += 1
+        rest = [e for e in self.inbox if not e.event.HasField("timerFired")]
+        self.activities, self.children, self.inbox = [], [], []
+        self.inst = self._instance(self.inst.name, self.run.generations - 1)
+        start = pb.HistoryEvent(eventId=-1, timestamp=_ts(self.tick()))
+        es = start.executionStarted
+        es.name = self.inst.name
+        if new_input is not None:
+            es.input.value = new_input
+        es.workflowInstance.instanceId = self.iid
+        es.workflowInstance.executionId.value = self.inst.execution_id
+        self.push(start)
+        for ev in carry:
+            self.push(copy_event(ev))
+        for e in rest:
+            self.push(e.event, visible_at=e.visible_at, timer_name=e.timer_name)
+
+
+def run_program(bundle: Bundle, workflow: str, input: Any, chooser: Chooser, *, instance_id: str = "fz-1",
+                start_ns: int = START_NS, max_turns: int = 10, max_generations: int = 3, events: bool = True,
+                suspend: bool = True, terminate: bool = True, redeliver: bool = True,
+                segments: bool = False) -> SimRun:
+    """Run `workflow` with a schedule made by `chooser`; every turn the worker is sent is in `cases`."""
+    sim = _Sim(bundle, workflow, input, chooser, instance_id=instance_id, start_ns=start_ns, max_turns=max_turns,
+               max_generations=max_generations, events=events, suspend=suspend, terminate=terminate,
+               redeliver=redeliver, segments=segments)
+    return sim.simulate()

@@ -1,0 +1,251 @@
+"""The durabletask-go driver (drivers/durabletask_go) through the harness, on the reference sidecar.
+
+The driver is a Go binary built by scripts/install-go-driver.sh into .tools/bin/durabletask-go-driver;
+without it every test here fails and says how to build it. Scenarios run on the pair
+reference + durabletask-go-worker exactly as `conformance run --worker durabletask-go-worker` does.
+The scenarios written here avoid literal action ids: the Go SDK numbers actions from 0, the Dapr
+Python SDKs from 1 (RPL-IDS-001, a declared gap of this target).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conformance.events import Outcome
+from conformance.runner.execute import run_scenario
+from conformance.scenario.loader import load_scenario
+from conformance.targets.registry import load_targets
+
+pytestmark = pytest.mark.sdk
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+BINARY = REPO_ROOT / ".tools" / "bin" / "durabletask-go-driver"
+WORKER = "durabletask-go-worker"
+EXIT_USAGE, EXIT_GAP = 2, 3
+
+
+def _driver() -> Path:
+    """The built driver; a missing binary fails the test (not skips it) and says how to build it."""
+    if not BINARY.is_file():
+        pytest.fail(f"{BINARY} is missing: build the durabletask-go driver with scripts/install-go-driver.sh "
+                    "(needs Go >= 1.26 and the Go module proxy)", pytrace=False)
+    return BINARY
+
+
+def _run(scenario_path: Path, root: Path, tmp_path: Path):
+    scenario = load_scenario(scenario_path, root=root)
+    pair = load_targets().pair("reference", WORKER)
+    return run_scenario(scenario, pair, work_root=tmp_path,
+                        reproduce=f"conformance run --worker {WORKER} --scenario {scenario.id}")
+
+
+def _assert_passed(result) -> None:
+    assert result.outcome == Outcome.PASSED, f"{result.scenario}: {result.outcome.value}\n{result.message}"
+
+
+def _write(tmp_path: Path, name: str, text: str) -> tuple[Path, Path]:
+    root = tmp_path / "scenarios"
+    path = root / "go-driver" / f"{name}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path, root
+
+
+def test_target_is_declared() -> None:
+    worker = load_targets().worker(WORKER)
+    assert worker.kind == "command"
+    assert {"patching", "versions", "retries", "ledger", "children", "events"} <= worker.capabilities
+    assert {g.requirement for g in worker.gaps} >= {"RPL-IDS-001"}
+    assert all(g.evidence for g in worker.gaps), "every declared gap names its evidence"
+
+
+def test_library_chain_passes(tmp_path: Path) -> None:
+    _driver()
+    root = REPO_ROOT / "scenarios"
+    _assert_passed(_run(root / "activities" / "chain.yaml", root, tmp_path))
+
+
+FEATURES = """\
+    title: Most of the program language on the Go SDK, with Python's value semantics
+    requirements: [RPL-DET-001]
+    requires: [retries, children, events, timers, patching, ledger]
+    programs:
+      main:
+        steps:
+          - if_patched: {patch: p1, then: [{set: {var: patched, value: "new"}}], else: [{set: {var: patched, value: "old"}}]}
+          - set: {var: n, value: {$add: ["${input.base}", 0.5]}}
+          - call_activity: {name: fail, input: {times: 1, message: flaky}, retry: {max_attempts: 2, first_delay: 50ms}}
+            as: retried
+          - all:
+              - call_activity: {name: record, input: a}
+              - call_activity: {name: echo, input: {z: 1.0, a: [1, "x"]}}
+              - call_child: {workflow: child, input: "${n}"}
+            as: xs
+          - timer: 10ms
+          - wait_event: {name: nothing, timeout: 50ms, default: {timed_out: true}}
+            as: w
+          - set_status: {stage: "${patched}", n: "${n}"}
+          - wait_event: Go
+            as: g
+          - return:
+              text: "n=${n} xs=${xs}"
+              retried: "${retried}"
+              w: "${w}"
+              g: "${g}"
+              len: {$len: "${xs}"}
+      child:
+        steps:
+          - if:
+              cond: {$lt: ["${input}", 10]}
+              then: [{return: {$concat: ["child got ", "${input}"]}}]
+          - fail: {message: "too big: ${input}"}
+    start: {workflow: main, input: {base: 2}}
+    steps:
+      - wait: {status: RUNNING}
+      - sleep: 500ms
+      - raise: {event: go, data: {ok: true}}
+    expect:
+      status: COMPLETED
+      custom_status: '{"stage": "new", "n": 2.5}'
+      output:
+        text: 'n=2.5 xs=["a", {"z": 1.0, "a": [1, "x"]}, "child got 2.5"]'
+        retried: {times: 1, message: flaky}
+        w: {timed_out: true}
+        g: {ok: true}
+        len: 3
+      history:
+        contains_in_order:
+          - {WorkflowStarted: {version: {patches: [p1]}}}
+          - {TaskScheduled: {name: fail, taskExecutionId: "${te}"}}
+          - {TimerCreated: {activityRetry: {taskExecutionId: "${te}"}}}
+          - {TaskScheduled: {name: fail, taskExecutionId: "${te}"}}
+          - {ChildWorkflowInstanceCreated: {name: child, input: 2.5}}
+          - ExecutionCompleted
+    ledger: {ok: 1, lost: 0, duplicated: 0, unexpected: 0, executions: 1}
+    timeout: 20s
+    checks: [replay_determinism]
+"""
+
+
+def test_program_language_features(tmp_path: Path) -> None:
+    _driver()
+    _assert_passed(_run(*_write(tmp_path, "features", FEATURES), tmp_path))
+
+
+CONTINUE_AND_VERSIONS = """\
+    title: A pinned version survives a redeploy; continue-as-new carries an unconsumed event
+    requirements: [VER-PIN-001, CAN-CARRY-001]
+    requires: [carry_events, events, versions]
+    programs:
+      wf:
+        versions:
+          v1: {steps: [{wait_event: go}, {return: one}]}
+          v2: {steps: [{wait_event: go}, {return: two}]}
+      loop:
+        steps:
+          - if:
+              cond: {$eq: ["${input}", 1]}
+              then: [{wait_event: b, as: b}, {return: {$concat: ["got ", "${b}"]}}]
+          - wait_event: a
+          - continue_as_new: {input: 1, carry_events: true}
+    start: {workflow: wf}
+    steps:
+      - start: {workflow: loop, as: loop}
+      - wait: {status: RUNNING}
+      - wait: {status: RUNNING, instance: loop}
+      - stop_worker: {}
+      - raise: {event: a, instance: loop}
+      - raise: {event: b, data: second, instance: loop}
+      - start_worker:
+          programs:
+            wf:
+              versions:
+                v1: {steps: [{wait_event: go}, {return: one}]}
+                v2: {steps: [{wait_event: go}, {return: two}]}
+                v3: {steps: [{wait_event: go}, {return: three}]}
+      - raise: {event: go}
+    expect:
+      status: COMPLETED
+      output: two
+      history:
+        contains_in_order: [{WorkflowStarted: {version: {name: v2}}}, ExecutionStarted, ExecutionCompleted]
+      instances:
+        loop:
+          status: COMPLETED
+          output: got second
+          history:
+            contains_in_order: [{ExecutionStarted: {input: 1}}, {EventRaised: {name: b, input: second}},
+                                ExecutionCompleted]
+    timeout: 20s
+"""
+
+
+def test_continue_as_new_and_versions(tmp_path: Path) -> None:
+    _driver()
+    _assert_passed(_run(*_write(tmp_path, "continue-and-versions", CONTINUE_AND_VERSIONS), tmp_path))
+
+
+def _bundle(tmp_path: Path, programs: dict) -> Path:
+    path = tmp_path / "bundle.json"
+    path.write_text(json.dumps({"programs": programs}), encoding="utf-8")
+    return path
+
+
+def test_refuses_a_step_the_sdk_cannot_express(tmp_path: Path) -> None:
+    driver = _driver()
+    bundle = _bundle(tmp_path, {"main": {"steps": [
+        {"call_activity": {"name": "echo", "input": 1}},
+        {"if": {"cond": True, "then": [{"any": [{"wait_event": "go"}, {"timer": "1s"}], "as": "first"}]}},
+    ]}})
+    # The sidecar address is never dialled: the bundle is refused first.
+    proc = subprocess.run([str(driver), "--sidecar", "127.0.0.1:1", "--programs", str(bundle)],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == EXIT_GAP, proc.stderr
+    assert "$.programs.main.steps[1].if.then[0].any" in proc.stderr
+    assert proc.stdout == ""
+
+
+def test_refuses_an_unknown_language_extension(tmp_path: Path) -> None:
+    driver = _driver()
+    bundle = _bundle(tmp_path, {"main": {"steps": [{"call_activity": {"name": "echo", "priority": 1}}]}})
+    proc = subprocess.run([str(driver), "--sidecar", "127.0.0.1:1", "--programs", str(bundle)],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == EXIT_GAP, proc.stderr
+    assert "$.programs.main.steps[0].call_activity" in proc.stderr and "'priority'" in proc.stderr
+
+
+def test_usage_errors_exit_2(tmp_path: Path) -> None:
+    driver = _driver()
+    for argv in ([], ["--sidecar", "nonsense", "--programs", str(_bundle(tmp_path, {"m": {"steps": []}}))],
+                 ["--sidecar", "127.0.0.1:1", "--programs", str(tmp_path / "missing.json")]):
+        proc = subprocess.run([str(driver), *argv], capture_output=True, text=True, timeout=30)
+        assert proc.returncode == EXIT_USAGE, (argv, proc.stderr)
+
+
+def test_connects_and_stops_on_sigterm(tmp_path: Path) -> None:
+    driver = _driver()
+    from conformance.targets.reference import start_reference_sidecar
+
+    sidecar = start_reference_sidecar(options={}, work_dir=tmp_path)
+    try:
+        bundle = _bundle(tmp_path, {"main": {"steps": [{"return": 1}]}})
+        proc = subprocess.Popen([str(driver), "--sidecar", sidecar.address, "--programs", str(bundle)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            assert line == f"connected to {sidecar.address}\n"
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=15) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=5)
+    finally:
+        sidecar.stop()
