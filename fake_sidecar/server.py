@@ -389,7 +389,10 @@ class SidecarServer:
             _handlers(DAPR_WORKFLOW, DaprWorkflowServicer(engine), api_token,
                       stem=lambda n: n.removesuffix("Beta1").removesuffix("Alpha1")),
         ])
-        bound = server.add_insecure_port(f"{host}:{port}")
+        try:
+            bound = server.add_insecure_port(f"{host}:{port}")
+        except RuntimeError:  # grpcio raises where older versions returned 0
+            bound = 0
         if bound == 0:
             engine.close()
             raise OSError(f"cannot listen on {host}:{port}: the address is in use or not available here")

@@ -103,6 +103,7 @@ class SimRun:
     cases: list[TurnCase] = field(default_factory=list)
     end: str = ""  # completed | failed | terminated | continued | stalled | quiescent | max-turns | ...
     generations: int = 1
+    abandoned: int = 0  # answers the engine rejected (R3.13/R3.14); the turn was redelivered
 
 
 @dataclass
@@ -219,7 +220,7 @@ class _Sim:
             options.append("raise")
         if self.suspend_ok:
             options.append("suspend")
-        if self.terminate_ok:
+        if self.terminate_ok and chance(self.c, 10):
             options.append("terminate")
         what = pick(self.c, options)
         if what == "nothing":
@@ -349,9 +350,16 @@ class _Sim:
             self.run.cases.append(TurnCase(self.iid, past, tuple(new), "dispatched", answer=result))
             resp = result.response(instance_id=self.iid, completion_token="fuzz")
             outcome = decide_turn(self.inst, new, resp, now_ns=self.tick(1000))
-            if outcome.kind in (ABANDON, STALL):
-                self.run.end = "stalled" if outcome.kind == STALL else "abandoned"
+            if outcome.kind == STALL:
+                self.run.end = "stalled"
                 return self.run
+            if outcome.kind == ABANDON:
+                # R3.14 (an action id already in history: a stale answer) or a malformed answer: the
+                # engine redelivers the turn later. The reference worker does this after a turn that
+                # acted on an event and then saw ExecutionSuspended: on replay the produced events
+                # are held with the suspension, so their actions are made again.
+                self.run.abandoned += 1
+                continue
             consumed = {e.seq for e in visible}
             self.inbox = [e for e in self.inbox if e.seq not in consumed]
             for ev in outcome.events:

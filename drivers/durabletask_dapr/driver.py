@@ -19,9 +19,11 @@ How the steps map onto dd (see README.md for the consequences):
   driver uses the pattern of dd's own README ("Human interaction and durable timers"):
   `when_any([event, create_timer(timeout)])`; the timer wins -> `default`, or a `TimeoutError`.
   The timer is only created when the event is not already buffered (a buffered event completes
-  the wait at once, as in the reference). `timeout: 0` creates no timer. A wait with a timeout
-  *inside* `all`/`any` would need a composite task that fails on timeout, which dd does not
-  have: refused (exit 3).
+  the wait at once, as in the reference). `timeout: 0` creates no timer. Inside `any`, the same
+  when_any is nested in the outer one, and a race won by that inner timer fails the step with
+  TimeoutError. Inside `all` a timed-out wait would have to fail the when_all at once, which needs
+  a composite task that fails when a timer wins: dd has none, so that is refused (exit 3), as is
+  `timeout: 0` inside `any` (an already failed task).
 - Named versions: dd resolves them in its worker (`_Registry.get_orchestrator`, the version pinned
   in OrchestratorStarted, `orchestratorVersionNotAvailable`), but `TaskHubGrpcWorker` has no public
   method to register one. The driver registers through `worker._registry.add_named_orchestrator(
@@ -162,7 +164,7 @@ def capability_gaps(bundle: Any) -> list[str]:
     def fields(obj: Any) -> set[str]:
         return set(getattr(type(obj), "__dataclass_fields__", {}))
 
-    def walk(steps: Sequence[Any], path: str, *, in_composite: bool = False) -> None:
+    def walk(steps: Sequence[Any], path: str, *, in_composite: str = "") -> None:
         for i, step in enumerate(steps):
             here = f"{path}[{i}]"
             kind = type(step)
@@ -177,11 +179,15 @@ def capability_gaps(bundle: Any) -> list[str]:
             if retry is not None and fields(retry) - _RETRY_FIELDS:
                 gaps.append(f"{here}.retry: field(s) {sorted(fields(retry) - _RETRY_FIELDS)} have no "
                             "dd RetryPolicy equivalent")
-            if in_composite and isinstance(step, P.WaitEvent) and step.timeout is not None:
-                gaps.append(f"{here}: a wait with a timeout inside all/any: dd's wait_for_external_event has "
-                            "no timeout and dd has no composite task that fails when a timer wins")
+            if in_composite == "all" and isinstance(step, P.WaitEvent) and step.timeout is not None:
+                gaps.append(f"{here}: a wait with a timeout inside all: dd's wait_for_external_event has no "
+                            "timeout and dd has no composite task that fails (and so fails the when_all) when "
+                            "a timer wins")
+            if in_composite == "any" and isinstance(step, P.WaitEvent) and step.timeout == 0:
+                gaps.append(f"{here}: a wait with timeout 0 inside any: it must be a task that has already "
+                            "failed, which dd's public API cannot make")
             if isinstance(step, (P.All, P.AnyOf)):
-                walk(step.tasks, here, in_composite=True)
+                walk(step.tasks, here, in_composite="all" if isinstance(step, P.All) else "any")
             if isinstance(step, (P.IfPatched, P.If)):
                 walk(step.then, f"{here}.then")
                 walk(step.else_, f"{here}.else")
@@ -236,10 +242,41 @@ def _make_task(ctx: task.OrchestrationContext, step: Any, env: dict[str, Any]) -
     if isinstance(step, P.Timer):
         return ctx.create_timer(timedelta(seconds=step.duration))
     if isinstance(step, P.WaitEvent):
-        if step.timeout is not None:  # capability_gaps() refuses this before start
-            raise CapabilityGap("a wait with a timeout inside all/any")
+        if step.timeout is not None:  # only inside `any`, through _any_task (capability_gaps() checks)
+            raise CapabilityGap("a wait with a timeout outside any")
         return ctx.wait_for_external_event(step.name)
     raise CapabilityGap(f"{type(step).__name__} is not a task")
+
+
+def _timeout_error(step: Any) -> TimeoutError:
+    return TimeoutError(f"Timed out after {timedelta(seconds=step.timeout)!r} waiting for external event "
+                        f"{step.name!r}")
+
+
+class _TimedWait:
+    """A wait with a timeout inside `any`: when_any([event, timer]) nested in the outer when_any."""
+
+    def __init__(self, ctx: task.OrchestrationContext, step: Any) -> None:
+        self.step = step
+        self.event = ctx.wait_for_external_event(step.name)
+        self.timer = None
+        self.task = self.event
+        if not self.event.is_complete:  # a buffered event wins at once: no timer, as in the reference
+            self.timer = ctx.create_timer(timedelta(seconds=step.timeout))
+            self.task = task.when_any([self.event, self.timer])
+
+    def result(self) -> Any:
+        """The event's payload, or TimeoutError when the timer won the inner race."""
+        if self.task is not self.event and self.task.get_result() is self.timer:
+            raise _timeout_error(self.step)
+        return self.event.get_result()
+
+
+def _any_task(ctx: task.OrchestrationContext, step: Any, env: dict[str, Any]) -> tuple[task.Task, _TimedWait | None]:
+    if isinstance(step, P.WaitEvent) and step.timeout is not None:
+        timed = _TimedWait(ctx, step)
+        return timed.task, timed
+    return _make_task(ctx, step, env), None
 
 
 def _wait_with_timeout(ctx: task.OrchestrationContext, step: Any, env: dict[str, Any]) -> Iterator[Any]:
@@ -254,8 +291,7 @@ def _wait_with_timeout(ctx: task.OrchestrationContext, step: Any, env: dict[str,
             return event.get_result()
     if step.has_default:
         return P.evaluate(step.default, env)
-    raise TimeoutError(f"Timed out after {timedelta(seconds=step.timeout)!r} waiting for external event "
-                       f"{step.name!r}")
+    raise _timeout_error(step)
 
 
 def _run_steps(ctx: task.OrchestrationContext, steps: Sequence[Any], env: dict[str, Any]) -> Iterator[Any]:
@@ -273,13 +309,16 @@ def _run_steps(ctx: task.OrchestrationContext, steps: Sequence[Any], env: dict[s
             if step.as_:
                 env[step.as_] = value
         elif isinstance(step, P.AnyOf):
-            children = [_make_task(ctx, t, env) for t in step.tasks]
+            made = [_any_task(ctx, t, env) for t in step.tasks]
+            children = [child for child, _ in made]
             winner = yield task.when_any(children)
             if winner.is_failed:
                 raise winner.get_exception()
+            index = next(i for i, c in enumerate(children) if c is winner)
+            timed = made[index][1]
+            result = timed.result() if timed is not None else winner.get_result()
             if step.as_:
-                index = next(i for i, c in enumerate(children) if c is winner)
-                env[step.as_] = {"index": index, "result": winner.get_result()}
+                env[step.as_] = {"index": index, "result": result}
         elif isinstance(step, P.IfPatched):
             branch = step.then if ctx.is_patched(step.patch) else step.else_
             out = yield from _run_steps(ctx, branch, env)

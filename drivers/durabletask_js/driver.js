@@ -114,8 +114,9 @@ function capabilityGaps(bundle) {
           + "the SDK README lists 'Retry policies (TODO)')");
       }
       if (inComposite && step.kind === "wait_event" && step.timeout !== null) {
-        gaps.push(`${here}: a wait with a timeout inside all/any: waitForExternalEvent has no timeout and the SDK `
-          + "has no composite task that fails when a timer wins");
+        gaps.push(`${here}: a wait with a timeout inside all/any: waitForExternalEvent has no timeout, the SDK `
+          + "has no composite task that fails when a timer wins, and its WhenAnyTask never notifies a parent "
+          + "composite, so whenAny([event, timer]) cannot be nested");
       }
       if (step.kind === "all" || step.kind === "any") walk(step.tasks, here, true);
       if (step.kind === "if") {

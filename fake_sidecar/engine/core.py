@@ -33,6 +33,7 @@ from fake_sidecar.engine.turns import (
 log = logging.getLogger("fake_sidecar.engine")
 
 MAX_INSTANCE_ID = 1024
+MAX_TIMESTAMP_NS = 253402300799_999999999  # 9999-12-31T23:59:59.999999999Z
 DEFAULT_PAGE = 1024
 _IDLE_JUMP_NS = 50_000_000  # virtual clock: stay idle this long before jumping to the next timer
 
@@ -97,6 +98,10 @@ class Engine:
         self.store.close()
 
     def _load(self) -> None:
+        with self._lock:  # queueing notifies the stream condition, which needs the lock
+            self._load_locked()
+
+    def _load_locked(self) -> None:
         loaded, counters = self.store.load()
         self._seq = counters.get("seq", 0)
         for li in loaded:
@@ -258,6 +263,9 @@ class Engine:
             raise errors.InvalidArgument("StartInstance needs a workflow name (field 'name' is empty)")
         iid = instance_id or uuid.uuid4().hex
         _validate_instance_id(iid)
+        if scheduled_start_ns is not None and not 0 <= scheduled_start_ns <= MAX_TIMESTAMP_NS:
+            raise errors.InvalidArgument("scheduledStartTimestamp is outside 0001-01-01..9999-12-31, the range of a "
+                                         "protobuf Timestamp")
         with self._lock:
             self._check_open()
             now = self.now()
@@ -273,7 +281,8 @@ class Engine:
             for k, v in (tags or {}).items():
                 es.tags[k] = v
             self._create(iid, ev, enforce_unique=enforce_unique,
-                         visible_at=scheduled_start_ns if scheduled_start_ns and scheduled_start_ns > now else 0)
+                         visible_at=min(scheduled_start_ns, NEVER_NS)
+                         if scheduled_start_ns and scheduled_start_ns > now else 0)
         return iid
 
     def _create(self, iid: str, start: pb.HistoryEvent, *, enforce_unique: bool, visible_at: int = 0,
@@ -859,7 +868,11 @@ class Engine:
             inst.turn = None
             if turn.stream in self._streams:
                 self._streams[turn.stream].out.discard(("wf", inst.iid, 0))
-            outcome = self._decide(inst, turn, resp)
+            try:
+                outcome = self._decide(inst, turn, resp)
+            except Exception as exc:  # noqa: BLE001 - a bad answer must never lose the turn
+                log.exception("could not apply the answer for %s", inst.iid)
+                outcome = Outcome(ABANDON, reason=f"the answer could not be applied: {exc!r}")
             if outcome.kind == ABANDON:
                 self._abandon(inst, outcome.reason)
                 return "abandoned"
@@ -990,7 +1003,7 @@ class Engine:
         self._instances[child_id] = child
         visible = 0
         if detached and es.HasField("scheduledStartTimestamp"):
-            visible = max(0, ts_ns(es.scheduledStartTimestamp))
+            visible = min(max(0, ts_ns(es.scheduledStartTimestamp)), NEVER_NS)
         self._add_inbox(child, start, tx, visible_at=visible)
         tx.instances[child_id] = child.meta()
         self._maybe_queue(child)

@@ -99,8 +99,16 @@ def decide_turn(inst: Instance, new_events: list[pb.HistoryEvent], resp: pb.Work
         if kind is None:
             return Outcome(ABANDON, reason=f"action id {a.id} has no action type set")
         if kind == "completeWorkflow" and a.completeWorkflow.workflowStatus not in _COMPLETION_STATUSES:
-            name = pb.OrchestrationStatus.Name(a.completeWorkflow.workflowStatus)
+            name = status_name(a.completeWorkflow.workflowStatus)
             return Outcome(ABANDON, reason=f"action id {a.id} completes the workflow with non-final status {name}")
+        if kind == "completeWorkflow":
+            # Only external events are carried into the next generation (the SDKs carry nothing else);
+            # anything else could forge a completion or a start.
+            odd = [e.WhichOneof("eventType") for e in a.completeWorkflow.carryoverEvents
+                   if not e.HasField("eventRaised")]
+            if odd:
+                return Outcome(ABANDON, reason=f"action id {a.id} carries over {odd}; only eventRaised events "
+                                               "can be carried into a new generation")
         if kind == "createDetachedWorkflow" and not a.createDetachedWorkflow.instanceId:
             return Outcome(ABANDON, reason=f"action id {a.id} creates a detached workflow without an instance id")
         if kind == "scheduleTask" and not a.scheduleTask.name:
@@ -317,4 +325,7 @@ def describe_oversize(size: int, limit: int) -> str:
 
 
 def status_name(value: int) -> str:
-    return pb.OrchestrationStatus.Name(value).removeprefix("ORCHESTRATION_STATUS_")
+    try:
+        return pb.OrchestrationStatus.Name(value).removeprefix("ORCHESTRATION_STATUS_")
+    except ValueError:
+        return f"UNKNOWN_STATUS_{value}"

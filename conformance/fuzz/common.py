@@ -1,0 +1,161 @@
+"""Budgets, progress lines, findings and the Hypothesis settings campaigns share."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from hypothesis import HealthCheck, Phase, Verbosity, settings
+from hypothesis.database import DirectoryBasedExampleDatabase
+
+DEFAULT_DATABASE = Path(".hypothesis") / "conformance-fuzz"
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A time budget (seconds) or a number of examples."""
+
+    seconds: float | None = None
+    examples: int | None = None
+
+    @classmethod
+    def parse(cls, text: str | int | float) -> "Budget":
+        """`10m`, `90s`, `1h`, `500ms` (time), or a bare number `500` (examples)."""
+        raw = str(text).strip()
+        if re.fullmatch(r"\d+", raw):
+            return cls(examples=int(raw))
+        m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h)", raw)
+        if not m:
+            raise ValueError(f"budget {raw!r}: use a time like 10m, 90s, 1h or a number of examples like 500")
+        scale = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+        return cls(seconds=float(m.group(1)) * scale)
+
+    def describe(self) -> str:
+        if self.seconds is not None:
+            return _clock(self.seconds)
+        return f"{self.examples} examples"
+
+    def share(self, parts: int) -> "Budget":
+        """This budget split evenly between `parts` campaigns."""
+        parts = max(1, parts)
+        if self.seconds is not None:
+            return Budget(seconds=self.seconds / parts)
+        return Budget(examples=max(1, (self.examples or 0) // parts))
+
+
+@dataclass
+class Clock:
+    budget: Budget
+    began: float = field(default_factory=time.monotonic)
+    examples: int = 0
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.began
+
+    def exhausted(self) -> bool:
+        if self.budget.seconds is not None:
+            return self.elapsed >= self.budget.seconds
+        return self.examples >= (self.budget.examples or 0)
+
+    def remaining_examples(self, default: int) -> int:
+        if self.budget.examples is not None:
+            return max(0, self.budget.examples - self.examples)
+        return default
+
+    def hard_stop(self) -> bool:
+        """Past the budget plus a grace for the shrink in progress: examples then pass at once."""
+        if self.budget.seconds is None:
+            return False
+        return self.elapsed >= self.budget.seconds + max(30.0, 0.25 * self.budget.seconds)
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 60}:{seconds % 60:02d}"
+
+
+@dataclass
+class Progress:
+    """One status line every `every` seconds while a campaign runs."""
+
+    label: str
+    out: TextIO | None = None
+    every: float = 5.0
+    last: float = 0.0
+    counters: dict[str, int] = field(default_factory=dict)
+
+    def count(self, key: str, n: int = 1) -> None:
+        self.counters[key] = self.counters.get(key, 0) + n
+
+    def tick(self, clock: Clock, *, findings: int, force: bool = False, extra: str = "") -> None:
+        now = time.monotonic()
+        if self.out is None or (not force and now - self.last < self.every):
+            return
+        self.last = now
+        rate = clock.examples / clock.elapsed if clock.elapsed > 0 else 0.0
+        budget = f"/{clock.budget.describe()}" if clock.budget.seconds is not None else \
+            f" ({clock.examples}/{clock.budget.examples} examples)"
+        counts = " ".join(f"{k} {v}" for k, v in sorted(self.counters.items()))
+        print(f"[fuzz {self.label}] {_clock(clock.elapsed)}{budget} examples {clock.examples} ({rate:.1f}/s) "
+              f"{counts} findings {findings}{(' ' + extra) if extra else ''}", file=self.out, flush=True)
+
+    def say(self, text: str) -> None:
+        if self.out is not None:
+            print(f"[fuzz {self.label}] {text}", file=self.out, flush=True)
+
+
+class FindingError(AssertionError):
+    """Raised inside a property: one subclass per finding signature, so Hypothesis shrinks each
+    kind of difference on its own (an 'interesting origin' includes the exception type)."""
+
+    finding: Any = None
+
+    def __init__(self, finding: Any) -> None:
+        super().__init__(getattr(finding, "headline", lambda: str(finding))())
+        self.finding = finding
+
+
+_CLASSES: dict[str, type[FindingError]] = {}
+
+
+def finding_error(signature: str) -> type[FindingError]:
+    cls = _CLASSES.get(signature)
+    if cls is None:
+        cls = type("Finding_" + hashlib.sha1(signature.encode()).hexdigest()[:10], (FindingError,), {})
+        _CLASSES[signature] = cls
+    return cls
+
+
+def seed_for(*parts: Any) -> int:
+    return int.from_bytes(hashlib.sha256("/".join(map(str, parts)).encode()).digest()[:8], "big")
+
+
+def hypothesis_settings(*, max_examples: int, database: Path | None, derandomize: bool = False,
+                        shrink: bool = True, stateful_step_count: int | None = None) -> settings:
+    phases = [Phase.explicit, Phase.reuse, Phase.generate, Phase.target] + ([Phase.shrink] if shrink else [])
+    kw: dict[str, Any] = {}
+    if stateful_step_count is not None:
+        kw["stateful_step_count"] = stateful_step_count
+    return settings(max_examples=max(1, max_examples), deadline=None, derandomize=derandomize,
+                    database=DirectoryBasedExampleDatabase(str(database)) if database is not None else None,
+                    suppress_health_check=list(HealthCheck), phases=phases, report_multiple_bugs=True,
+                    print_blob=False, verbosity=Verbosity.quiet, **kw)
+
+
+def key(*parts: Any) -> bytes:
+    """Extra bytes for a test's example-database key (which campaign, target, program pool)."""
+    return hashlib.sha256("\x00".join(map(str, parts)).encode()).digest()
+
+
+def say(out: TextIO | None, text: str) -> None:
+    if out is not None:
+        print(text, file=out, flush=True)
+
+
+STDOUT = sys.stdout

@@ -1,0 +1,242 @@
+"""Comparing a worker's answer with the reference worker's: the rules of tests/worker/test_differential_dx.py.
+
+An answer (a WorkflowResponse) is normalised to plain data: its actions as proto JSON with
+payloads (`input`, `result`, `data`, `reason`) JSON-decoded, the custom status, the version name and
+patches, and every field our schema does not declare. Dropped before comparing (as in the dx
+test): `router` (routing is not part of the program language), `failureDetails.stackTrace` (the
+SDK's traceback) and `failureDetails.errorMessage` (wording differs; the errorType is compared),
+and the unknown fields `scheduleTask#4` / `createChildWorkflow#5` (the reserved router fields dx
+still sends).
+
+Two modes:
+- `strict` (valid histories): everything else must be equal;
+- `kind` (mutated histories): if either answer fails the workflow, only the failure kind is
+  compared (completion status and errorType); otherwise as strict.
+
+A `Profile` holds what one target is known to do differently; the default profile is exact.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.message import Message
+from google.protobuf.unknown_fields import UnknownFieldSet
+
+from taskhub_wire import pb
+
+IGNORED = frozenset({"router", "stackTrace", "errorMessage"})
+IGNORED_UNKNOWN = frozenset({"scheduleTask#4", "createChildWorkflow#5"})
+PAYLOAD_KEYS = frozenset({"input", "result", "data", "reason"})
+FAILED = "ORCHESTRATION_STATUS_FAILED"
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What a worker target is known to do differently from the reference worker (documented per target)."""
+
+    name: str = "exact"
+    ignored: frozenset[str] = IGNORED
+    ignored_unknown: frozenset[str] = IGNORED_UNKNOWN
+    error_type_prefixes: tuple[str, ...] = ("durabletask.task.",)  # stripped from errorType before comparing
+    compare_error_types: bool = True  # False: a failure's kind is only "FAILED"
+    empty_custom_status_is_none: bool = False
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+EXACT = Profile()
+# Known per target; targets not listed are compared exactly. Each entry says why.
+PROFILES: dict[str, Profile] = {
+    "durabletask-js": Profile(
+        name="durabletask-js", empty_custom_status_is_none=True, compare_error_types=False,
+        ignored=IGNORED | {"taskExecutionId"},
+        notes=("the JS SDK sends customStatus \"\" when none is set (compared as unset)",
+               "its proto has no taskExecutionId (target.yaml: no task_execution_id capability)",
+               "its errorType names are JavaScript error classes (only the FAILED status is compared)")),
+    "durabletask-go-worker": Profile(
+        name="durabletask-go-worker", compare_error_types=False,
+        notes=("its errorType names are Go error types (only the FAILED status is compared)",)),
+    "durabletask-java": Profile(
+        name="durabletask-java", compare_error_types=False,
+        notes=("its errorType names are Java exception classes (only the FAILED status is compared)",)),
+}
+
+
+def profile_for(target: str) -> Profile:
+    return PROFILES.get(target, EXACT)
+
+
+def _decode(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    try:
+        return {"json": json.loads(value)}
+    except ValueError:
+        return {"raw": value}
+
+
+def _scrub(node: Any, ignored: frozenset[str]) -> Any:
+    if isinstance(node, dict):
+        out = {}
+        for k, v in node.items():
+            if k in ignored:
+                continue
+            out[k] = _decode(v) if k in PAYLOAD_KEYS else _scrub(v, ignored)
+        return out
+    if isinstance(node, list):
+        return [_scrub(v, ignored) for v in node]
+    return node
+
+
+def unknown_fields(msg: Message, path: str = "") -> list[str]:
+    """Every field in `msg` (recursively) that our schema does not declare, as 'path#number'."""
+    out = [f"{path}#{f.field_number}" for f in UnknownFieldSet(msg)]
+    for fd, value in msg.ListFields():
+        if fd.message_type is None:
+            continue
+        sub = f"{path}.{fd.name}" if path else fd.name
+        if fd.is_repeated:
+            if not fd.message_type.GetOptions().map_entry:
+                for i, item in enumerate(value):
+                    out.extend(unknown_fields(item, f"{sub}[{i}]"))
+        else:
+            out.extend(unknown_fields(value, sub))
+    return out
+
+
+def normalise(resp: pb.WorkflowResponse, profile: Profile = EXACT) -> dict[str, Any]:
+    version = resp.version if resp.HasField("version") else None
+    custom = resp.customStatus.value if resp.HasField("customStatus") else None
+    if profile.empty_custom_status_is_none and custom == "":
+        custom = None
+    return {
+        "actions": [_scrub(json_format.MessageToDict(a), profile.ignored) for a in resp.actions],
+        "customStatus": custom,
+        "version.name": version.name if version is not None and version.HasField("name") and version.name else None,
+        "version.patches": list(version.patches) if version is not None else [],
+        "unknownFields": [u for u in unknown_fields(resp)
+                          if u.rsplit(".", 1)[-1] not in profile.ignored_unknown],
+    }
+
+
+def diff(ref: Any, got: Any, path: str = "") -> list[tuple[str, Any, Any]]:
+    if isinstance(ref, dict) and isinstance(got, dict):
+        out = []
+        for k in sorted(set(ref) | set(got)):
+            sub = f"{path}.{k}" if path else k
+            if k not in ref or k not in got:
+                out.append((sub, ref.get(k, "<absent>"), got.get(k, "<absent>")))
+            else:
+                out.extend(diff(ref[k], got[k], sub))
+        return out
+    if isinstance(ref, list) and isinstance(got, list):
+        if len(ref) != len(got):
+            return [(f"{path}.length", len(ref), len(got)), (path, ref, got)]
+        out = []
+        for i, (a, b) in enumerate(zip(ref, got)):
+            out.extend(diff(a, b, f"{path}[{i}]"))
+        return out
+    return [] if ref == got and type(ref) is type(got) else [(path, ref, got)]
+
+
+def failure_kind(norm: dict[str, Any], profile: Profile = EXACT) -> str | None:
+    """'FAILED:<errorType>' when the answer fails the workflow (its first completion), else None."""
+    for a in norm["actions"]:
+        cw = a.get("completeWorkflow")
+        if cw is None:
+            continue
+        if cw.get("workflowStatus") != FAILED:
+            return None
+        if not profile.compare_error_types:
+            return "FAILED"
+        et = (cw.get("failureDetails") or {}).get("errorType", "")
+        for prefix in profile.error_type_prefixes:
+            et = et.removeprefix(prefix)
+        return f"FAILED:{et}"
+    return None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    diffs: tuple[tuple[str, Any, Any], ...]
+    mode: str
+    ref: dict[str, Any]
+    got: dict[str, Any] | None
+
+    @property
+    def equal(self) -> bool:
+        return not self.diffs
+
+    def signature(self) -> str:
+        return signature(self.diffs)
+
+    def describe(self, limit: int = 6) -> str:
+        lines = [f"{p or '(answer)'}: reference {_short(a)} != worker {_short(b)}" for p, a, b in self.diffs[:limit]]
+        if len(self.diffs) > limit:
+            lines.append(f"... and {len(self.diffs) - limit} more")
+        return "\n".join(lines)
+
+
+def compare(ref: pb.WorkflowResponse, got: pb.WorkflowResponse | None, *, mode: str = "strict",
+            profile: Profile = EXACT) -> Comparison:
+    r = normalise(ref, profile)
+    if got is None:
+        return Comparison((("answer", "an answer", "no answer in time"),), mode, r, None)
+    g = normalise(got, profile)
+    if mode == "kind":
+        fr, fg = failure_kind(r, profile), failure_kind(g, profile)
+        if fr is not None or fg is not None:
+            return Comparison(tuple([] if fr == fg else [("failure kind", fr, fg)]), mode, r, g)
+    if not profile.compare_error_types:
+        for side in (r, g):
+            for a in side["actions"]:
+                fd = (a.get("completeWorkflow") or {}).get("failureDetails")
+                if fd is not None:
+                    fd.pop("errorType", None)
+    else:
+        for side in (r, g):
+            for a in side["actions"]:
+                fd = (a.get("completeWorkflow") or {}).get("failureDetails")
+                if fd is not None and "errorType" in fd:
+                    for prefix in profile.error_type_prefixes:
+                        fd["errorType"] = fd["errorType"].removeprefix(prefix)
+    return Comparison(tuple(diff(r, g)), mode, r, g)
+
+
+_INDEX = re.compile(r"\[\d+\]")
+_VALUED = ("errorType", "workflowStatus", "failure kind", "answer")
+
+
+def signature(diffs: tuple[tuple[str, Any, Any], ...] | list[tuple[str, Any, Any]]) -> str:
+    """What kind of difference this is, stable across examples: paths without indices (and, for
+    statuses and error types, the two values)."""
+    parts = set()
+    for path, a, b in diffs:
+        p = _INDEX.sub("[]", path)
+        if p.endswith(".length") or not path:
+            continue
+        if p == "actions" and isinstance(a, list) and isinstance(b, list):
+            parts.add(f"actions={_kinds(a)}/{_kinds(b)}")
+            continue
+        if any(p.endswith(k) for k in _VALUED):
+            parts.add(f"{p}={_short(a, 40)}/{_short(b, 40)}")
+        elif p.startswith("actions[]") and p.count(".") == 1:
+            parts.add(f"{p}:{'missing' if b == '<absent>' else 'extra' if a == '<absent>' else 'differs'}")
+        else:
+            parts.add(p)
+    if not parts:  # only lengths differ: which action kinds
+        parts = {"actions.length"}
+    return "; ".join(sorted(parts))
+
+
+def _kinds(actions: list[Any]) -> str:
+    return ",".join(next((k for k in a if k not in ("id", "router")), "?") for a in actions if isinstance(a, dict))
+
+
+def _short(value: Any, limit: int = 120) -> str:
+    text = json.dumps(value, default=str, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

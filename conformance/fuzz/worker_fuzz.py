@@ -1,0 +1,291 @@
+"""Determinism and differential replay campaigns for one worker.
+
+A campaign runs in rounds. Each round draws a pool of random programs (`programs.sample_pool`,
+deterministic in the seed), starts the worker under test with that bundle (an SDK driver loads
+its programs once, at start), and runs Hypothesis over examples. An example is one program of
+the pool, an input, and a schedule (`interleave.run_program` with every decision drawn), so
+Hypothesis shrinks schedules, inputs and the program choice; optionally one of the turns is also
+mutated (`mutate.mutate`). Every turn a worker would be sent is checked:
+
+- differential: the worker's answer equals the reference worker's (`compare`, strict on valid
+  histories, failure kind on mutated ones);
+- determinism: one turn per example is sent twice and must be answered the same; at the end of
+  a round the worker is restarted (a fresh process) and a sample of turns is sent again; the
+  reference executor answers each turn twice in-process and the sample once more in a fresh
+  Python process (another hash seed).
+
+A difference raises a finding whose exception class is specific to its signature (the kind of
+difference, `compare.signature`), so Hypothesis shrinks each kind on its own. Signatures already
+found (in this campaign, or written as regression scenarios earlier) no longer fail, so a
+campaign goes on to find new kinds. Examples are kept in the Hypothesis example database, keyed
+by target, profile and program pool: a campaign with the same seed replays earlier failures first.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from hypothesis import given, seed as hseed
+from hypothesis import strategies as st
+
+from fake_worker.programs import Bundle, parse_bundle
+from fake_worker.replay import execute
+from taskhub_wire import pb
+
+from conformance.fuzz import programs as P
+from conformance.fuzz.common import (
+    Budget, Clock, FindingError, Progress, finding_error, hypothesis_settings, key, seed_for,
+)
+from conformance.fuzz.compare import EXACT, Comparison, Profile, compare
+from conformance.fuzz.interleave import DataChooser, TurnCase, chance, pick, run_program
+from conformance.fuzz.mutate import mutate
+from conformance.fuzz.workers import ReferenceWorker, SubprocessReference, WorkerUnderTest, reference_answer
+
+INSTANCE_IDS = ("fz-1", "fz-1", "wf:42", "fz-é")
+WorkerFactory = Callable[[Bundle, Mapping[str, Any]], WorkerUnderTest]
+
+
+@dataclass
+class Finding:
+    target: str
+    kind: str  # differential | determinism | no-answer | reference-determinism | *-fresh-process
+    signature: str
+    case: TurnCase
+    workflow: str
+    bundle_doc: dict[str, Any]
+    ref: pb.WorkflowResponse
+    got: pb.WorkflowResponse | None
+    comparison: Comparison
+    seed: int
+    round: int
+    example: str = ""
+    flaky: bool = False
+    scenario: Path | None = None
+    verified: str = ""
+    stderr: str = ""
+    found_at: float = field(default_factory=time.time)
+
+    def headline(self) -> str:
+        return f"{self.kind} on {self.target}: {self.signature}"
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind}: {self.signature}"
+
+
+@dataclass
+class WorkerCampaign:
+    target: str
+    make_worker: WorkerFactory
+    features: P.Features = P.ALL_FEATURES
+    profile: Profile = EXACT
+    seed: int = 0
+    budget: Budget = Budget(seconds=60)
+    database: Path | None = None
+    pool_size: int = 24
+    chunk: int = 60
+    round_examples: int = 400  # examples per round (one program pool, one worker process)
+    mutations: bool = True
+    fresh_process: bool = True
+    derandomize: bool = False
+    known: set[str] = field(default_factory=set)
+    out: TextIO | None = None
+    on_finding: Callable[[Finding], None] | None = None
+    max_turns: int = 10
+
+    def __post_init__(self) -> None:
+        self.findings: list[Finding] = []
+        self.progress = Progress(self.target, self.out)
+        self.clock = Clock(self.budget)
+        self._pending: dict[str, Finding] = {}
+        self._sample: list[tuple[TurnCase, pb.WorkflowResponse | None, str]] = []
+
+    # ------------------------------------------------------------------ the campaign
+
+    def run(self) -> list[Finding]:
+        rnd = 0
+        try:
+            while not self.clock.exhausted():
+                self._round(rnd)
+                rnd += 1
+        finally:
+            self.progress.tick(self.clock, findings=len(self.findings), force=True, extra="done")
+        return self.findings
+
+    def _round(self, rnd: int) -> None:
+        pool_doc = P.sample_pool(seed_for("pool", self.seed, rnd), self.pool_size, self.features)
+        bundle = parse_bundle({"programs": pool_doc})
+        pool = sorted(n for n in pool_doc if n.startswith("p"))
+        self.progress.say(f"round {rnd}: {len(pool)} programs (pool {P.digest(pool_doc)}), starting {self.target}")
+        worker = self.make_worker(bundle, pool_doc)
+        self._sample = []
+        try:
+            done_in_round = 0
+            chunk_no = 0
+            while not self.clock.exhausted() and done_in_round < self.round_examples:
+                n = min(self.chunk, self.clock.remaining_examples(self.chunk), self.round_examples - done_in_round)
+                before = self.clock.examples
+                self._chunk(rnd, chunk_no, bundle, pool_doc, pool, worker, n)
+                done_in_round += max(1, self.clock.examples - before)
+                chunk_no += 1
+            if self.fresh_process and not self.clock.hard_stop():
+                self._fresh_process(rnd, bundle, pool_doc, worker)
+        finally:
+            worker.close()
+
+    def _chunk(self, rnd: int, chunk_no: int, bundle: Bundle, pool_doc: dict[str, Any], pool: list[str],
+               worker: WorkerUnderTest, n: int) -> None:
+        self._pending = {}
+        reference = ReferenceWorker(bundle)
+
+        @hseed(seed_for("chunk", self.seed, rnd, chunk_no))
+        @hypothesis_settings(max_examples=n, database=self.database, derandomize=self.derandomize)
+        @given(st.data())
+        def example(data: Any) -> None:
+            if self.clock.hard_stop():
+                return
+            self.clock.examples += 1
+            self.progress.count("examples-run", 0)
+            self._example(DataChooser(data), data, bundle, pool_doc, pool, worker, reference, rnd)
+            self.progress.tick(self.clock, findings=len(self.findings), extra=f"round {rnd}")
+
+        example.hypothesis.inner_test._hypothesis_internal_add_digest = key(  # type: ignore[attr-defined]
+            "worker", self.target, self.profile.name, P.digest(pool_doc), self.features, self.mutations)
+        try:
+            example()
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - Hypothesis' report; the findings are in _pending
+            flaky = "Flaky" in type(exc).__name__ or "flaky" in str(exc).lower()[:200]
+            if not self._pending:
+                raise
+            for f in self._pending.values():
+                f.flaky = f.flaky or flaky
+        for f in self._pending.values():
+            if f.key not in self.known:
+                self._found(f)
+
+    def _found(self, f: Finding) -> None:
+        self.known.add(f.key)
+        self.findings.append(f)
+        self.progress.say(f"finding {len(self.findings)}: {f.headline()}" + (" (flaky)" if f.flaky else ""))
+        if self.on_finding is not None:
+            self.on_finding(f)
+
+    # ------------------------------------------------------------------ one example
+
+    def _example(self, c: DataChooser, data: Any, bundle: Bundle, pool_doc: dict[str, Any], pool: list[str],
+                 worker: WorkerUnderTest, reference: ReferenceWorker, rnd: int) -> None:
+        workflow = pool[c.int(0, len(pool) - 1)]
+        value = data.draw(P.inputs)
+        iid = pick(c, INSTANCE_IDS)
+        run = run_program(bundle, workflow, value, c, instance_id=iid, events=self.features.events,
+                          suspend=self.features.suspend, segments=chance(c, 20), max_turns=self.max_turns)
+        cases = list(run.cases)
+        note = f"program {workflow}, input {value!r}, instance {iid}, {len(run.cases)} turn(s), end {run.end}"
+        if self.mutations and cases and chance(c, 40):
+            base = pick(c, cases)
+            mutated = mutate(c, base, rounds=1 + int(chance(c, 30)))
+            if mutated is not None:
+                cases.append(mutated)
+        twice = c.int(0, len(cases) - 1) if cases else -1
+        for i, case in enumerate(cases):
+            self.progress.count("turns")
+            self._check(case, i == twice, bundle, pool_doc, workflow, worker, reference, rnd, note)
+
+    def _check(self, case: TurnCase, twice: bool, bundle: Bundle, pool_doc: dict[str, Any], workflow: str,
+               worker: WorkerUnderTest, reference: ReferenceWorker, rnd: int, note: str) -> None:
+        ref = reference_answer(bundle, case)
+        again = reference.answer(case)
+        if again.SerializeToString(deterministic=True) != ref.SerializeToString(deterministic=True):
+            cmp = compare(ref, again)
+            self._report("reference-determinism", cmp, case, workflow, pool_doc, ref, again, rnd, note)
+        got = worker.answer(case) if worker is not None else None
+        mode = "kind" if case.form == "mutated" else "strict"
+        cmp = compare(ref, got, mode=mode, profile=self.profile)
+        if len(self._sample) < 60 and random.Random(self.clock.examples).random() < 0.3:
+            self._sample.append((case, got, workflow))
+        if not cmp.equal:
+            kind = "no-answer" if got is None else "differential"
+            self._report(kind, cmp, case, workflow, pool_doc, ref, got, rnd, note, worker=worker)
+        if twice and got is not None:
+            got2 = worker.answer(case)
+            cmp2 = compare(got, got2, profile=EXACT) if got2 is not None else compare(got, None)
+            if not cmp2.equal:
+                self._report("determinism", cmp2, case, workflow, pool_doc, ref, got2, rnd, note, worker=worker)
+
+    def _report(self, kind: str, cmp: Comparison, case: TurnCase, workflow: str, pool_doc: dict[str, Any],
+                ref: pb.WorkflowResponse, got: pb.WorkflowResponse | None, rnd: int, note: str,
+                *, worker: Any = None, raise_: bool = True) -> None:
+        signature = cmp.signature()
+        f = Finding(target=self.target if not kind.startswith("reference") else "reference", kind=kind,
+                    signature=signature, case=case, workflow=workflow, bundle_doc=pool_doc, ref=ref, got=got,
+                    comparison=cmp, seed=self.seed, round=rnd,
+                    example=note + (f"; mutation {case.note}" if case.note else "") + f"; form {case.form}",
+                    stderr=worker.stderr_tail() if kind == "no-answer" and hasattr(worker, "stderr_tail") else "")
+        if f.key in self.known:
+            return
+        if not raise_:
+            self._found(f)
+            return
+        self._pending[f.key] = f
+        raise finding_error(f.key)(f)
+
+    # ------------------------------------------------------------------ fresh processes
+
+    def _fresh_process(self, rnd: int, bundle: Bundle, pool_doc: dict[str, Any], worker: WorkerUnderTest) -> None:
+        sample = [s for s in self._sample if s[1] is not None]
+        if not sample:
+            return
+        self.progress.say(f"round {rnd}: the same {len(sample)} turn(s) on a fresh worker process")
+        try:
+            worker.restart()
+        except Exception as exc:  # noqa: BLE001 - reported as the progress line; the round is over anyway
+            self.progress.say(f"could not restart {self.target}: {exc}")
+            return
+        for case, got, workflow in sample:
+            again = worker.answer(case)
+            cmp = compare(got, again, profile=EXACT) if again is not None else compare(got, None)  # type: ignore[arg-type]
+            if not cmp.equal:
+                ref = reference_answer(bundle, case)
+                self._report("determinism-fresh-process", cmp, case, workflow, pool_doc, ref, again, rnd,
+                             "the same turn, answered by a restarted worker", worker=worker, raise_=False)
+        fresh = SubprocessReference(pool_doc, hash_seed=seed_for("hash", self.seed, rnd) % 4_000_000_000)
+        cases = [s[0] for s in sample]
+        for case, answer, (_c, _g, workflow) in zip(cases, fresh.answer_many(cases), sample):
+            ref = reference_answer(bundle, case)
+            cmp = compare(ref, answer)
+            if not cmp.equal:
+                self._report("reference-fresh-process", cmp, case, workflow, pool_doc, ref, answer, rnd,
+                             "the same turn, answered by the reference executor in a fresh process", raise_=False)
+
+
+def known_from(paths: Iterable[Path], target: str) -> set[str]:
+    """Finding keys already written as regression scenarios for `target` (their `# fuzz-key:` line)."""
+    out = set()
+    for p in paths:
+        try:
+            text = p.read_text(encoding="utf-8")
+        except OSError:
+            continue
+        if f"# fuzz-target: {target}\n" not in text:
+            continue
+        for line in text.splitlines():
+            if line.startswith("# fuzz-key: "):
+                out.add(line[len("# fuzz-key: "):])
+    return out
+
+
+def execute_twice_equal(bundle: Bundle, case: TurnCase) -> bool:
+    a = execute(bundle, instance_id=case.instance_id, past=case.past, new=case.new)
+    b = execute(bundle, instance_id=case.instance_id, past=case.past, new=case.new)
+    return [x.SerializeToString(deterministic=True) for x in a.actions] == \
+        [x.SerializeToString(deterministic=True) for x in b.actions]
+
+
+__all__ = ["Finding", "FindingError", "WorkerCampaign", "known_from"]

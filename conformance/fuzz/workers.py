@@ -1,0 +1,197 @@
+"""Workers under test: each answers a turn (instance id, past, new) with a WorkflowResponse.
+
+- `ReferenceWorker`: the pure executor in this process (the reference answer);
+- `FunctionWorker`: any in-process answer function, e.g. a mutant that post-processes the
+  reference's TurnResult (tests/mutants/variants.py);
+- `SubprocessReference`: the pure executor in a fresh Python process (another hash seed), for
+  "the same answer on a fresh process";
+- `DriverWorker`: a worker target (an SDK driver, a command) started by the harness against an
+  in-process reference sidecar; each turn reaches it through `engine.inject_turn` (the reference
+  sidecar hands the turn to the connected worker and returns its answer without applying it).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from fake_worker.programs import Bundle
+from fake_worker.replay import TurnResult, execute
+from taskhub_wire import pb
+
+from conformance.fuzz.interleave import TurnCase
+
+INJECT_TIMEOUT_S = 10.0
+
+
+class WorkerUnderTest(Protocol):
+    name: str
+
+    def answer(self, case: TurnCase) -> pb.WorkflowResponse | None: ...
+
+    def restart(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def reference_answer(bundle: Bundle, case: TurnCase) -> pb.WorkflowResponse:
+    result = case.answer if case.answer is not None else execute(bundle, instance_id=case.instance_id,
+                                                                 past=case.past, new=case.new)
+    return result.response(instance_id=case.instance_id, completion_token="")
+
+
+class ReferenceWorker:
+    name = "reference"
+
+    def __init__(self, bundle: Bundle) -> None:
+        self.bundle = bundle
+
+    def answer(self, case: TurnCase) -> pb.WorkflowResponse:
+        result = execute(self.bundle, instance_id=case.instance_id, past=case.past, new=case.new)
+        return result.response(instance_id=case.instance_id, completion_token="")
+
+    def restart(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+class FunctionWorker:
+    """An in-process worker: `transform(TurnResult) -> TurnResult` applied to the reference's answer."""
+
+    def __init__(self, bundle: Bundle, transform: Callable[[TurnResult], TurnResult], *, name: str) -> None:
+        self.bundle, self.transform, self.name = bundle, transform, name
+
+    def answer(self, case: TurnCase) -> pb.WorkflowResponse:
+        result = self.transform(execute(self.bundle, instance_id=case.instance_id, past=case.past, new=case.new))
+        return result.response(instance_id=case.instance_id, completion_token="")
+
+    def restart(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+def _b64(events: Sequence[pb.HistoryEvent]) -> list[str]:
+    return [base64.b64encode(e.SerializeToString()).decode() for e in events]
+
+
+class SubprocessReference:
+    """The reference executor in a fresh process (`python -m conformance.fuzz.replay_worker`)."""
+
+    name = "reference (fresh process)"
+
+    def __init__(self, bundle_doc: Mapping[str, Any], *, hash_seed: int = 12345) -> None:
+        self.bundle_doc = dict(bundle_doc)
+        self.hash_seed = hash_seed
+
+    def answer_many(self, cases: Sequence[TurnCase]) -> list[pb.WorkflowResponse | None]:
+        if not cases:
+            return []
+        lines = [json.dumps({"programs": self.bundle_doc})]
+        lines += [json.dumps({"iid": c.instance_id, "past": _b64(c.past), "new": _b64(c.new)}) for c in cases]
+        env = dict(os.environ, PYTHONHASHSEED=str(self.hash_seed))
+        root = Path(__file__).resolve().parents[2]
+        env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")])
+        done = subprocess.run([sys.executable, "-m", "conformance.fuzz.replay_worker"], input="\n".join(lines),
+                              capture_output=True, text=True, env=env, timeout=300, cwd=str(root))
+        if done.returncode != 0:
+            raise RuntimeError(f"the fresh-process reference worker failed (exit {done.returncode}):\n"
+                               f"{done.stderr[-2000:]}")
+        out: list[pb.WorkflowResponse | None] = []
+        for line in done.stdout.splitlines():
+            out.append(pb.WorkflowResponse.FromString(base64.b64decode(line)) if line else None)
+        return out
+
+
+class DriverWorker:
+    """A worker target (SDK driver) connected to an in-process reference sidecar, fed with inject_turn."""
+
+    def __init__(self, target: Any, bundle: Bundle, bundle_doc: Mapping[str, Any], *,
+                 work_dir: Path | None = None, timeout: float = INJECT_TIMEOUT_S) -> None:
+        from conformance.targets.reference import start_reference_sidecar
+
+        self.target, self.bundle, self.bundle_doc = target, bundle, dict(bundle_doc)
+        self.name = target.name
+        self.timeout = timeout
+        self.work_dir = Path(work_dir or tempfile.mkdtemp(prefix="conformance-fuzz-"))
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.sidecar = start_reference_sidecar(options={}, work_dir=self.work_dir)
+        self.handle: Any = None
+        self.starts = 0
+        self.silent = 0  # answers missed in a row
+        self._start()
+
+    def _start(self) -> None:
+        from conformance.targets.base import WorkerStart
+
+        self.starts += 1
+        self.handle = self.target.start(WorkerStart(
+            address=self.sidecar.address, bundle=self.bundle, bundle_doc=self.bundle_doc, work_dir=self.work_dir,
+            ledger=self.work_dir / "ledger.jsonl"))
+
+    def alive(self) -> bool:
+        proc = getattr(self.handle, "proc", None)
+        return proc is None or proc.is_running()
+
+    def answer(self, case: TurnCase) -> pb.WorkflowResponse | None:
+        if not self.alive():
+            self.restart()
+        resp = self.sidecar.engine.inject_turn(instance_id=case.instance_id, past=case.past, new=case.new,
+                                               timeout=self.timeout)
+        if resp is None:
+            self.silent += 1
+            if self.silent >= 2 or not self.alive():
+                self.restart()  # a wedged or dead driver: a fresh one for the next turn
+        else:
+            self.silent = 0
+        return resp
+
+    def stderr_tail(self) -> str:
+        proc = getattr(self.handle, "proc", None)
+        try:
+            return proc.stderr_tail() if proc is not None else ""
+        except OSError:
+            return ""
+
+    def restart(self) -> None:
+        self.stop_worker()
+        self.silent = 0
+        self._start()
+
+    def stop_worker(self) -> None:
+        if self.handle is not None:
+            try:
+                self.handle.stop()
+            except Exception:  # noqa: BLE001 - a driver that fails to stop is killed by its handle
+                pass
+            self.handle = None
+
+    def close(self) -> None:
+        self.stop_worker()
+        self.sidecar.stop()
+
+    def __enter__(self) -> "DriverWorker":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def wait_until(pred: Callable[[], bool], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.05)
+    return pred()
