@@ -12,6 +12,15 @@ RESOLUTIONS = {"TaskCompleted": "task", "TaskFailed": "task", "TimerFired": "tim
                "ChildWorkflowInstanceCompleted": "child", "ChildWorkflowInstanceFailed": "child"}
 
 
+def _instant(text: Any) -> Any:
+    """An RFC 3339 timestamp as a comparable value (fractions have varying digits, so text won't sort)."""
+    from google.protobuf.timestamp_pb2 import Timestamp
+
+    stamp = Timestamp()
+    stamp.FromJsonString(str(text))
+    return stamp.seconds * 1_000_000_000 + stamp.nanos
+
+
 def _ref(event: dict[str, Any]) -> int:
     return int(event.get("timerId", event.get("taskScheduledId", 0)))
 
@@ -42,7 +51,7 @@ def invariants(history: list[dict[str, Any]]) -> list[str]:
         kind = e["kind"]
         if kind == "WorkflowStarted":
             ts = e.get("timestamp")
-            if last_ws is not None and ts is not None and ts < last_ws:
+            if last_ws is not None and ts is not None and _instant(ts) < _instant(last_ws):
                 out.append(f"event #{i}: WorkflowStarted time {ts} is earlier than the previous turn's {last_ws}")
             last_ws = ts if ts is not None else last_ws
             turn_start = ts
@@ -71,7 +80,7 @@ def invariants(history: list[dict[str, Any]]) -> list[str]:
                     if e.get("fireAt") != source.get("fireAt"):
                         out.append(f"event #{i}: TimerFired fireAt {e.get('fireAt')} differs from TimerCreated "
                                    f"{source.get('fireAt')} (R2.5)")
-                    if turn_start is not None and e.get("fireAt") and turn_start < e["fireAt"]:
+                    if turn_start is not None and e.get("fireAt") and _instant(turn_start) < _instant(e["fireAt"]):
                         out.append(f"event #{i}: timer {key[1]} fired in a turn starting {turn_start}, before its "
                                    f"fireAt {e['fireAt']} (R6.1)")
     return out

@@ -203,12 +203,6 @@ class _Sim:
         self.inbox.append(_Entry(self.seq, visible_at, ev, timer_name))
         self.seq += 1
 
-    def _pending_suspend(self) -> bool:
-        return any(e.event.HasField("executionSuspended") for e in self.inbox)
-
-    def _pending_resume(self) -> bool:
-        return any(e.event.HasField("executionResumed") for e in self.inbox)
-
     def _arrival(self) -> bool:
         """One thing arrives at the inbox (or the clock moves); False when the chooser picks 'nothing'."""
         options = ["nothing", "time"]
@@ -236,21 +230,7 @@ class _Sim:
         if what == "activity":
             self.push(self._activity_result(self.activities.pop(self.c.int(0, len(self.activities) - 1))))
         elif what == "child":
-            task_id, child_id, _name = self.children.pop(self.c.int(0, len(self.children) - 1))
-            ev = pb.HistoryEvent(eventId=-1, timestamp=_ts(self.now))
-            how = self.c.int(0, 2)
-            if how == 0:
-                ev.childWorkflowInstanceCompleted.taskScheduledId = task_id
-                value = pick(self.c, PAYLOADS)
-                if value is not None:
-                    ev.childWorkflowInstanceCompleted.result.value = json.dumps(value)
-            else:
-                ev.childWorkflowInstanceFailed.taskScheduledId = task_id
-                if how == 1:  # a failed child; a terminated one (how == 2) sends no failureDetails
-                    fd = ev.childWorkflowInstanceFailed.failureDetails
-                    fd.errorType = pick(self.c, ERROR_TYPES)
-                    fd.errorMessage = f"child {child_id} failed"
-            self.push(ev)
+            self._arrival_child()
         elif what == "raise":
             ev = pb.HistoryEvent(eventId=-1, timestamp=_ts(self.now))
             ev.eventRaised.name = pick(self.c, EVENT_NAMES)
@@ -259,17 +239,20 @@ class _Sim:
                 ev.eventRaised.input.value = json.dumps(value)
             self.push(ev)
         elif what == "suspend":
+            # A suspend only while (in effect) running, a resume only while (in effect) suspended:
+            # the last marker still in the inbox wins over history. (The reference engine checks
+            # less: it accepts a second resume while a suspend is pending, see docs/fuzzing.md.)
             ev = pb.HistoryEvent(eventId=-1, timestamp=_ts(self.now))
-            suspended = self.inst.suspended
-            if self.c.int(0, 1) == 0:  # suspend (dropped as the engine drops it)
-                if not ((suspended and not self._pending_resume()) or self._pending_suspend()):
-                    ev.executionSuspended.SetInParent()
-                    if self.c.int(0, 1):
-                        ev.executionSuspended.input.value = "maintenance"
-                    self.push(ev)
-            elif suspended or self._pending_suspend():  # resume
+            markers = [e.event.WhichOneof("eventType") for e in self.inbox
+                       if e.event.WhichOneof("eventType") in ("executionSuspended", "executionResumed")]
+            suspended = markers[-1] == "executionSuspended" if markers else self.inst.suspended
+            if not suspended:
+                ev.executionSuspended.SetInParent()
+                if self.c.int(0, 1):
+                    ev.executionSuspended.input.value = "maintenance"
+            else:
                 ev.executionResumed.SetInParent()
-                self.push(ev)
+            self.push(ev)
         elif what == "terminate":
             ev = pb.HistoryEvent(eventId=-1, timestamp=_ts(self.now))
             ev.executionTerminated.SetInParent()
@@ -280,11 +263,28 @@ class _Sim:
             self.push(ev)
         return True
 
+    def _arrival_child(self) -> None:
+        task_id, child_id, _name = self.children.pop(self.c.int(0, len(self.children) - 1))
+        ev = pb.HistoryEvent(eventId=-1, timestamp=_ts(self.tick()))
+        how = self.c.int(0, 2)
+        if how == 0:
+            ev.childWorkflowInstanceCompleted.taskScheduledId = task_id
+            value = pick(self.c, PAYLOADS)
+            if value is not None:
+                ev.childWorkflowInstanceCompleted.result.value = json.dumps(value)
+        else:
+            ev.childWorkflowInstanceFailed.taskScheduledId = task_id
+            if how == 1:  # a failed child; a terminated one (how == 2) sends no failureDetails
+                fd = ev.childWorkflowInstanceFailed.failureDetails
+                fd.errorType = pick(self.c, ERROR_TYPES)
+                fd.errorMessage = f"child {child_id} failed"
+        self.push(ev)
+
     def _activity_result(self, act: _Activity) -> pb.HistoryEvent:
         ev = pb.HistoryEvent(eventId=-1, timestamp=_ts(self.now))
         failure: tuple[str, str] | None = None
         out: Any = None
-        if chance(self.c, 15):
+        if chance(self.c, 8):
             failure = (pick(self.c, ERROR_TYPES), "injected failure")
         elif act.name in ("sleep", "record"):
             out = act.input  # pure: no sleeping, no ledger
@@ -319,17 +319,25 @@ class _Sim:
         first = True
         while True:
             if not first:
-                for _ in range(self.c.int(0, 3)):
+                for _ in range(self.c.int(0, 4)):
                     if not self._arrival():
                         break
             first = False
             visible = self.take()
             if not visible:
+                # Nothing arrived: the schedule ends here (the smallest choice), or whatever is
+                # outstanding comes in: a result, or the clock runs to the next timer.
                 due = sorted(e.visible_at for e in self.inbox if self.now < e.visible_at < NEVER_NS)
-                if not due or not self.c.int(0, 1):
+                if not (due or self.activities or self.children) or not chance(self.c, 85):
                     self.run.end = "quiescent"
                     return self.run
-                self.now = due[0]  # only timers are left: the clock runs to the next one
+                if self.activities and (not due or self.c.int(0, 1)):
+                    self.tick()
+                    self.push(self._activity_result(self.activities.pop(self.c.int(0, len(self.activities) - 1))))
+                elif due:
+                    self.now = due[0]
+                else:
+                    self._arrival_child()
                 visible = self.take()
             if turns >= self.max_turns:
                 self.run.end = "max-turns"

@@ -109,8 +109,9 @@ def _expr(draw: Any, scope: _Scope, *, simple: bool = False) -> Any:
         return {"$add": [f"${{{var}}}", draw(st.integers(0, 3))]}
     if kind == 8:
         return {"$concat": [f"${{{var}}}", draw(safe_text)]}
-    return draw(st.sampled_from([{"$len": f"${{{var}}}"}, f"${{{var}.k}}", f"${{{var}.0}}",
-                                 {"$sum": [1, 2]}, {"$not": f"${{{var}}}"}]))
+    if draw(st.integers(0, 3)) < 3:
+        return draw(st.sampled_from([{"$sum": [1, 2]}, {"$not": f"${{{var}}}"}, {"$eq": [f"${{{var}}}", 1]}]))
+    return draw(st.sampled_from([{"$len": f"${{{var}}}"}, f"${{{var}.k}}", f"${{{var}.0}}"]))
 
 
 def _cond(draw: Any, scope: _Scope) -> Any:
@@ -136,7 +137,7 @@ def _retry(draw: Any) -> dict[str, Any]:
 
 
 def _task(draw: Any, scope: _Scope, f: Features, *, in_group: bool = False) -> dict[str, Any]:
-    kinds = ["call_activity", "call_activity"]
+    kinds = ["call_activity", "call_activity"] + (["call_activity"] * 3 if in_group else [])
     if f.children:
         kinds.append("call_child")
     if f.timers:
@@ -181,8 +182,9 @@ def _task(draw: Any, scope: _Scope, f: Features, *, in_group: bool = False) -> d
 
 
 def _step(draw: Any, scope: _Scope, f: Features, depth: int) -> dict[str, Any]:
-    choice = draw(st.integers(0, 19))
-    if choice <= 8:
+    """A step that lets the program go on (terminal steps come last: `_terminal`)."""
+    choice = draw(st.integers(0, 15))
+    if choice <= 7:
         task = _task(draw, scope, f)
         if draw(st.integers(0, 2)):
             var = scope.fresh()
@@ -215,21 +217,35 @@ def _step(draw: Any, scope: _Scope, f: Features, depth: int) -> dict[str, Any]:
         return step
     if choice == 14:
         return {"set_status": _expr(draw, scope)}
-    if choice == 15 and f.continue_as_new:
-        body = {"input": draw(st.sampled_from([{"$add": ["${input}", 1]}, "${input}", None, 7]))}
-        if f.carry_events and draw(st.booleans()):
-            body["carry_events"] = True
-        return {"continue_as_new": body}
-    if choice == 16:
-        return {"fail": {"message": _expr(draw, scope, simple=True), "type": draw(st.sampled_from(
-            ["ProgramFailure", "BusinessError"]))}}
-    if choice <= 18:
-        return {"return": _expr(draw, scope)}
     return {"set_status": draw(safe_text)}
 
 
+def _terminal(draw: Any, scope: _Scope, f: Features) -> dict[str, Any] | None:
+    choice = draw(st.integers(0, 9))
+    if choice <= 3:
+        return None  # run off the end
+    if choice <= 6:
+        return {"return": _expr(draw, scope)}
+    if choice == 7:
+        return {"fail": {"message": _expr(draw, scope, simple=True), "type": draw(st.sampled_from(
+            ["ProgramFailure", "BusinessError"]))}}
+    if not f.continue_as_new:
+        return {"return": None}
+    body: dict[str, Any] = {"input": draw(st.sampled_from([{"$add": ["${input}", 1]}, "${input}", None, 7]))}
+    if f.carry_events and draw(st.booleans()):
+        body["carry_events"] = True
+    step: dict[str, Any] = {"continue_as_new": body}
+    if draw(st.booleans()):  # a counter loop: continue while input < 2
+        return {"if": {"cond": {"$lt": ["${input}", 2]}, "then": [step]}}
+    return step
+
+
 def _steps(draw: Any, scope: _Scope, f: Features, depth: int, n: int) -> list[dict[str, Any]]:
-    return [_step(draw, scope, f, depth) for _ in range(n)]
+    out = [_step(draw, scope, f, depth) for _ in range(n)]
+    if depth > 0 and draw(st.integers(0, 3)) < 3:
+        return out
+    end = _terminal(draw, scope, f)
+    return out + ([end] if end is not None else [])
 
 
 @st.composite

@@ -150,7 +150,6 @@ class WorkerCampaign:
             if self.clock.hard_stop():
                 return
             self.clock.examples += 1
-            self.progress.count("examples-run", 0)
             self._example(DataChooser(data), data, bundle, pool_doc, pool, worker, reference, rnd)
             self.progress.tick(self.clock, findings=len(self.findings), extra=f"round {rnd}")
 

@@ -79,6 +79,9 @@ class TerminalReporter:
             elif r.gap_passed:
                 line += "  " + self._paint(f"[{why}]", "33")
             self._write(line + "\n")
+            if r.outcome is Outcome.NOT_IMPLEMENTED and r.message:
+                # What actually failed under the declared gap, so a gap cannot hide another bug.
+                self._write("".join(f"      {ln}\n" for ln in r.message.splitlines()[:12]))
             return
         if self._column >= _WIDTH:
             self._end_progress_line()

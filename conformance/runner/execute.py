@@ -31,7 +31,7 @@ from conformance.checks import ALWAYS, CHECKS, ConformanceFailure, Observed
 from conformance.events import Outcome, ScenarioFinished, TranscriptEntry
 from conformance.scenario.model import MISSING, ErrorExpect, Scenario, StartSpec, Step
 from conformance.scenario.wire import event_dict
-from conformance.targets.base import Pair, Replayer, WorkerStart
+from conformance.targets.base import CannotExpress, Pair, Replayer, WorkerStart
 
 
 class HarnessError(Exception):
@@ -411,6 +411,7 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
     transcript: list[TranscriptEntry] = []
     failures: list[str] = []
     error: str | None = None
+    cannot: str | None = None
     with ExitStack() as stack:
         h: _Harness | None = None
         try:
@@ -437,13 +438,18 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
                     failures.append(_without_reproduce(exc.render()))
         except StepFailed as exc:
             failures.append(f"step: {exc}")
+        except CannotExpress as exc:
+            cannot = str(exc)
         except Exception as exc:  # noqa: BLE001 - the harness must report, not crash
             error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=6)}"
         finally:
             if h is not None:
                 transcript = sorted(h.client.transcript + list(h.proxy.transcript()), key=lambda e: e.t)
     duration = time.monotonic() - began
-    gap = pair.gap_for(scenario.requirements)
+    gap = pair.gap_for(scenario.id, scenario.requirements)
+    if cannot is not None:
+        return ScenarioFinished(outcome=Outcome.NOT_APPLICABLE, duration_s=duration, gap_reason=cannot,
+                                transcript=tuple(transcript), **base)
     if error is not None:
         return ScenarioFinished(outcome=Outcome.ERROR, duration_s=duration, transcript=tuple(transcript),
                                 message=f"{error}\nReproduce with: {reproduce}", **base)
@@ -455,10 +461,12 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
                                     transcript=tuple(transcript), **base)
         return ScenarioFinished(outcome=Outcome.FAILED, duration_s=duration, message=message,
                                 transcript=tuple(transcript), **base)
+    # Only a gap narrowed to named scenarios can be judged by one scenario passing.
+    passed_gap = gap is not None and bool(gap.scenarios)
     return ScenarioFinished(outcome=Outcome.PASSED, duration_s=duration, transcript=tuple(transcript),
-                            gap_passed=gap is not None,
-                            gap_reason=f"declared gap {gap.requirement} passed: remove it from targets.yaml"
-                            if gap is not None else "", **base)
+                            gap_passed=passed_gap,
+                            gap_reason=f"declared gap {gap.requirement} passed here: narrow or remove it in the "
+                                       "target's declaration" if passed_gap and gap else "", **base)
 
 
 def _without_reproduce(text: str) -> str:

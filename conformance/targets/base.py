@@ -16,11 +16,27 @@ from fake_worker.programs import Bundle
 
 @dataclass(frozen=True)
 class Gap:
-    """A requirement the target is known not to meet: shown as NOT_IMPLEMENTED, never hidden."""
+    """A requirement the target is known not to meet: shown as NOT_IMPLEMENTED, never hidden.
+
+    `scenarios` (globs on scenario ids) narrows the gap to the scenarios that show it; without
+    it the gap covers every scenario of the requirement.
+    """
 
     requirement: str
     reason: str
     evidence: str = ""
+    scenarios: tuple[str, ...] = ()
+
+    def covers(self, scenario_id: str, requirements: Sequence[str]) -> bool:
+        import fnmatch
+
+        if self.scenarios:
+            return any(fnmatch.fnmatch(scenario_id, pattern) for pattern in self.scenarios)
+        return self.requirement in requirements
+
+
+class CannotExpress(Exception):
+    """The target refused a scenario's programs: a step its SDK cannot express (a capability it lacks)."""
 
 
 class SidecarHandle(Protocol):
@@ -108,8 +124,8 @@ class Pair:
     def capabilities(self) -> frozenset[str]:
         return self.sidecar.capabilities | self.worker.capabilities
 
-    def gap_for(self, requirements: Sequence[str]) -> Gap | None:
+    def gap_for(self, scenario_id: str, requirements: Sequence[str]) -> Gap | None:
         for gap in self.sidecar.gaps + self.worker.gaps:
-            if gap.requirement in requirements:
+            if gap.covers(scenario_id, requirements):
                 return gap
         return None

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from conformance.targets.durabletask_go import DurableTaskGoSidecar
-from conformance.targets.process import ManagedProcess, ProcessSpec
-from conformance.targets.base import WorkerStart
+from conformance.targets.base import CannotExpress, WorkerStart
+from conformance.targets.process import ManagedProcess, ProcessExitedError, ProcessSpec
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -75,5 +75,16 @@ def start_command_worker(spec: WorkerStart, *, name: str, command: Sequence[str]
     proc = ManagedProcess.start(spec=ProcessSpec(name=name, argv=tuple(argv), log_dir=spec.work_dir, env=full_env,
                                                  cwd=REPO_ROOT))
     if ready_line:
-        proc.wait_for_line(ready_line, timeout=ready_timeout)
+        try:
+            proc.wait_for_line(ready_line, timeout=ready_timeout)
+        except ProcessExitedError as exc:
+            if exc.returncode == EXIT_CANNOT_EXPRESS:
+                raise CannotExpress(f"{name} cannot express the scenario's programs: "
+                                    f"{exc.stderr_tail.strip().splitlines()[-1] if exc.stderr_tail.strip() else ''}"
+                                    ) from None
+            raise
     return ProcessWorker(proc=proc)
+
+
+# Drivers exit with 3 when a program uses a step their SDK cannot express (drivers/*/README.md).
+EXIT_CANNOT_EXPRESS = 3

@@ -62,7 +62,11 @@ def _gaps(raw: Any, where: str) -> tuple[Gap, ...]:
     for i, g in enumerate(raw or []):
         if not isinstance(g, Mapping) or "requirement" not in g or "reason" not in g:
             raise TargetError(f"{where}.not_implemented[{i}]: a gap is {{requirement, reason, evidence}}")
-        out.append(Gap(requirement=str(g["requirement"]), reason=str(g["reason"]), evidence=str(g.get("evidence", ""))))
+        scenarios = g.get("scenarios") or ()
+        if isinstance(scenarios, str):
+            scenarios = (scenarios,)
+        out.append(Gap(requirement=str(g["requirement"]), reason=str(g["reason"]), evidence=str(g.get("evidence", "")),
+                       scenarios=tuple(map(str, scenarios))))
     return tuple(out)
 
 
