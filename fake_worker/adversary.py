@@ -73,7 +73,8 @@ class Send:
 class Adversary:
     rules: Sequence[Rule] = ()
     _seen: dict[int, int] = field(default_factory=dict)
-    _tokens: dict[tuple[str, int], str] = field(default_factory=dict)
+    _history: dict[tuple[str, int], list[str]] = field(default_factory=dict)
+    zombies_sent: list[str] = field(default_factory=list)  # payloads sent with stale tokens
     _answers: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _decided: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -97,6 +98,14 @@ class Adversary:
     def _rule(self, item: pb.WorkItem, mode: str) -> Rule:
         return next(r for r in self.rules if r.mode == mode and r.match.matches(item))
 
+    def seen(self, item: pb.WorkItem) -> None:
+        """Remember every activity dispatch's token, even of dispatches never answered."""
+        if item.HasField("activityRequest"):
+            req = item.activityRequest
+            with self._lock:
+                self._history.setdefault((req.workflowInstance.instanceId, req.taskId), []).append(
+                    item.completionToken)
+
     def disconnect_after(self, item: pb.WorkItem) -> bool:
         return "disconnect_after_dispatch" in self._modes(item)
 
@@ -108,17 +117,20 @@ class Adversary:
         req = item.activityRequest
         key = (req.workflowInstance.instanceId, req.taskId)
         with self._lock:
-            earlier = self._tokens.get(key)
-            self._tokens[key] = item.completionToken
+            tokens = self._history.get(key, [])
+            earlier = next((t for t in reversed(tokens) if t != item.completionToken), None)
         if "never_complete" in modes:
             return []
         sends = []
-        if "zombie" in modes and earlier is not None and earlier != item.completionToken:
+        if "zombie" in modes and earlier is not None:
             stale = pb.ActivityResponse()
             stale.CopyFrom(resp)
+            stale.ClearField("failureDetails")
             stale.completionToken = earlier
             stale.result.value = json.dumps("zombie")
             sends.append(Send(stale))
+            with self._lock:
+                self.zombies_sent.append(stale.result.value)
         sends.append(Send(resp))
         if "complete_twice" in modes:
             sends.append(Send(resp))

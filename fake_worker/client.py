@@ -107,6 +107,7 @@ class Worker:
         keepalive.start()
         try:
             for item in call:
+                self.adversary.seen(item)
                 if self.adversary.disconnect_after(item):
                     log.warning("adversary: disconnecting right after a dispatch")
                     call.cancel()

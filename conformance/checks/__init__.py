@@ -82,7 +82,7 @@ def resolve_instance(obs: Observed, key: str) -> str:
 
 def _payload(text: str | None) -> Any:
     if text is None:
-        return MISSING
+        return None  # no output: `output: null` expects exactly this
     try:
         return json.loads(text)
     except ValueError:

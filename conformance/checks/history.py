@@ -30,6 +30,13 @@ def invariants(history: list[dict[str, Any]]) -> list[str]:
     out: list[str] = []
     if not history:
         return out
+    # A stall before the first committed turn leaves ExecutionStalled events first (§7).
+    lead = 0
+    while lead < len(history) and history[lead]["kind"] == "ExecutionStalled":
+        lead += 1
+    history = history[lead:]
+    if not history:
+        return out
     kinds = [e["kind"] for e in history]
     if kinds[0] != "WorkflowStarted":
         out.append(f"event #0 is {kinds[0]}; every turn, so every history, starts with WorkflowStarted (R2.1)")

@@ -203,6 +203,7 @@ class _Harness:
         stack.callback(self.client.close)
         self.bundle, self.bundle_doc = sc.programs, dict(sc.programs_doc)
         self.worker = None
+        self.zombies: list[str] = []
         self.start_worker()
         stack.callback(self.stop_worker)
 
@@ -233,6 +234,7 @@ class _Harness:
     def stop_worker(self) -> None:
         if self.worker is not None:
             self.worker.stop()
+            self.zombies += getattr(self.worker, "zombies_sent", lambda: [])()
             self.worker = None
 
 
@@ -359,10 +361,7 @@ def _observe(run: _Run, h: _Harness) -> Observed:
             states[iid] = state
             raw[iid] = _history(h.client, iid)
     ledger = [json.loads(line) for line in h.ledger.read_text(encoding="utf-8").splitlines() if line.strip()]
-    zombies = []
-    if any((r.get("mode") if isinstance(r, Mapping) else r) == "zombie"
-           for r in run.scenario.worker.get("adversary") or ()):
-        zombies.append(json.dumps("zombie"))
+    zombies = h.zombies + (getattr(h.worker, "zombies_sent", lambda: [])() if h.worker is not None else [])
     counters = h.sidecar.counters() if hasattr(h.sidecar, "counters") else {}
     return Observed(scenario=run.scenario, instances=run.instances, states=states,
                     histories={k: [event_dict(e) for e in v] for k, v in raw.items()}, raw_histories=raw,

@@ -74,6 +74,9 @@ class ReferenceWorkerHandle:
         self.worker.stop()
         self.thread.join(10)
 
+    def zombies_sent(self) -> list[str]:
+        return list(self.worker.adversary.zombies_sent)
+
 
 def start_reference_worker(spec: WorkerStart, *, worker_class: type[Worker] = Worker) -> ReferenceWorkerHandle:
     worker = worker_class(bundle=spec.bundle,
@@ -102,5 +105,5 @@ def answer_dict(resp: Any) -> dict[str, Any]:
     """A WorkflowResponse as plain data for comparisons."""
     return {"actions": [action_dict(a) for a in resp.actions],
             "custom_status": resp.customStatus.value if resp.HasField("customStatus") else None,
-            "version": ({"name": resp.version.name, "patches": list(resp.version.patches)}
-                        if resp.HasField("version") else None)}
+            "version": ({**({"name": resp.version.name} if resp.version.HasField("name") else {}),
+                         "patches": list(resp.version.patches)} if resp.HasField("version") else None)}

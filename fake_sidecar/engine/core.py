@@ -227,10 +227,18 @@ class Engine:
             heapq.heappush(self._due, (inst.retry_at, inst.iid))
             self._tick.notify_all()
             return
-        if any(e.visible_at <= now for e in inst.inbox):
+        if self._startable(inst, now) and any(e.visible_at <= now for e in inst.inbox):
             inst.queued = True
             self._ready.append(("wf", inst.iid, 0))
             self._work.notify()
+
+    @staticmethod
+    def _startable(inst: Instance, now: int) -> bool:
+        """No turn before the instance's ExecutionStarted is due: events wait for a scheduled start."""
+        if inst.started or inst.terminal:
+            return True
+        return any(e.event.HasField("executionStarted") and e.visible_at <= now for e in inst.inbox) \
+            or not any(e.event.HasField("executionStarted") for e in inst.inbox)
 
     def _queue_activity(self, inst: Instance, act: PendingActivity) -> None:
         if act.queued:
@@ -743,7 +751,7 @@ class Engine:
     def _dispatch_turn(self, sid: int, inst: Instance) -> pb.WorkItem | None:
         now = self.clock.now_ns()
         visible = [e for e in inst.inbox if e.visible_at <= now]
-        if not visible:
+        if not visible or not self._startable(inst, now):
             return None
         if inst.terminal:
             self._drop_for_terminal(inst, visible)

@@ -31,11 +31,31 @@ class IgnoresTokens(Engine):
 
 
 class AppliesCompletionTwice(Engine):
-    """No dedup of resolutions: a duplicate completion is recorded again."""
+    """Applies a second completion of a settled activity again, and records it (no dedup)."""
 
     @staticmethod
     def _duplicate(inst: Instance, key: tuple[str, int], seen: set[tuple[str, int]]) -> bool:
         return False
+
+    def complete_activity(self, resp: pb.ActivityResponse) -> str:
+        outcome = super().complete_activity(resp)
+        if outcome == "unknown":
+            with self._lock:
+                inst = self._instances.get(resp.instanceId)
+                if inst is not None and resp.taskId in inst.opened["task"] and not inst.terminal:
+                    from fake_sidecar.engine.model import ts
+                    from fake_sidecar.engine.store import Tx
+
+                    ev = pb.HistoryEvent(eventId=-1, timestamp=ts(self.now()))
+                    ev.taskCompleted.taskScheduledId = resp.taskId
+                    if resp.HasField("result"):
+                        ev.taskCompleted.result.CopyFrom(resp.result)
+                    tx = Tx()
+                    self._add_inbox(inst, ev, tx)
+                    self._commit(tx)
+                    self._maybe_queue(inst)
+                    return "applied"
+        return outcome
 
 
 class NeverRedelivers(Engine):

@@ -50,10 +50,13 @@ def turn_response(item: pb.WorkItem) -> pb.WorkflowResponse:
 def test_zombie_sends_stale_token_then_the_right_one():
     adv = Adversary(rules=[Rule(mode="zombie", match=Match(kind="activity"))])
     first, second = activity_item("t1"), activity_item("t2")
+    adv.seen(first)  # the worker remembers every dispatch as it arrives, answered or not
     assert [s.message.completionToken for s in adv.activity(first, activity_response(first))] == ["t1"]
+    adv.seen(second)
     sends = adv.activity(second, activity_response(second))
     assert [s.message.completionToken for s in sends] == ["t1", "t2"]
     assert json.loads(sends[0].message.result.value) == "zombie"
+    assert adv.zombies_sent == [sends[0].message.result.value]
 
 
 def test_complete_twice_and_never_complete():
