@@ -25,7 +25,7 @@ import grpc
 from google.protobuf import json_format
 
 from taskhub_wire import pb
-from taskhub_wire.rpc import TASKHUB, TaskHubClient
+from taskhub_wire.rpc import DAPR_WORKFLOW, TASKHUB, TaskHubClient
 
 from conformance.checks import ALWAYS, CHECKS, ConformanceFailure, Observed
 from conformance.events import Outcome, ScenarioFinished, TranscriptEntry
@@ -95,14 +95,18 @@ class _Run:
     reproduce: str
     began: float = field(default_factory=time.monotonic)
     instances: dict[str, str] = field(default_factory=dict)
+    vars: dict[str, Any] = field(default_factory=dict)  # values captured from `call` responses
 
     # -- helpers ---------------------------------------------------------------------------
 
     def subst(self, value: Any) -> Any:
         """`${name}` placeholders -> instance ids, recursively in strings."""
         if isinstance(value, str):
-            return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", lambda m: self.instances.get(m.group(1), m.group(0)),
-                          value)
+            whole = re.fullmatch(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", value)
+            if whole and whole.group(1) in self.vars and whole.group(1) not in self.instances:
+                return self.vars[whole.group(1)]  # a captured value keeps its type
+            known = {**{k: str(v) for k, v in self.vars.items()}, **self.instances}
+            return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", lambda m: known.get(m.group(1), m.group(0)), value)
         if isinstance(value, list):
             return [self.subst(v) for v in value]
         if isinstance(value, Mapping):
@@ -140,6 +144,27 @@ def _rpc(run: _Run, client: _Client, rpc: str, request: Any, *, expect: ErrorExp
     if expect is not None:
         raise StepFailed(f"{where}: expected {rpc} to fail ({'/'.join(expect.codes) or 'non-OK'}"
                          f"{', details /' + expect.details + '/' if expect.details else ''}), but it succeeded")
+    return resp
+
+
+def _raw_call(run: "_Run", h: "_Harness", method: Any, request: Any, *, expect: ErrorExpect | None, where: str,
+              timeout: float, metadata: tuple[tuple[str, str], ...] | None) -> Any:
+    """Any RPC of either service on the sidecar, optionally with exactly the given metadata."""
+    call = h.client.channel.unary_unary(method.path, request_serializer=method.request.SerializeToString,
+                                         response_deserializer=method.response.FromString)
+    t = time.monotonic() - run.began
+    try:
+        resp = call(request, timeout=timeout, metadata=h.client.metadata if metadata is None else metadata)
+    except grpc.RpcError as exc:
+        h.client._log(t, method.name, request, None, f"{exc.code().name}: {exc.details()}")
+        if expect is not None:
+            _expect_error(exc, expect, where)
+            return None
+        raise StepFailed(f"{where}: {method.name} failed: {exc.code().name}: {exc.details()}") from None
+    h.client._log(t, method.name, request, resp, None)
+    if expect is not None:
+        raise StepFailed(f"{where}: expected {method.name} to fail ({'/'.join(expect.codes) or 'non-OK'}), "
+                         "but it succeeded")
     return resp
 
 
@@ -316,18 +341,25 @@ def _do_step(run: _Run, h: _Harness, step: Step) -> None:
 
         time.sleep(parse_duration(a["for"]))
     elif step.kind == "call":
-        method = TASKHUB.method(str(a["rpc"]))
-        request = json_format.ParseDict(run.subst(a.get("request") or {}), method.request())
+        table = TASKHUB if str(a["rpc"]) in TASKHUB.methods else DAPR_WORKFLOW
+        method = table.method(str(a["rpc"]))
+        try:
+            request = json_format.ParseDict(run.subst(a.get("request") or {}), method.request())
+        except json_format.ParseError as exc:
+            raise HarnessError(f"{where}: request is not a {method.request.DESCRIPTOR.name}: {exc}") from None
         expect = a.get("expect") or {}
-        want_error = step.expect_error
-        resp = _rpc(run, h.client, method.name, request, expect=want_error, where=where, timeout=timeout)
+        metadata = None if "metadata" not in a else tuple((str(k), str(v)) for k, v in a["metadata"].items())
+        resp = _raw_call(run, h, method, request, expect=step.expect_error, where=where, timeout=timeout,
+                         metadata=metadata)
         if resp is not None and expect.get("response") is not None:
             from conformance.scenario.matching import Matcher
 
             got = json_format.MessageToDict(resp)
-            mismatches = Matcher().match(run.subst(expect["response"]), got, "$")
+            matcher = Matcher(captures=dict(run.vars))
+            mismatches = matcher.match(run.subst(expect["response"]), got, "$")
             if mismatches:
                 raise StepFailed(f"{where}: {method.name} response: " + "; ".join(mismatches))
+            run.vars.update(matcher.captures)  # `${NAME}` captured here can be used by later steps
     elif step.kind == "release_replays":
         h.proxy.replay_pending()
     elif step.kind == "cut_streams":

@@ -33,7 +33,7 @@ STEP_KINDS = {
     "restart_sidecar": set(),
     "advance_clock": {"by"},
     "sleep": {"for"},
-    "call": {"rpc", "request", "expect"},
+    "call": {"rpc", "request", "expect", "metadata"},
     "release_replays": set(),
     "cut_streams": set(),
 }
@@ -254,8 +254,16 @@ def _step(c: _Checker, raw: Any, path: tuple[Any, ...], names: set[str]) -> Step
             _duration(c, args[key], sp + (key,))
     if kind in ("restart_worker", "start_worker") and "programs" in args:
         _programs(c, args["programs"], sp + ("programs",))
-    if kind == "call" and "rpc" not in args:
-        c.err(sp, "call needs an rpc name (e.g. GetInstance) and a request")
+    if kind == "call":
+        from taskhub_wire.rpc import DAPR_WORKFLOW, TASKHUB
+
+        known = {**TASKHUB.methods, **DAPR_WORKFLOW.methods}
+        if "rpc" not in args:
+            c.err(sp, "call needs an rpc name (e.g. GetInstance) and a request")
+        elif args["rpc"] not in known:
+            c.err(sp + ("rpc",), f"unknown rpc {args['rpc']!r}; known: {', '.join(sorted(known))}")
+        if "metadata" in args and not isinstance(args["metadata"], Mapping):
+            c.err(sp + ("metadata",), "metadata is a mapping of header to value; it replaces the harness's own")
     return Step(kind=kind, args=dict(args), span=c.doc.span(path),
                 expect_error=_error_expect(c, raw.get("expect_error"), path + ("expect_error",)))
 
