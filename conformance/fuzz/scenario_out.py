@@ -1,0 +1,216 @@
+"""Findings as regression scenarios: `kind: vector` files under scenarios/regressions/.
+
+A worker finding becomes a vector with the exact past and new events of the shrunk turn and the
+reference worker's answer as the expected actions (match patterns: the fields the comparison
+ignores are left out, so a pattern states exactly what was compared). The file starts with
+comments naming the campaign, its seed, the difference and a `Reproduce with:` line; the
+`# fuzz-target:` / `# fuzz-key:` lines let later campaigns skip what is already written.
+
+A file is kept only if it loads and passes on the reference pair (regression scenarios run in
+the normal suite); `verify` also runs it on the target's pair, where it should fail.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from google.protobuf import json_format
+
+from taskhub_wire import pb
+from taskhub_wire.kinds import event_field, event_kind
+
+from conformance.fuzz import programs as P
+from conformance.fuzz.compare import Profile
+from conformance.scenario.wire import action_dict, parse_event
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_OUT = ROOT / "scenarios" / "regressions"
+
+
+def event_data(ev: pb.HistoryEvent) -> dict[str, Any]:
+    """A history event in the scenario wire form (`conformance/scenario/wire.py` parses it back)."""
+    kind = event_kind(ev)
+    out: dict[str, Any] = {kind: json_format.MessageToDict(getattr(ev, event_field(kind)))}
+    if ev.eventId != -1:
+        out["eventId"] = ev.eventId
+    if ev.HasField("timestamp"):
+        out["timestamp"] = ev.timestamp.ToJsonString()
+    return out
+
+
+def round_trips(events: tuple[pb.HistoryEvent, ...] | list[pb.HistoryEvent]) -> bool:
+    for i, ev in enumerate(events):
+        try:
+            back = parse_event(event_data(ev), index=i)
+        except Exception:  # noqa: BLE001 - anything the wire form cannot say
+            return False
+        if back.SerializeToString(deterministic=True) != ev.SerializeToString(deterministic=True):
+            return False
+    return True
+
+
+def _strip(node: Any, ignored: frozenset[str]) -> Any:
+    if isinstance(node, dict):
+        return {k: _strip(v, ignored) for k, v in node.items() if k not in ignored}
+    if isinstance(node, list):
+        return [_strip(v, ignored) for v in node]
+    return node
+
+
+def expected_actions(resp: pb.WorkflowResponse, *, mode: str, profile: Profile) -> list[dict[str, Any]]:
+    """The reference answer as match patterns, leaving out what the comparison ignores."""
+    ignored = set(profile.ignored)
+    if not profile.compare_error_types:
+        ignored.add("errorType")
+    out = []
+    failed = next((a for a in resp.actions if a.HasField("completeWorkflow")), None)
+    if mode == "kind" and failed is not None and \
+            failed.completeWorkflow.workflowStatus == pb.ORCHESTRATION_STATUS_FAILED:
+        body: dict[str, Any] = {"workflowStatus": "ORCHESTRATION_STATUS_FAILED"}
+        et = failed.completeWorkflow.failureDetails.errorType
+        if profile.compare_error_types:
+            prefixes = "|".join(re.escape(p) for p in profile.error_type_prefixes)
+            body["failureDetails"] = {"errorType": f"re:({prefixes})?{re.escape(et)}" if prefixes else et}
+        return [{"CompleteWorkflow": body}]
+    for a in resp.actions:
+        out.append(_strip(action_dict(a), frozenset(ignored)))
+    return out
+
+
+def _requires(programs: Mapping[str, Any], events: list[pb.HistoryEvent]) -> list[str]:
+    need = set(P.ALL_FEATURES.capabilities_used(programs))
+    kinds = {e.WhichOneof("eventType") for e in events}
+    if kinds & {"executionSuspended", "executionResumed"}:
+        need.add("suspend")
+    return sorted(need)
+
+
+def scenario_id(target: str, key: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", target.lower()).strip("-")
+    return f"{slug}-{hashlib.sha1(key.encode()).hexdigest()[:10]}"
+
+
+def _comment(text: str) -> list[str]:
+    return [f"#   {line}" if line else "#" for line in text.splitlines()]
+
+
+def render(finding: Any, *, profile: Profile, command: str, stem: str) -> str:
+    case = finding.case
+    mode = "kind" if case.form == "mutated" else "strict"
+    programs = {k: v for k, v in finding.bundle_doc.items() if not k.startswith("p")}
+    programs.update(P.referenced(finding.bundle_doc, finding.workflow))
+    events = list(case.past) + list(case.new)
+    ref = finding.ref
+    vector: dict[str, Any] = {
+        "instance_id": case.instance_id,
+        "past": [event_data(e) for e in case.past],
+        "new": [event_data(e) for e in case.new],
+    }
+    if mode == "strict" or not any(a.HasField("completeWorkflow") for a in ref.actions):
+        custom = ref.customStatus.value if ref.HasField("customStatus") else None
+        if custom is not None or not profile.empty_custom_status_is_none:
+            vector["custom_status"] = custom
+        if ref.HasField("version"):
+            vector["version"] = {"name": ref.version.name, "patches": list(ref.version.patches)}
+    vector["actions"] = expected_actions(ref, mode=mode, profile=profile)
+    requirements = ["RPL-DET-001"]
+    if "NonDeterminismError" in json.dumps(json_format.MessageToDict(ref)):
+        requirements.append("RPL-NDET-001")
+    doc = {
+        "title": f"Fuzz finding on {finding.target}: {finding.kind} ({_short(finding.signature, 90)})",
+        "kind": "vector",
+        "requirements": requirements,
+        "applies_to": ["worker", "pair"],
+        "requires": _requires(programs, events),
+        "programs": programs,
+        "vector": vector,
+    }
+    if not doc["requires"]:
+        del doc["requires"]
+    header = [
+        "# yaml-language-server: $schema=../../conformance/scenario/scenario.schema.json",
+        f"# Written by `conformance fuzz` on {time.strftime('%Y-%m-%d %H:%M', time.gmtime(finding.found_at))} UTC: "
+        f"{finding.kind} on worker {finding.target}.",
+        f"# Campaign: {command}",
+        f"# Seed: {finding.seed} (round {finding.round})",
+        "# Example: " + finding.example.replace("\n", " "),
+        "# The turn below is the shrunk example: the reference worker answers it with the actions",
+        f"# listed (compared {'by failure kind' if mode == 'kind' else 'exactly'}, as the fuzzer compares);"
+        f" {finding.target} answered differently:",
+        *_comment(finding.comparison.describe(limit=8)),
+    ]
+    if finding.flaky:
+        header.append("# The difference did not show on every replay (flaky).")
+    if finding.stderr:
+        header += ["# Worker stderr (last lines):", *_comment(finding.stderr[-1500:])]
+    header += [
+        f"# fuzz-target: {finding.target}",
+        f"# fuzz-key: {finding.key}",
+        f"# Reproduce with: conformance run --worker {finding.target} --scenario regressions/{stem}",
+    ]
+    body = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=110, default_flow_style=None)
+    return "\n".join(header) + "\n" + body
+
+
+def _short(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def write(finding: Any, *, profile: Profile, command: str, out_dir: Path = DEFAULT_OUT) -> tuple[Path | None, str]:
+    """Write the finding's scenario; (path, note). The file is removed again unless it loads and
+    passes on the reference pair."""
+    if not (round_trips(finding.case.past) and round_trips(finding.case.new)):
+        return None, "the turn cannot be written in the scenario wire format (kept in the report only)"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = scenario_id(finding.target, finding.key)
+    path = out_dir / f"{stem}.yaml"
+    path.write_text(render(finding, profile=profile, command=command, stem=stem), encoding="utf-8")
+    ok, note = check_reference(path)
+    if not ok:
+        path.unlink()
+        return None, f"not written: {note}"
+    return path, note
+
+
+def _root_of(path: Path) -> Path:
+    for parent in path.parents:
+        if parent.name == "scenarios":
+            return parent
+    return path.parent
+
+
+def check_reference(path: Path) -> tuple[bool, str]:
+    """Load the scenario and run it on the reference pair: it must pass."""
+    from conformance.events import Outcome
+    from conformance.runner.execute import run_scenario
+    from conformance.scenario.loader import ScenarioError, load_scenario
+    from conformance.targets.registry import load_targets
+
+    try:
+        scenario = load_scenario(path, root=_root_of(path))
+    except ScenarioError as exc:
+        return False, f"does not load: {exc.render()[:500]}"
+    targets = load_targets()
+    result = run_scenario(scenario, targets.pair("reference", "reference"), reproduce="fuzz check")
+    if result.outcome is not Outcome.PASSED:
+        return False, f"{result.outcome.value} on the reference pair: {(result.message or '')[:500]}"
+    return True, "passes on the reference pair"
+
+
+def verify_on(path: Path, worker: str) -> str:
+    """Run the scenario on (reference sidecar, `worker`): FAILED is what a finding should show."""
+    from conformance.runner.execute import run_scenario
+    from conformance.scenario.loader import load_scenario
+    from conformance.targets.registry import load_targets
+
+    scenario = load_scenario(path, root=_root_of(path))
+    targets = load_targets()
+    result = run_scenario(scenario, targets.pair("reference", worker), reproduce="fuzz verify")
+    return result.outcome.value
