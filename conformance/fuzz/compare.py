@@ -208,6 +208,7 @@ def compare(ref: pb.WorkflowResponse, got: pb.WorkflowResponse | None, *, mode: 
 
 
 _INDEX = re.compile(r"\[\d+\]")
+_PAYLOAD = re.compile(r"(\.(?:input|result|data|reason))\..*$")  # a payload's inside is one difference
 _VALUED = ("errorType", "workflowStatus", "failure kind", "answer")
 
 
@@ -216,7 +217,7 @@ def signature(diffs: tuple[tuple[str, Any, Any], ...] | list[tuple[str, Any, Any
     statuses and error types, the two values)."""
     parts = set()
     for path, a, b in diffs:
-        p = _INDEX.sub("[]", path)
+        p = _PAYLOAD.sub(r"\1", _INDEX.sub("[]", path))
         if p.endswith(".length") or not path:
             continue
         if p == "actions" and isinstance(a, list) and isinstance(b, list):
