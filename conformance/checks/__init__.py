@@ -123,7 +123,7 @@ def _state_mismatches(m: Matcher, exp: Expectation, state: Mapping[str, Any], hi
     if exp.custom_status is not MISSING:
         out += [f"{where}: custom status {x}" for x in m.match(exp.custom_status, state.get("custom_status"), "$")]
     failure = state.get("failure") or {}
-    if exp.failure_type is not None and failure.get("errorType") != exp.failure_type:
+    if exp.failure_type is not None and m.match(exp.failure_type, failure.get("errorType")):
         out.append(f"{where}: expected failure type {exp.failure_type!r}, got {failure.get('errorType')!r}")
     if exp.failure_message is not None and not re.search(exp.failure_message, failure.get("errorMessage", "")):
         out.append(f"{where}: failure message {failure.get('errorMessage', '')!r} does not match "

@@ -66,10 +66,24 @@ def _decoded(body: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
+# Proto JSON leaves out zero values; these ids are meaningful at 0 (the Go SDK numbers actions from 0).
+_ZERO_IDS = ("taskScheduledId", "timerId")
+
+
+def _with_zero_ids(msg: Any, body: dict[str, Any]) -> dict[str, Any]:
+    for name in _ZERO_IDS:
+        if name in msg.DESCRIPTOR.fields_by_name and name not in body:
+            body[name] = 0
+    if "parentInstance" in body and "taskScheduledId" not in body["parentInstance"]:
+        body["parentInstance"]["taskScheduledId"] = 0
+    return body
+
+
 def event_dict(ev: pb.HistoryEvent) -> dict[str, Any]:
     """A compact form for matching: {kind, eventId, timestamp, ...fields of the event body}."""
     kind = event_kind(ev)
-    body = _decoded(json_format.MessageToDict(getattr(ev, event_field(kind))))
+    inner = getattr(ev, event_field(kind))
+    body = _with_zero_ids(inner, _decoded(json_format.MessageToDict(inner)))
     out: dict[str, Any] = {"kind": kind, "eventId": ev.eventId}
     if ev.HasField("timestamp"):
         out["timestamp"] = ev.timestamp.ToJsonString()

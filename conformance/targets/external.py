@@ -53,7 +53,7 @@ def write_bundle(spec: WorkerStart) -> Path:
 
 def start_command_worker(spec: WorkerStart, *, name: str, command: Sequence[str] | str,
                          ready_line: str | None = r"^connected to ", env: Mapping[str, str] | None = None,
-                         ready_timeout: float = 60.0) -> ProcessWorker:
+                         ready_timeout: float = 60.0, install: str | None = None) -> ProcessWorker:
     """A worker the user (or a driver) provides as a command line with placeholders.
 
     Placeholders: {address} (host:port), {host}, {port}, {programs} (a JSON bundle file),
@@ -67,6 +67,10 @@ def start_command_worker(spec: WorkerStart, *, name: str, command: Sequence[str]
               "ledger": str(spec.ledger), "python": sys.executable, "root": str(REPO_ROOT)}
     argv = shlex.split(command) if isinstance(command, str) else list(command)
     argv = [a.format(**values) for a in argv]
+    program = Path(argv[0])
+    if program.is_absolute() and not program.exists():
+        hint = f"; install it with {install}" if install else ""
+        raise FileNotFoundError(f"{name}: {program} does not exist{hint}")
     full_env = dict(os.environ)
     full_env.update({"CONFORMANCE_LEDGER": str(spec.ledger), "PYTHONPATH": str(REPO_ROOT)})
     if spec.api_token:

@@ -121,7 +121,7 @@ def load_targets(path: Path = DEFAULT_TARGETS, *, drivers: Path | None = DRIVERS
             from conformance.targets.external import start_command_worker
 
             starter = partial(start_command_worker, name=name, command=raw["command"],
-                              ready_line=raw.get("ready_line"))
+                              ready_line=raw.get("ready_line"), install=raw.get("install"))
         workers[name] = WorkerTarget(name=name, kind=kind, capabilities=frozenset(raw.get("capabilities") or ()),
                                      gaps=_gaps(raw.get("not_implemented"), f"workers.{name}"), starter=starter,
                                      replayer=replayer, reference=kind == "reference")

@@ -116,11 +116,12 @@ def decide_turn(inst: Instance, new_events: list[pb.HistoryEvent], resp: pb.Work
         if kind == "createChildWorkflow" and not a.createChildWorkflow.name:
             return Outcome(ABANDON, reason=f"action id {a.id} creates a child workflow without a name")
 
-    # R3.14: an action id already used in committed history means a stale answer.
+    # R3.14: an action id already used by an operation in committed history means a stale answer
+    # (ids are one sequence per generation, whatever the kind of operation).
+    used = inst.opened["task"] | inst.opened["timer"] | inst.opened["child"]
     for a in actions:
         kind = a.WhichOneof("workflowActionType")
-        group = {"scheduleTask": "task", "createTimer": "timer", "createChildWorkflow": "child"}.get(kind)
-        if group and a.id in inst.opened[group]:
+        if kind in ("scheduleTask", "createTimer", "createChildWorkflow") and a.id in used:
             return Outcome(ABANDON, reason=f"action id {a.id} ({kind}) is already in history: stale turn")
 
     # §7: version-not-available, then patch prefix check.
