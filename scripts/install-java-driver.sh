@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # Build the durabletask-java driver (drivers/durabletask_java, a Maven project) into
 # <repo>/.tools/java-driver/:
-#   durabletask-java-driver.jar   run with `java -jar` (its manifest puts lib/*.jar on the class path)
+#   bin/durabletask-java-driver   the launcher (execs the Java found here with -jar); what target.yaml runs
+#   durabletask-java-driver.jar   its manifest puts lib/*.jar on the class path
 #   lib/                          the runtime dependencies (io.dapr:durabletask-client, gRPC, Jackson, ...)
-#   .stamp                        what was built: sha256 of the driver sources and the Java version
+#   .stamp                        what was built: sha256 of the driver sources, the Java used and its version
 # Everything Maven downloads goes to <repo>/.tools/m2 (-Dmaven.repo.local): nothing global is touched.
 #
 # Usage: scripts/install-java-driver.sh          (from any directory; a no-op when already built)
 # Env:   MVN=/path/to/mvn   Maven >= 3.6.3 (default: mvn on PATH)
-#        JAVA=/path/to/java Java >= 17 (default: java on PATH, or $JAVA_HOME/bin/java)
+#        JAVA=/path/to/java Java >= 17 (default: $JAVA_HOME/bin/java, else java on PATH)
 #        FORCE=1            rebuild even when the stamp matches
-#        OFFLINE=1          build from .tools/m2 only (mvn -o); the default is to go online only
-#                           when .tools/m2 lacks something
+#        OFFLINE=1          build from .tools/m2 only (mvn -o); by default a rebuild tries offline first
+#                           and goes online only when .tools/m2 lacks something
 set -euo pipefail
 
 script_dir=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)
@@ -21,6 +22,7 @@ tools=$repo_root/.tools
 out=$tools/java-driver
 m2=$tools/m2
 jar=$out/durabletask-java-driver.jar
+launcher=$out/bin/durabletask-java-driver
 stamp=$out/.stamp
 
 log() { printf 'install-java-driver: %s\n' "$*" >&2; }
@@ -37,43 +39,46 @@ else
 fi
 command -v "$java_bin" >/dev/null 2>&1 ||
   die "'$java_bin' not found. Install a JDK >= 17 (e.g. apt-get install openjdk-17-jdk-headless) or set JAVA=/path/to/java."
-java_version=$("$java_bin" -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java\.version = //p' | head -n1)
-[[ -n $java_version ]] || die "cannot read the version of '$java_bin'"
+java_path=$(readlink -f -- "$(command -v "$java_bin")")
+java_version=$("$java_path" -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java\.version = //p' | head -n1)
+[[ -n $java_version ]] || die "cannot read the version of '$java_path'"
 java_major=${java_version%%.*}
 [[ $java_major =~ ^[0-9]+$ && $java_major -ge 17 ]] ||
-  die "'$java_bin' is Java $java_version; the driver needs Java >= 17"
+  die "'$java_path' is Java $java_version; the driver needs Java >= 17"
 
-# The stamp: every input of the build (pom and sources) and the Java version.
-sources_sha=$(cd "$project" && find pom.xml src -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
-want="sources=$sources_sha java=$java_version"
-if [[ ${FORCE:-0} != 1 && -f $jar && -f $stamp && "$(head -n1 "$stamp")" == "$want" ]]; then
-  log "already built: $jar ($(sed -n 2p "$stamp"))"
+# The stamp: every input of the build (pom and sources) and the Java that runs it.
+sources_sha=$(cd "$project" && find pom.xml src -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum |
+              sha256sum | cut -d' ' -f1)
+want="sources=$sources_sha java=$java_version $java_path"
+if [[ ${FORCE:-0} != 1 && -f $jar && -x $launcher && -f $stamp && "$(head -n1 "$stamp")" == "$want" ]]; then
+  log "already built: $launcher ($(sed -n 2p "$stamp"))"
   exit 0
 fi
 
 MVN=${MVN:-mvn}
 command -v "$MVN" >/dev/null 2>&1 ||
   die "'$MVN' not found. Install Maven >= 3.6.3 (e.g. apt-get install maven) or set MVN=/path/to/mvn."
-javac_bin=$(dirname -- "$(readlink -f -- "$(command -v "$java_bin")")")/javac
-[[ -x $javac_bin ]] || command -v javac >/dev/null 2>&1 ||
-  die "no javac beside '$java_bin' or on PATH: a JDK (not only a JRE) >= 17 is needed to build the driver"
+[[ -x $(dirname -- "$java_path")/javac ]] ||
+  die "no javac beside '$java_path': a JDK (not only a JRE) >= 17 is needed to build the driver"
+# Maven compiles with the JDK of JAVA_HOME: make it the one checked above.
+JAVA_HOME=$(cd -- "$(dirname -- "$java_path")/.." && pwd -P)
+export JAVA_HOME
 
 SECONDS=0
 build=$out/build
 mkdir -p "$out" "$m2"
-rm -f "$stamp"
+rm -f "$stamp" # a failed build leaves no stamp, so the next run builds again
 # Maven's own settings stay the user's (mirrors, proxies); only the repository is ours.
 mvn_args=(-B -q -f "$project/pom.xml" "-Dmaven.repo.local=$m2" "-Ddriver.build.dir=$build"
           -Dmaven.test.skip=true -Dstyle.color=never)
 if [[ ${OFFLINE:-0} == 1 ]]; then
   mvn_args+=(-o)
 elif [[ -d $m2/io/dapr/durabletask-client ]]; then
-  # A second run needs nothing new: try offline first, so it works without a network.
+  # A rebuild usually needs nothing new: try offline first, so that it works without a network.
   if "$MVN" "${mvn_args[@]}" -o clean package >"$out/build.log" 2>&1; then
     mvn_args=()
   fi
 fi
-
 if ((${#mvn_args[@]})); then
   log "building $project (Maven repository $m2)"
   if ! "$MVN" "${mvn_args[@]}" clean package >"$out/build.log" 2>&1; then
@@ -94,12 +99,24 @@ sdk_jar=$(cd "$out/lib" && ls durabletask-client-*.jar 2>/dev/null | head -n1)
 sdk_version=${sdk_jar#durabletask-client-}
 sdk_version=${sdk_version%.jar}
 
-# A smoke test: the jar starts, parses its arguments and refuses a bad one with exit 2.
+# The launcher execs, so that the harness's SIGTERM reaches the JVM itself. C1 only and the serial
+# collector: a driver lives for one scenario, where start-up and first turns matter more than peak
+# throughput. JAVA_OPTS adds (or overrides) JVM flags.
+mkdir -p "$out/bin"
+{
+  printf '#!/bin/sh\n'
+  printf '# Generated by scripts/install-java-driver.sh: the durabletask-java driver (io.dapr:durabletask-client:%s).\n' \
+    "$sdk_version"
+  printf 'exec "%s" -XX:TieredStopAtLevel=1 -XX:+UseSerialGC ${JAVA_OPTS:-} -jar "%s" "$@"\n' "$java_path" "$jar"
+} >"$launcher"
+chmod +x "$launcher"
+
+# A smoke test: the driver starts, parses its arguments and refuses a bad one with exit 2.
 set +e
-"$java_bin" -jar "$jar" --sidecar nonsense --programs /dev/null >/dev/null 2>&1
+"$launcher" --sidecar nonsense --programs /dev/null >/dev/null 2>&1
 rc=$?
 set -e
-((rc == 2)) || die "the built driver does not start ('java -jar $jar --sidecar nonsense' exited $rc, expected 2)"
+((rc == 2)) || die "the built driver does not start ('$launcher --sidecar nonsense' exited $rc, expected 2)"
 
 printf '%s\nio.dapr:durabletask-client:%s\n' "$want" "$sdk_version" >"$stamp"
-log "built $jar (io.dapr:durabletask-client:$sdk_version, Java $java_version) in ${SECONDS}s"
+log "built $launcher (io.dapr:durabletask-client:$sdk_version, Java $java_version) in ${SECONDS}s"

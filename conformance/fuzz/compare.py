@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,30 +45,42 @@ class Profile:
     ignored_unknown: frozenset[str] = IGNORED_UNKNOWN
     error_type_prefixes: tuple[str, ...] = ("durabletask.task.",)  # stripped from errorType before comparing
     compare_error_types: bool = True  # False: a failure's kind is only "FAILED"
-    empty_custom_status_is_none: bool = False
+    empty_custom_status_is_none: bool = False  # customStatus "" compared as unset
+    empty_strings_unset: bool = False  # any "" field of an action compared as unset
+    timer_origins: bool = True  # False: CreateTimer's origin is not compared
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
 EXACT = Profile()
-# Known per target; targets not listed are compared exactly. Each entry says why.
-PROFILES: dict[str, Profile] = {
-    "durabletask-js": Profile(
-        name="durabletask-js", empty_custom_status_is_none=True, compare_error_types=False,
-        ignored=IGNORED | {"taskExecutionId"},
-        notes=("the JS SDK sends customStatus \"\" when none is set (compared as unset)",
-               "its proto has no taskExecutionId (target.yaml: no task_execution_id capability)",
-               "its errorType names are JavaScript error classes (only the FAILED status is compared)")),
-    "durabletask-go-worker": Profile(
-        name="durabletask-go-worker", compare_error_types=False,
-        notes=("its errorType names are Go error types (only the FAILED status is compared)",)),
-    "durabletask-java": Profile(
-        name="durabletask-java", compare_error_types=False,
-        notes=("its errorType names are Java exception classes (only the FAILED status is compared)",)),
-}
+_PYTHON_SDKS = ("reference", "dapr-ext-workflow", "durabletask-dapr")
+TIMER_ORIGINS = ("createTimer", "externalEvent", "activityRetry", "childWorkflowRetry")
 
 
-def profile_for(target: str) -> Profile:
-    return PROFILES.get(target, EXACT)
+def profile_for(target: str, capabilities: Iterable[str] | None = None) -> Profile:
+    """The comparison profile of a worker target: exact, except what its capabilities or its SDK's
+    language say it does differently (each reason is listed in `notes`)."""
+    caps = set(capabilities) if capabilities is not None else None
+    ignored = set(IGNORED)
+    notes = []
+    if caps is not None and "task_execution_id" not in caps:
+        ignored.add("taskExecutionId")
+        notes.append("no task_execution_id capability: ScheduleTask.taskExecutionId is not compared")
+    origins = caps is None or "timer_origins" in caps
+    if not origins:
+        notes.append("no timer_origins capability: CreateTimer origins are not compared")
+    compare_types = target in _PYTHON_SDKS or target.startswith("mutant:") or caps is None
+    if not compare_types:
+        notes.append("errorType names are the SDK language's error classes: a failure is compared by its "
+                     "FAILED status only")
+    empty_none = target in ("durabletask-js", "durabletask-java")
+    if empty_none:
+        notes.append("the SDK's proto3 messages send empty strings (customStatus \"\", CreateTimer name \"\") "
+                     "where the reference leaves fields unset: compared as unset")
+    if not notes:
+        return Profile(name=target)
+    return Profile(name=target, ignored=frozenset(ignored), compare_error_types=compare_types,
+                   empty_custom_status_is_none=empty_none, empty_strings_unset=empty_none, timer_origins=origins,
+                   notes=tuple(notes))
 
 
 def _decode(value: Any) -> Any:
@@ -92,6 +105,14 @@ def _scrub(node: Any, ignored: frozenset[str]) -> Any:
     return node
 
 
+def _drop_empty(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _drop_empty(v) for k, v in node.items() if v != "" and v != {"raw": ""}}
+    if isinstance(node, list):
+        return [_drop_empty(v) for v in node]
+    return node
+
+
 def unknown_fields(msg: Message, path: str = "") -> list[str]:
     """Every field in `msg` (recursively) that our schema does not declare, as 'path#number'."""
     out = [f"{path}#{f.field_number}" for f in UnknownFieldSet(msg)]
@@ -113,8 +134,15 @@ def normalise(resp: pb.WorkflowResponse, profile: Profile = EXACT) -> dict[str, 
     custom = resp.customStatus.value if resp.HasField("customStatus") else None
     if profile.empty_custom_status_is_none and custom == "":
         custom = None
+    actions = [_scrub(json_format.MessageToDict(a), profile.ignored) for a in resp.actions]
+    if profile.empty_strings_unset:
+        actions = [_drop_empty(a) for a in actions]
+    if not profile.timer_origins:
+        for a in actions:
+            for origin in TIMER_ORIGINS:
+                (a.get("createTimer") or {}).pop(origin, None)
     return {
-        "actions": [_scrub(json_format.MessageToDict(a), profile.ignored) for a in resp.actions],
+        "actions": actions,
         "customStatus": custom,
         "version.name": version.name if version is not None and version.HasField("name") and version.name else None,
         "version.patches": list(version.patches) if version is not None else [],

@@ -189,6 +189,7 @@ class EngineMachine(RuleBasedStateMachine):
         self.latest: dict[tuple[str, str, int], str] = {}
         self.owed: dict[tuple[str, str, int], str] = {}
         self.raised: list[tuple[str, str, str, str]] = []  # iid, name, payload, execution id
+        self.settled: list[Held] = []  # items already answered and applied: answering again must change nothing
         self.n = 0
         self.log: list[str] = []
 
@@ -384,14 +385,17 @@ class EngineMachine(RuleBasedStateMachine):
     @rule(i=st.integers(0, 5), variant=st.sampled_from(VARIANTS), forge=st.integers(0, 9))
     def answer_turn(self, i: int, variant: str, forge: int) -> None:
         turns = self._turns()
-        h = turns[i % len(turns)]
+        self._answer(turns[i % len(turns)], variant, forged=not forge)
+
+    def _answer(self, h: Held, variant: str, *, forged: bool = False) -> None:
+        forge = not forged
         self.held.remove(h)
         req = h.item.workflowRequest
         result = execute(BUNDLE, instance_id=h.iid, past=req.pastEvents, new=req.newEvents)
         token = h.token if forge else f"forged-{self.n}"
         resp = result.response(instance_id=h.iid, completion_token=token)
-        opened = {("task" if e.HasField("taskScheduled") else "timer" if e.HasField("timerCreated") else "child",
-                   e.eventId) for e in req.pastEvents
+        # R3.14: ids are one sequence per generation, whatever the kind of operation.
+        opened = {e.eventId for e in req.pastEvents
                   if e.WhichOneof("eventType") in ("taskScheduled", "timerCreated", "childWorkflowInstanceCreated")}
         applied_variant = "ok"
         if variant == "wrong_patches":
@@ -404,14 +408,8 @@ class EngineMachine(RuleBasedStateMachine):
                 resp.actions.add().CopyFrom(timers[0])
                 applied_variant = variant
         elif variant == "stale_id" and opened:
-            group, old = sorted(opened)[0]
-            a = resp.actions.add(id=old)
-            if group == "task":
-                a.scheduleTask.name = "echo"
-            elif group == "timer":
-                a.createTimer.fireAt.CopyFrom(req.newEvents[0].timestamp)
-            else:
-                a.createChildWorkflow.name = "child"
+            a = resp.actions.add(id=sorted(opened)[0])
+            a.scheduleTask.name = "echo"
             applied_variant = variant
         elif variant == "malformed":
             resp.actions.add(id=99)
@@ -422,8 +420,7 @@ class EngineMachine(RuleBasedStateMachine):
             recorded = [p for e in req.pastEvents if e.HasField("workflowStarted")
                         and e.workflowStarted.HasField("version") for p in e.workflowStarted.version.patches]
             now_patches = list(resp.version.patches) if resp.HasField("version") else []
-            ids = {("task" if a.HasField("scheduleTask") else "timer" if a.HasField("createTimer") else "child", a.id)
-                   for a in resp.actions
+            ids = {a.id for a in resp.actions
                    if a.WhichOneof("workflowActionType") in ("scheduleTask", "createTimer", "createChildWorkflow")}
             if applied_variant == "malformed" or ids & opened:
                 expect = "abandoned"
@@ -445,6 +442,8 @@ class EngineMachine(RuleBasedStateMachine):
             if self.snapshot() != before:
                 self.fail("tokens", f"an answer with a stale token changed the state of {h.iid}")
             return
+        if got == "applied":
+            self.settled = (self.settled + [h])[-6:]
         if got != expect:
             why = {"stalled": "its patches do not extend the recorded ones, or a version is not available (R7)",
                    "abandoned": "an action id is already in history (R3.14) or an action has no type (R3.13)",
@@ -457,7 +456,10 @@ class EngineMachine(RuleBasedStateMachine):
     @rule(i=st.integers(0, 5), ok=st.booleans(), forge=st.integers(0, 9))
     def complete_activity(self, i: int, ok: bool, forge: int) -> None:
         acts = self._acts()
-        h = acts[i % len(acts)]
+        self._complete(acts[i % len(acts)], ok, forged=not forge)
+
+    def _complete(self, h: Held, ok: bool, *, forged: bool = False) -> None:
+        forge = not forged
         self.held.remove(h)
         req = h.item.activityRequest
         resp = pb.ActivityResponse(instanceId=h.iid, taskId=h.task_id,
@@ -485,6 +487,49 @@ class EngineMachine(RuleBasedStateMachine):
             self.fail("tokens", f"the result of pending activity {h.iid}/{h.task_id} with its current token was {got}")
         if got == "applied":
             self.owed.pop((h.kind, h.iid, h.task_id), None)
+            self.settled = (self.settled + [h])[-6:]
+
+    @precondition(lambda self: bool(self.settled))
+    @rule(i=st.integers(0, 5), ok=st.booleans())
+    def answer_again(self, i: int, ok: bool) -> None:
+        """A settled activity or turn answered a second time with its token (a duplicate): no change."""
+        h = self.settled[i % len(self.settled)]
+        before = self.snapshot()
+        if h.kind == "act":
+            resp = pb.ActivityResponse(instanceId=h.iid, taskId=h.task_id, completionToken=h.token)
+            if ok:
+                resp.result.value = json.dumps("again")
+            else:
+                resp.failureDetails.errorType = "ActivityFailure"
+            got = self.engine.complete_activity(resp)
+        else:
+            req = h.item.workflowRequest
+            result = execute(BUNDLE, instance_id=h.iid, past=req.pastEvents, new=req.newEvents)
+            got = self.engine.complete_turn(result.response(instance_id=h.iid, completion_token=h.token))
+        self.step(f"answer again {h.kind} {h.iid}/{h.task_id} with its settled token -> {got}")
+        if got not in ("stale", "unknown"):
+            self.fail("exactly-once" if h.kind == "act" else "tokens",
+                      f"a second answer to the settled {'activity' if h.kind == 'act' else 'turn'} {h.iid}/{h.task_id} "
+                      f"was {got} (the first answer settles it: R2.7, R4.4)")
+        if self.snapshot() != before:
+            self.fail("exactly-once", f"a second answer to settled {h.iid}/{h.task_id} changed the engine's state")
+
+    @rule(variant=st.sampled_from(VARIANTS))
+    def pump(self, variant: str) -> None:
+        """A worker that takes what there is and answers it at once (the first turn with `variant`)."""
+        if not self.streams:
+            self.open_stream()
+        sid = self.streams[-1]
+        self.step(f"pump on stream {sid}")
+        for _ in range(30):
+            if not self._take(sid):
+                break
+            h = self.held[-1]
+            if h.kind == "wf":
+                self._answer(h, variant)
+                variant = "ok"
+            else:
+                self._complete(h, True)
 
     # ------------------------------------------------------------------ time
 
@@ -652,7 +697,7 @@ class EngineCampaign:
         def factory() -> Machine:
             return Machine()
 
-        factory._hypothesis_internal_add_digest = key("engine", self.name, self.steps)  # type: ignore[attr-defined]
+        factory._hypothesis_internal_add_digest = key("engine", self.name, self.steps, chunk_no)  # type: ignore[attr-defined]
         n = min(self.chunk, self.clock.remaining_examples(self.chunk))
         s = hypothesis_settings(max_examples=n, database=self.database, derandomize=self.derandomize,
                                 stateful_step_count=self.steps)

@@ -183,7 +183,7 @@ def _task(draw: Any, scope: _Scope, f: Features, *, in_group: bool = False) -> d
 
 def _step(draw: Any, scope: _Scope, f: Features, depth: int) -> dict[str, Any]:
     """A step that lets the program go on (terminal steps come last: `_terminal`)."""
-    choice = draw(st.integers(0, 15))
+    choice = draw(st.integers(0, 17))
     if choice <= 7:
         task = _task(draw, scope, f)
         if draw(st.integers(0, 2)):
@@ -191,31 +191,31 @@ def _step(draw: Any, scope: _Scope, f: Features, depth: int) -> dict[str, Any]:
             task["as"] = var
             scope.vars.append(var)
         return task
-    if choice <= 10:
-        group = [_task(draw, scope, f, in_group=True) for _ in range(draw(st.integers(1, 3)))]
+    if choice <= 12:  # a fan-out: all/any of a few tasks
+        group = [_task(draw, scope, f, in_group=True) for _ in range(draw(st.integers(1, 4)))]
         step: dict[str, Any] = {draw(st.sampled_from(["all", "any"])): group}
         if draw(st.booleans()):
             var = scope.fresh()
             step["as"] = var
             scope.vars.append(var)
         return step
-    if choice == 11 and f.patching and depth < 2:
+    if choice == 13 and f.patching and depth < 2:
         body: dict[str, Any] = {"patch": draw(st.sampled_from(PATCHES))}
         body["then"] = _steps(draw, scope, f, depth + 1, draw(st.integers(0, 2)))
         if draw(st.booleans()):
             body["else"] = _steps(draw, scope, f, depth + 1, draw(st.integers(0, 2)))
         return {"if_patched": body}
-    if choice == 12 and depth < 2:
+    if choice == 14 and depth < 2:
         body = {"cond": _cond(draw, scope), "then": _steps(draw, scope, f, depth + 1, draw(st.integers(0, 2)))}
         if draw(st.booleans()):
             body["else"] = _steps(draw, scope, f, depth + 1, draw(st.integers(0, 2)))
         return {"if": body}
-    if choice == 13:
+    if choice == 15:
         var = scope.fresh()
         step = {"set": {"var": var, "value": _expr(draw, scope)}}
         scope.vars.append(var)
         return step
-    if choice == 14:
+    if choice == 16:
         return {"set_status": _expr(draw, scope)}
     return {"set_status": draw(safe_text)}
 

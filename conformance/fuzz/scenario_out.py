@@ -27,7 +27,7 @@ from taskhub_wire import pb
 from taskhub_wire.kinds import event_field, event_kind
 
 from conformance.fuzz import programs as P
-from conformance.fuzz.compare import Profile
+from conformance.fuzz.compare import TIMER_ORIGINS, Profile
 from conformance.scenario.wire import action_dict, parse_event
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,6 +69,8 @@ def expected_actions(resp: pb.WorkflowResponse, *, mode: str, profile: Profile) 
     ignored = set(profile.ignored)
     if not profile.compare_error_types:
         ignored.add("errorType")
+    if not profile.timer_origins:
+        ignored.update(TIMER_ORIGINS)
     out = []
     failed = next((a for a in resp.actions if a.HasField("completeWorkflow")), None)
     if mode == "kind" and failed is not None and \
@@ -84,11 +86,21 @@ def expected_actions(resp: pb.WorkflowResponse, *, mode: str, profile: Profile) 
     return out
 
 
-def _requires(programs: Mapping[str, Any], events: list[pb.HistoryEvent]) -> list[str]:
-    need = set(P.ALL_FEATURES.capabilities_used(programs))
+def _requires(programs: Mapping[str, Any], events: list[pb.HistoryEvent], actions: list[dict[str, Any]]) -> list[str]:
+    """Capabilities the vector needs: what its programs use, and the dialect it is written in
+    (action ids from 1; 9999-12-31 timers; timer origins and task execution ids when stated)."""
+    need = set(P.ALL_FEATURES.capabilities_used(programs)) | {"ids_from_one"}
     kinds = {e.WhichOneof("eventType") for e in events}
     if kinds & {"executionSuspended", "executionResumed"}:
         need.add("suspend")
+    text = json.dumps(actions)
+    if any(e.HasField("timerCreated") and e.timerCreated.fireAt.seconds == 253402300799 for e in events) \
+            or "9999-12-31" in text:
+        need.add("event_wait_timer")
+    if any(f'"{o}"' in text for o in TIMER_ORIGINS[1:]) or '"createTimer": {}' in text:
+        need.add("timer_origins")
+    if "taskExecutionId" in text:
+        need.add("task_execution_id")
     return sorted(need)
 
 
@@ -107,7 +119,7 @@ def render(finding: Any, *, profile: Profile, command: str, stem: str) -> str:
     programs = {k: v for k, v in finding.bundle_doc.items() if not k.startswith("p")}
     programs.update(P.referenced(finding.bundle_doc, finding.workflow))
     events = list(case.past) + list(case.new)
-    ref = finding.ref
+    ref = finding.raw if getattr(finding, "raw", None) is not None else finding.ref
     vector: dict[str, Any] = {
         "instance_id": case.instance_id,
         "past": [event_data(e) for e in case.past],
@@ -120,6 +132,9 @@ def render(finding: Any, *, profile: Profile, command: str, stem: str) -> str:
         if ref.HasField("version"):
             vector["version"] = {"name": ref.version.name, "patches": list(ref.version.patches)}
     vector["actions"] = expected_actions(ref, mode=mode, profile=profile)
+    requires = _requires(programs, events, vector["actions"])
+    if finding.ref is not ref and [a.id for a in finding.ref.actions] != [a.id for a in ref.actions]:
+        requires = sorted(set(requires) | {"event_wait_timer"})  # the reference reserved ids for its wait timers
     requirements = ["RPL-DET-001"]
     if "NonDeterminismError" in json.dumps(json_format.MessageToDict(ref)):
         requirements.append("RPL-NDET-001")
@@ -128,7 +143,7 @@ def render(finding: Any, *, profile: Profile, command: str, stem: str) -> str:
         "kind": "vector",
         "requirements": requirements,
         "applies_to": ["worker", "pair"],
-        "requires": _requires(programs, events),
+        "requires": requires,
         "programs": programs,
         "vector": vector,
     }

@@ -42,6 +42,7 @@ from conformance.fuzz.common import (
     Budget, Clock, FindingError, Progress, finding_error, hypothesis_settings, key, seed_for,
 )
 from conformance.fuzz.compare import EXACT, Comparison, Profile, compare
+from conformance.fuzz.dialect import NATIVE, Dialect
 from conformance.fuzz.interleave import DataChooser, TurnCase, chance, pick, run_program
 from conformance.fuzz.mutate import mutate
 from conformance.fuzz.workers import ReferenceWorker, SubprocessReference, WorkerUnderTest, reference_answer
@@ -68,6 +69,7 @@ class Finding:
     scenario: Path | None = None
     verified: str = ""
     stderr: str = ""
+    raw: pb.WorkflowResponse | None = None  # the reference's own answer to `case` (what a scenario expects)
     found_at: float = field(default_factory=time.time)
 
     def headline(self) -> str:
@@ -84,6 +86,7 @@ class WorkerCampaign:
     make_worker: WorkerFactory
     features: P.Features = P.ALL_FEATURES
     profile: Profile = EXACT
+    dialect: Dialect = NATIVE
     seed: int = 0
     budget: Budget = Budget(seconds=60)
     database: Path | None = None
@@ -103,6 +106,7 @@ class WorkerCampaign:
         self.progress = Progress(self.target, self.out)
         self.clock = Clock(self.budget)
         self._pending: dict[str, Finding] = {}
+        self.refused: dict[str, str] = {}
         self._sample: list[tuple[TurnCase, pb.WorkflowResponse | None, str]] = []
 
     # ------------------------------------------------------------------ the campaign
@@ -123,6 +127,14 @@ class WorkerCampaign:
         pool = sorted(n for n in pool_doc if n.startswith("p"))
         self.progress.say(f"round {rnd}: {len(pool)} programs (pool {P.digest(pool_doc)}), starting {self.target}")
         worker = self.make_worker(bundle, pool_doc)
+        refused = getattr(worker, "refused", {})
+        if refused:  # the target cannot express some programs: fuzz the others
+            pool_doc = dict(worker.bundle_doc)  # type: ignore[attr-defined]
+            bundle = worker.bundle  # type: ignore[attr-defined]
+            pool = sorted(n for n in pool_doc if n.startswith("p"))
+            self.refused.update(refused)
+            self.progress.say(f"round {rnd}: {self.target} cannot express {len(refused)} program(s) "
+                              f"({', '.join(sorted(refused))}); {len(pool)} left")
         self._sample = []
         try:
             done_in_round = 0
@@ -143,7 +155,6 @@ class WorkerCampaign:
         self._pending = {}
         reference = ReferenceWorker(bundle)
 
-        @hseed(seed_for("chunk", self.seed, rnd, chunk_no))
         @hypothesis_settings(max_examples=n, database=self.database, derandomize=self.derandomize)
         @given(st.data())
         def example(data: Any) -> None:
@@ -154,7 +165,9 @@ class WorkerCampaign:
             self.progress.tick(self.clock, findings=len(self.findings), extra=f"round {rnd}")
 
         example.hypothesis.inner_test._hypothesis_internal_add_digest = key(  # type: ignore[attr-defined]
-            "worker", self.target, self.profile.name, P.digest(pool_doc), self.features, self.mutations)
+            "worker", self.target, self.profile.name, P.digest(pool_doc), self.features, self.mutations, chunk_no)
+        if not self.derandomize:
+            example = hseed(seed_for("chunk", self.seed, rnd, chunk_no))(example)
         try:
             example()
         except KeyboardInterrupt:
@@ -199,11 +212,13 @@ class WorkerCampaign:
 
     def _check(self, case: TurnCase, twice: bool, bundle: Bundle, pool_doc: dict[str, Any], workflow: str,
                worker: WorkerUnderTest, reference: ReferenceWorker, rnd: int, note: str) -> None:
-        ref = reference_answer(bundle, case)
-        again = reference.answer(case)
+        case = self.dialect.turn(case)  # the turn as the target's dialect writes it (the worker gets it id-shifted)
+        raw = reference_answer(bundle, case)
+        ref = self.dialect.reference(raw, case)
+        again = self.dialect.reference(reference.answer(case), case)
         if again.SerializeToString(deterministic=True) != ref.SerializeToString(deterministic=True):
             cmp = compare(ref, again)
-            self._report("reference-determinism", cmp, case, workflow, pool_doc, ref, again, rnd, note)
+            self._report("reference-determinism", cmp, case, workflow, pool_doc, ref, again, rnd, note, raw=raw)
         got = worker.answer(case) if worker is not None else None
         mode = "kind" if case.form == "mutated" else "strict"
         cmp = compare(ref, got, mode=mode, profile=self.profile)
@@ -211,22 +226,24 @@ class WorkerCampaign:
             self._sample.append((case, got, workflow))
         if not cmp.equal:
             kind = "no-answer" if got is None else "differential"
-            self._report(kind, cmp, case, workflow, pool_doc, ref, got, rnd, note, worker=worker)
+            self._report(kind, cmp, case, workflow, pool_doc, ref, got, rnd, note, worker=worker, raw=raw)
         if twice and got is not None:
             got2 = worker.answer(case)
             cmp2 = compare(got, got2, profile=EXACT) if got2 is not None else compare(got, None)
             if not cmp2.equal:
-                self._report("determinism", cmp2, case, workflow, pool_doc, ref, got2, rnd, note, worker=worker)
+                self._report("determinism", cmp2, case, workflow, pool_doc, ref, got2, rnd, note, worker=worker,
+                             raw=raw)
 
     def _report(self, kind: str, cmp: Comparison, case: TurnCase, workflow: str, pool_doc: dict[str, Any],
                 ref: pb.WorkflowResponse, got: pb.WorkflowResponse | None, rnd: int, note: str,
-                *, worker: Any = None, raise_: bool = True) -> None:
+                *, worker: Any = None, raise_: bool = True, raw: pb.WorkflowResponse | None = None) -> None:
         signature = cmp.signature()
         f = Finding(target=self.target if not kind.startswith("reference") else "reference", kind=kind,
                     signature=signature, case=case, workflow=workflow, bundle_doc=pool_doc, ref=ref, got=got,
                     comparison=cmp, seed=self.seed, round=rnd,
                     example=note + (f"; mutation {case.note}" if case.note else "") + f"; form {case.form}",
-                    stderr=worker.stderr_tail() if kind == "no-answer" and hasattr(worker, "stderr_tail") else "")
+                    stderr=worker.stderr_tail() if kind == "no-answer" and hasattr(worker, "stderr_tail") else "",
+                    raw=raw if raw is not None else ref)
         if f.key in self.known:
             return
         if not raise_:
@@ -251,14 +268,14 @@ class WorkerCampaign:
             again = worker.answer(case)
             cmp = compare(got, again, profile=EXACT) if again is not None else compare(got, None)  # type: ignore[arg-type]
             if not cmp.equal:
-                ref = reference_answer(bundle, case)
+                ref = self.dialect.reference(reference_answer(bundle, case), case)
                 self._report("determinism-fresh-process", cmp, case, workflow, pool_doc, ref, again, rnd,
                              "the same turn, answered by a restarted worker", worker=worker, raise_=False)
         fresh = SubprocessReference(pool_doc, hash_seed=seed_for("hash", self.seed, rnd) % 4_000_000_000)
         cases = [s[0] for s in sample]
         for case, answer, (_c, _g, workflow) in zip(cases, fresh.answer_many(cases), sample):
             ref = reference_answer(bundle, case)
-            cmp = compare(ref, answer)
+            cmp = compare(ref, answer) if answer is not None else compare(ref, None)
             if not cmp.equal:
                 self._report("reference-fresh-process", cmp, case, workflow, pool_doc, ref, answer, rnd,
                              "the same turn, answered by the reference executor in a fresh process", raise_=False)

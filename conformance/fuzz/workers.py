@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -27,6 +28,7 @@ from fake_worker.programs import Bundle
 from fake_worker.replay import TurnResult, execute
 from taskhub_wire import pb
 
+from conformance.fuzz.dialect import NATIVE, Dialect
 from conformance.fuzz.interleave import TurnCase
 
 INJECT_TIMEOUT_S = 10.0
@@ -118,10 +120,11 @@ class DriverWorker:
     """A worker target (SDK driver) connected to an in-process reference sidecar, fed with inject_turn."""
 
     def __init__(self, target: Any, bundle: Bundle, bundle_doc: Mapping[str, Any], *,
-                 work_dir: Path | None = None, timeout: float = INJECT_TIMEOUT_S) -> None:
+                 work_dir: Path | None = None, timeout: float = INJECT_TIMEOUT_S, dialect: Dialect = NATIVE) -> None:
         from conformance.targets.reference import start_reference_sidecar
 
         self.target, self.bundle, self.bundle_doc = target, bundle, dict(bundle_doc)
+        self.dialect = dialect
         self.name = target.name
         self.timeout = timeout
         self.work_dir = Path(work_dir or tempfile.mkdtemp(prefix="conformance-fuzz-"))
@@ -130,6 +133,36 @@ class DriverWorker:
         self.handle: Any = None
         self.starts = 0
         self.silent = 0  # answers missed in a row
+        self.refused: dict[str, str] = {}  # programs the target cannot express -> its message
+        try:
+            self._start_pruning()
+        except BaseException:
+            self.sidecar.stop()
+            raise
+
+    def _start_pruning(self) -> None:
+        """Start the target; programs it refuses (a step its SDK cannot express) leave the pool."""
+        from conformance.targets.base import CannotExpress
+        from fake_worker.programs import parse_bundle
+
+        for _ in range(8):
+            try:
+                self._start()
+                return
+            except CannotExpress as exc:
+                names = set(re.findall(r"\$\.programs\.([A-Za-z0-9_]+)", str(exc)))
+                if not names or not names & set(self.bundle_doc):
+                    raise
+                gone = set(names)
+                for name, body in self.bundle_doc.items():  # callers of a refused child go too
+                    if any(f'"workflow": "{child}"' in json.dumps(body) for child in names):
+                        gone.add(name)
+                for name in gone:
+                    self.refused[name] = str(exc).splitlines()[-1][:300]
+                    self.bundle_doc.pop(name, None)
+                if not any(n.startswith("p") for n in self.bundle_doc):
+                    raise
+                self.bundle = parse_bundle({"programs": self.bundle_doc})
         self._start()
 
     def _start(self) -> None:
@@ -147,7 +180,8 @@ class DriverWorker:
     def answer(self, case: TurnCase) -> pb.WorkflowResponse | None:
         if not self.alive():
             self.restart()
-        resp = self.sidecar.engine.inject_turn(instance_id=case.instance_id, past=case.past, new=case.new,
+        sent = self.dialect.to_worker(case)
+        resp = self.sidecar.engine.inject_turn(instance_id=sent.instance_id, past=sent.past, new=sent.new,
                                                timeout=self.timeout)
         if resp is None:
             self.silent += 1
@@ -155,7 +189,7 @@ class DriverWorker:
                 self.restart()  # a wedged or dead driver: a fresh one for the next turn
         else:
             self.silent = 0
-        return resp
+        return self.dialect.from_worker(resp, case)
 
     def stderr_tail(self) -> str:
         proc = getattr(self.handle, "proc", None)

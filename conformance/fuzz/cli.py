@@ -1,0 +1,252 @@
+"""`conformance fuzz`: fuzz a worker (determinism, differential replay) or a sidecar (engine model).
+
+    conformance fuzz --worker dapr-ext-workflow --budget 10m --seed 1
+    conformance fuzz --sidecar reference --budget 2m
+    conformance fuzz                                   # the reference pair itself, 1 minute each
+
+Hooked into conformance/cli.py with `add_parser(subparsers)` and `run(args) -> int`.
+Exit codes: 0 no finding, 1 findings, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shlex
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "fuzz", help="fuzz a worker (determinism, differential replay) or a sidecar (engine model) with Hypothesis",
+        description="Fuzz workers and sidecars with Hypothesis. A worker campaign runs random programs on "
+                    "random schedules (and mutated histories) and compares every turn's answer with the "
+                    "reference worker's, and with its own answer to the same turn; a sidecar campaign drives "
+                    "the engine against a model (reference sidecars: the engine core in-process; others: "
+                    "generated flow scenarios). Each finding is shrunk and written as a regression scenario "
+                    "under scenarios/regressions/ (see docs/fuzzing.md).")
+    p.add_argument("--worker", action="append", default=[], metavar="NAME",
+                   help="worker target to fuzz (repeatable), e.g. dapr-ext-workflow; 'reference' fuzzes the "
+                        "reference executor's determinism")
+    p.add_argument("--sidecar", action="append", default=[], metavar="NAME",
+                   help="sidecar target to fuzz (repeatable), e.g. reference")
+    p.add_argument("--budget", default="1m",
+                   help="per campaign: a time (10m, 90s, 1h) or a number of examples (500); default 1m")
+    p.add_argument("--seed", type=int, default=0, help="campaign seed (programs, schedules); default 0")
+    p.add_argument("--database", type=Path, default=None, metavar="DIR",
+                   help="Hypothesis example database, shared by campaigns (default .hypothesis/conformance-fuzz)")
+    p.add_argument("--no-database", action="store_true", help="keep no examples between campaigns")
+    p.add_argument("--out", type=Path, default=None, metavar="DIR",
+                   help="where finding scenarios go (default scenarios/regressions)")
+    p.add_argument("--no-write", action="store_true", help="report findings only; write no scenario")
+    p.add_argument("--no-verify", action="store_true",
+                   help="do not run each written scenario on the worker (it is always checked on the reference pair)")
+    p.add_argument("--pool", type=int, default=24, help="programs per round (default 24)")
+    p.add_argument("--no-mutations", action="store_true", help="valid histories only")
+    p.add_argument("--targets", type=Path, default=None, help="targets file (default conformance/targets/targets.yaml)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines, only the final report")
+    return p
+
+
+@dataclass
+class CampaignResult:
+    label: str
+    kind: str  # worker | engine | flows
+    examples: int = 0
+    seconds: float = 0.0
+    findings: list[Any] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    error: str = ""
+
+
+def _command(args: argparse.Namespace, *, worker: str | None = None, sidecar: str | None = None) -> str:
+    parts = ["conformance", "fuzz"]
+    if worker:
+        parts += ["--worker", worker]
+    if sidecar:
+        parts += ["--sidecar", sidecar]
+    parts += ["--budget", str(args.budget), "--seed", str(args.seed)]
+    return shlex.join(parts)
+
+
+def run(args: argparse.Namespace) -> int:
+    from conformance.fuzz.common import DEFAULT_DATABASE, Budget
+    from conformance.targets.registry import DEFAULT_TARGETS, TargetError, load_targets
+
+    try:
+        budget = Budget.parse(args.budget)
+    except ValueError as exc:
+        print(f"conformance fuzz: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        targets = load_targets(args.targets or DEFAULT_TARGETS)
+        workers = [targets.worker(w) for w in args.worker]
+        sidecars = [targets.sidecar(s) for s in args.sidecar]
+    except TargetError as exc:
+        print(f"conformance fuzz: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if not workers and not sidecars:
+        workers, sidecars = [targets.worker("reference")], [targets.sidecar("reference")]
+    database = None if args.no_database else (args.database or ROOT / DEFAULT_DATABASE)
+    if database is not None:
+        database.mkdir(parents=True, exist_ok=True)
+    out = None if args.quiet else sys.stdout
+    logging.getLogger("fake_sidecar").setLevel(logging.ERROR)
+    logging.getLogger("fake_worker").setLevel(logging.ERROR)
+    results = []
+    for target in workers:
+        results.append(_worker_campaign(args, target, budget, database, out))
+    for target in sidecars:
+        results.append(_sidecar_campaign(args, target, budget, database, out))
+    print(report(results, args))
+    if any(r.error for r in results):
+        return EXIT_BAD_INPUT if all(r.error for r in results) else EXIT_FINDINGS
+    return EXIT_FINDINGS if any(r.findings for r in results) else EXIT_OK
+
+
+def _worker_campaign(args: argparse.Namespace, target: Any, budget: Any, database: Path | None, out: Any) -> CampaignResult:
+    from conformance.fuzz import scenario_out
+    from conformance.fuzz.compare import profile_for
+    from conformance.fuzz.dialect import Dialect
+    from conformance.fuzz.programs import Features
+    from conformance.fuzz.worker_fuzz import WorkerCampaign, known_from
+    from conformance.fuzz.workers import DriverWorker, ReferenceWorker
+
+    result = CampaignResult(label=f"worker {target.name}", kind="worker")
+    reference = target.reference
+    features = Features.from_capabilities(target.capabilities)
+    profile = profile_for(target.name, None if reference else target.capabilities)
+    dialect = Dialect() if reference else Dialect.from_capabilities(target.capabilities)
+    out_dir = args.out or scenario_out.DEFAULT_OUT
+    command = _command(args, worker=target.name)
+    result.notes += list(profile.notes)
+    if not dialect.native:
+        result.notes.append(f"histories are sent in the target's dialect: {dialect.describe()}")
+    if reference:
+        result.notes.append("the reference worker against itself: determinism (twice, fresh process) only; "
+                            "its findings are bugs of the reference, never written as scenarios")
+
+    def make(bundle: Any, doc: Any) -> Any:
+        if reference:
+            return ReferenceWorker(bundle)
+        return DriverWorker(target, bundle, doc, dialect=dialect)
+
+    def on_finding(f: Any) -> None:
+        if args.no_write or reference or f.target == "reference":
+            return
+        path, note = scenario_out.write(f, profile=profile, command=command, out_dir=out_dir)
+        f.scenario, f.verified = path, note
+        if path is not None and not args.no_verify:
+            outcome = scenario_out.verify_on(path, target.name)
+            f.verified += f"; on {target.name}: {outcome}"
+        if out is not None:
+            print(f"[fuzz {target.name}]   -> {path or '(no scenario)'}: {f.verified}", file=out, flush=True)
+
+    known = set() if reference else known_from(sorted(out_dir.glob("*.yaml")) if out_dir.is_dir() else [],
+                                                target.name)
+    if known:
+        result.notes.append(f"{len(known)} finding(s) already written for {target.name} in {out_dir} are not "
+                            "reported again")
+    campaign = WorkerCampaign(target=target.name, make_worker=make, features=features, profile=profile,
+                              dialect=dialect, seed=args.seed, budget=budget, database=database,
+                              pool_size=args.pool, mutations=not args.no_mutations, known=set(known), out=out,
+                              on_finding=on_finding)
+    began = time.monotonic()
+    try:
+        result.findings = campaign.run()
+    except Exception as exc:  # noqa: BLE001 - e.g. a driver that cannot start: report it, go on
+        result.error = f"{type(exc).__name__}: {exc}"
+        result.findings = campaign.findings
+    result.seconds = time.monotonic() - began
+    result.examples = campaign.clock.examples
+    result.notes.append(f"{campaign.progress.counters.get('turns', 0)} turns checked")
+    return result
+
+
+def _sidecar_campaign(args: argparse.Namespace, target: Any, budget: Any, database: Path | None,
+                      out: Any) -> CampaignResult:
+    if target.kind != "reference":
+        from conformance.fuzz.flows import run_flow_campaign
+
+        return run_flow_campaign(args, target, budget, database, out)
+    from fake_sidecar.engine import Engine
+
+    from conformance.fuzz.engine_machine import EngineCampaign
+
+    result = CampaignResult(label=f"sidecar {target.name} (engine core)", kind="engine")
+    result.notes.append("the reference engine core in-process, against the model of engine_machine.py; its "
+                        "findings are bugs of the reference engine, saved under the database directory")
+    campaign = EngineCampaign(engine_class=Engine, name=target.name, seed=args.seed, budget=budget,
+                              database=database, out=None if args.quiet else sys.stdout)
+    began = time.monotonic()
+    try:
+        result.findings = campaign.run()
+    except Exception as exc:  # noqa: BLE001
+        result.error = f"{type(exc).__name__}: {exc}"
+        result.findings = campaign.findings
+    result.seconds = time.monotonic() - began
+    result.examples = campaign.clock.examples
+    if database is not None:
+        folder = database / "findings"
+        folder.mkdir(parents=True, exist_ok=True)
+        for f in result.findings:
+            path = folder / f"engine-{target.name}-{f.check}.txt"
+            path.write_text(f.render() + f"\n\nReproduce with: {_command(args, sidecar=target.name)}\n",
+                            encoding="utf-8")
+            f.saved = path
+    return result
+
+
+def report(results: list[CampaignResult], args: argparse.Namespace) -> str:
+    lines = ["", "=" * 100, f"conformance fuzz: {len(results)} campaign(s), seed {args.seed}, budget {args.budget} each"]
+    total = 0
+    for r in results:
+        lines.append("")
+        lines.append(f"{r.label}: {r.examples} examples in {r.seconds:.0f}s, {len(r.findings)} finding(s)")
+        for n in r.notes:
+            lines.append(f"  note: {n}")
+        if r.error:
+            lines.append(f"  ERROR: {r.error}")
+        for i, f in enumerate(r.findings, 1):
+            total += 1
+            lines.append(f"  {i}. {f.headline()}" + (" (flaky)" if getattr(f, "flaky", False) else ""))
+            if hasattr(f, "comparison"):
+                lines.append(f"     example: {f.example}")
+                for d in f.comparison.describe(limit=4).splitlines():
+                    lines.append(f"     {d}")
+                if f.scenario is not None:
+                    lines.append(f"     scenario: {f.scenario.relative_to(ROOT) if f.scenario.is_relative_to(ROOT) else f.scenario}"
+                                 f" ({f.verified})")
+                    lines.append(f"     Reproduce with: conformance run --worker {f.target} --scenario "
+                                 f"regressions/{f.scenario.stem}")
+                elif f.verified:
+                    lines.append(f"     {f.verified}")
+            elif hasattr(f, "steps"):
+                lines.append("     steps: " + " ; ".join(f.steps[-12:]))
+                if getattr(f, "saved", None) is not None:
+                    lines.append(f"     saved: {f.saved}")
+            elif hasattr(f, "scenario_path"):
+                lines.append(f"     scenario: {f.scenario_path} ({f.verified})")
+    lines.append("")
+    lines.append(f"{total} finding(s) in all." if total else "No finding.")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m conformance.fuzz.cli ...` (the same as `conformance fuzz ...` once hooked in)."""
+    parser = argparse.ArgumentParser(prog="conformance")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_parser(sub)
+    args = parser.parse_args(["fuzz", *(sys.argv[1:] if argv is None else argv)])
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
