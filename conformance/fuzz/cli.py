@@ -145,6 +145,11 @@ def _worker_campaign(args: argparse.Namespace, target: Any, budget: Any, databas
         f.scenario, f.verified = path, note
         if path is not None and not args.no_verify:
             outcome = scenario_out.verify_on(path, target.name)
+            if outcome == "PASSED" and getattr(f, "reduced", False):
+                # The reduced program lost the difference: write the program as it was found.
+                path, note = scenario_out.write(f, profile=profile, command=command, out_dir=out_dir, reduce=False)
+                f.scenario, f.verified = path, note + " (program not reduced)"
+                outcome = scenario_out.verify_on(path, target.name) if path is not None else "not written"
             f.verified += f"; on {target.name}: {outcome}"
         if out is not None:
             print(f"[fuzz {target.name}]   -> {path or '(no scenario)'}: {f.verified}", file=out, flush=True)

@@ -72,7 +72,7 @@ def profile_for(target: str, capabilities: Iterable[str] | None = None) -> Profi
     if not compare_types:
         notes.append("errorType names are the SDK language's error classes: a failure is compared by its "
                      "FAILED status only")
-    empty_none = target in ("durabletask-js", "durabletask-java")
+    empty_none = not compare_types  # the Go, Java and JS SDKs
     if empty_none:
         notes.append("the SDK's proto3 messages send empty strings (customStatus \"\", CreateTimer name \"\") "
                      "where the reference leaves fields unset: compared as unset")

@@ -121,8 +121,8 @@ class Dialect:
 
 
 def dense(resp: pb.WorkflowResponse, case: TurnCase) -> pb.WorkflowResponse:
-    """Action ids replaced by their rank (from 1) among the action ids in the turn and the answer."""
-    used = sorted({e.eventId for e in list(case.past) + list(case.new)
+    """Action ids replaced by their rank (from 1) among the action ids in history and the answer."""
+    used = sorted({e.eventId for e in case.past
                    if e.WhichOneof("eventType") in _ACTION_EVENTS and e.eventId > 0}
                   | {a.id for a in resp.actions if a.id > 0})
     rank = {i: n + 1 for n, i in enumerate(used)}

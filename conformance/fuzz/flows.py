@@ -139,7 +139,9 @@ def run_flow_campaign(args: Any, target: Any, budget: Any, database: Path | None
             progress.tick(clock, findings=len(findings))
             ref_outcome, ref_msg = _run(doc, ref_pair, work)
             if ref_outcome != "PASSED":
+                progress.count("skipped-reference-fails")
                 return  # only flows the reference pair passes say something about the target
+            progress.count("compared")
             outcome, msg = _run(doc, pair, work)
             if outcome in ("FAILED", "ERROR"):
                 f = FlowFinding(target=target.name, signature=_signature(msg), doc=doc, message=msg, seed=args.seed)
@@ -182,6 +184,7 @@ def run_flow_campaign(args: Any, target: Any, budget: Any, database: Path | None
                     f.scenario_path, f.verified = path, note
         chunk_no += 1
     result.findings = findings
+    result.notes.append(", ".join(f"{k} {v}" for k, v in sorted(progress.counters.items())) or "nothing compared")
     result.examples = clock.examples
     result.seconds = time.monotonic() - began
     return result

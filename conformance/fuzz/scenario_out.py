@@ -113,11 +113,75 @@ def _comment(text: str) -> list[str]:
     return [f"#   {line}" if line else "#" for line in text.splitlines()]
 
 
-def render(finding: Any, *, profile: Profile, command: str, stem: str) -> str:
+def _answer(doc: Mapping[str, Any], case: Any) -> bytes | None:
+    from fake_worker.programs import ProgramError, parse_bundle
+    from fake_worker.replay import execute
+
+    try:
+        bundle = parse_bundle({"programs": doc})
+    except ProgramError:
+        return None
+    resp = execute(bundle, instance_id=case.instance_id, past=case.past, new=case.new).response(
+        instance_id=case.instance_id, completion_token="")
+    return resp.SerializeToString(deterministic=True)
+
+
+def reduce_program(doc: Mapping[str, Any], workflow: str, case: Any) -> dict[str, Any]:
+    """The program of `workflow` without the steps this turn never reaches or that change nothing in
+    the reference's answer to it (greedy: drop trailing steps, empty untaken branches, drop steps).
+    The worker runs the same steps on this turn, so its answer is expected to be unchanged too; the
+    written scenario is checked on the worker anyway."""
+    doc = json.loads(json.dumps(doc))
+    body = doc.get(workflow)
+    if not isinstance(body, dict) or "steps" not in body:
+        return doc
+    want = _answer(doc, case)
+    if want is None:
+        return doc
+
+    def same() -> bool:
+        return _answer(doc, case) == want
+
+    steps = body["steps"]
+    while steps:  # trailing steps the turn never reaches
+        last = steps.pop()
+        if not same():
+            steps.append(last)
+            break
+
+    def branches(step_list: list[Any]) -> None:
+        for st in step_list:
+            for kind in ("if", "if_patched"):
+                b = st.get(kind) if isinstance(st, dict) else None
+                if not isinstance(b, dict):
+                    continue
+                for arm in ("then", "else"):
+                    if b.get(arm):
+                        saved = b[arm]
+                        b[arm] = []
+                        if not same():
+                            b[arm] = saved
+                            branches(saved)
+
+    branches(steps)
+    i = 0
+    while i < len(steps):  # steps whose absence changes nothing
+        saved = steps.pop(i)
+        if same():
+            continue
+        steps.insert(i, saved)
+        i += 1
+    return doc
+
+
+def render(finding: Any, *, profile: Profile, command: str, stem: str, reduce: bool = True) -> str:
     case = finding.case
     mode = "kind" if case.form == "mutated" else "strict"
-    programs = {k: v for k, v in finding.bundle_doc.items() if not k.startswith("p")}
-    programs.update(P.referenced(finding.bundle_doc, finding.workflow))
+    source = reduce_program(finding.bundle_doc, finding.workflow, case) if reduce else finding.bundle_doc
+    programs = {k: v for k, v in source.items() if not k.startswith("p")}
+    programs.update(P.referenced(source, finding.workflow))
+    if reduce and programs.get(finding.workflow) != finding.bundle_doc.get(finding.workflow):
+        finding.reduced = True
     events = list(case.past) + list(case.new)
     ref = finding.raw if getattr(finding, "raw", None) is not None else finding.ref
     vector: dict[str, Any] = {
@@ -178,7 +242,8 @@ def _short(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def write(finding: Any, *, profile: Profile, command: str, out_dir: Path = DEFAULT_OUT) -> tuple[Path | None, str]:
+def write(finding: Any, *, profile: Profile, command: str, out_dir: Path = DEFAULT_OUT,
+          reduce: bool = True) -> tuple[Path | None, str]:
     """Write the finding's scenario; (path, note). The file is removed again unless it loads and
     passes on the reference pair."""
     if not (round_trips(finding.case.past) and round_trips(finding.case.new)):
@@ -186,7 +251,8 @@ def write(finding: Any, *, profile: Profile, command: str, out_dir: Path = DEFAU
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = scenario_id(finding.target, finding.key)
     path = out_dir / f"{stem}.yaml"
-    path.write_text(render(finding, profile=profile, command=command, stem=stem), encoding="utf-8")
+    finding.reduced = False
+    path.write_text(render(finding, profile=profile, command=command, stem=stem, reduce=reduce), encoding="utf-8")
     ok, note = check_reference(path)
     if not ok:
         path.unlink()

@@ -178,9 +178,18 @@ class WorkerCampaign:
                 raise
             for f in self._pending.values():
                 f.flaky = f.flaky or flaky
-        for f in self._pending.values():
-            if f.key not in self.known:
+        for f in sorted(self._pending.values(), key=lambda f: len(f.signature)):
+            if not self._is_known(f):
                 self._found(f)
+
+    def _is_known(self, f: "Finding") -> bool:
+        """Known when this exact kind of difference was found, or when every part of it was (a
+        difference made only of known parts is not new)."""
+        if f.key in self.known:
+            return True
+        parts = set(f.signature.split("; "))
+        seen = {p for k in self.known if k.startswith(f.kind + ": ") for p in k[len(f.kind) + 2:].split("; ")}
+        return parts <= seen
 
     def _found(self, f: Finding) -> None:
         self.known.add(f.key)
@@ -244,7 +253,7 @@ class WorkerCampaign:
                     example=note + (f"; mutation {case.note}" if case.note else "") + f"; form {case.form}",
                     stderr=worker.stderr_tail() if kind == "no-answer" and hasattr(worker, "stderr_tail") else "",
                     raw=raw if raw is not None else ref)
-        if f.key in self.known:
+        if self._is_known(f):
             return
         if not raise_:
             self._found(f)

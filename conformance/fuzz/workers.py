@@ -145,12 +145,15 @@ class DriverWorker:
         from conformance.targets.base import CannotExpress
         from fake_worker.programs import parse_bundle
 
-        for _ in range(8):
+        for _ in range(30):
             try:
                 self._start()
                 return
             except CannotExpress as exc:
-                names = set(re.findall(r"\$\.programs\.([A-Za-z0-9_]+)", str(exc)))
+                # The driver names every step it refuses on stderr; the exception only the last one.
+                logs = sorted(self.work_dir.glob("*.stderr.log"), key=lambda p: p.stat().st_mtime)
+                text = str(exc) + (logs[-1].read_text(encoding="utf-8", errors="replace") if logs else "")
+                names = set(re.findall(r"\$\.programs\.([A-Za-z0-9_]+)", text))
                 if not names or not names & set(self.bundle_doc):
                     raise
                 gone = set(names)

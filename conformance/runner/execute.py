@@ -30,7 +30,7 @@ from taskhub_wire.rpc import DAPR_WORKFLOW, TASKHUB, TaskHubClient
 from conformance.checks import ALWAYS, CHECKS, ConformanceFailure, Observed
 from conformance.events import Outcome, ScenarioFinished, TranscriptEntry
 from conformance.scenario.model import MISSING, ErrorExpect, Scenario, StartSpec, Step
-from conformance.scenario.wire import event_dict
+from conformance.scenario.wire import event_dict, message_dict
 from conformance.targets.base import CannotExpress, Pair, Replayer, WorkerStart
 
 
@@ -354,7 +354,7 @@ def _do_step(run: _Run, h: _Harness, step: Step) -> None:
         if resp is not None and expect.get("response") is not None:
             from conformance.scenario.matching import Matcher
 
-            got = json_format.MessageToDict(resp)
+            got = message_dict(resp)
             matcher = Matcher(captures=dict(run.vars))
             mismatches = matcher.match(run.subst(expect["response"]), got, "$")
             if mismatches:

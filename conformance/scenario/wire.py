@@ -79,6 +79,30 @@ def _with_zero_ids(msg: Any, body: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
+_ZERO_OK = {"eventId", "taskScheduledId", "timerId", "id"}
+
+
+def message_dict(msg: Any) -> dict[str, Any]:
+    """Proto JSON of any message, keeping the ids that are meaningful at 0 (eventId, action id, ...)."""
+    out = json_format.MessageToDict(msg)
+    _fill_zero_ids(msg, out)
+    return out
+
+
+def _fill_zero_ids(msg: Any, out: dict[str, Any]) -> None:
+    for field in msg.DESCRIPTOR.fields:
+        key = field.json_name
+        if field.message_type is not None and not field.message_type.GetOptions().map_entry:
+            if field.is_repeated:
+                for sub, sub_out in zip(getattr(msg, field.name), out.get(key, [])):
+                    _fill_zero_ids(sub, sub_out)
+            elif msg.HasField(field.name) and key in out:
+                _fill_zero_ids(getattr(msg, field.name), out[key])
+        elif field.name in _ZERO_OK and key not in out and not field.is_repeated \
+                and field.type in (field.TYPE_INT32, field.TYPE_INT64, field.TYPE_UINT32):
+            out[key] = 0
+
+
 def event_dict(ev: pb.HistoryEvent) -> dict[str, Any]:
     """A compact form for matching: {kind, eventId, timestamp, ...fields of the event body}."""
     kind = event_kind(ev)

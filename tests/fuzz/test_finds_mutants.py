@@ -22,8 +22,8 @@ from conformance.fuzz.worker_fuzz import WorkerCampaign
 from conformance.fuzz.workers import FunctionWorker, ReferenceWorker
 from tests.mutants.variants import ENGINE_MUTANTS, WORKER_MUTATIONS
 
-ENGINE_EXAMPLES = 300
-WORKER_EXAMPLES = 300
+ENGINE_EXAMPLES = 500
+WORKER_EXAMPLES = 400
 
 # Reference engine behaviours the model rejects (docs/fuzzing.md, "Findings"): each a check name of
 # engine_machine.py. Remove an entry when the engine is fixed (test_reference_engine_... then says so).

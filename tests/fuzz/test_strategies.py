@@ -19,7 +19,7 @@ from conformance.checks.history import invariants
 from conformance.fuzz import programs as P
 from conformance.fuzz.common import Budget
 from conformance.fuzz.compare import compare, profile_for, signature
-from conformance.fuzz.dialect import Dialect
+from conformance.fuzz.dialect import Dialect, _renumber_action
 from conformance.fuzz.interleave import DataChooser, RandomChooser, TurnCase, run_program
 from conformance.fuzz.mutate import mutate
 from conformance.fuzz.scenario_out import event_data, round_trips
@@ -169,8 +169,8 @@ def test_dialect_id_shift_round_trips():
             resp = case.answer.response(instance_id=case.instance_id, completion_token="")
             shifted = pb.WorkflowResponse()
             shifted.CopyFrom(resp)
-            for a in shifted.actions:
-                a.id -= 1
+            for a in shifted.actions:  # what a 0-based SDK answers (child ids named after its ids)
+                _renumber_action(a, lambda i: i - 1, case.instance_id)
             assert compare(resp, d.from_worker(shifted, case)).equal
 
 
@@ -219,3 +219,17 @@ def test_vector_for_a_finding_passes_on_the_reference_pair(tmp_path: Path):
     assert "# Reproduce with: conformance run --worker some-sdk --scenario regressions/" in text
     assert "# Seed: 7" in text and "# fuzz-key: differential: customStatus" in text
     assert check_reference(path)[0]
+
+
+def test_reduced_programs_answer_the_turn_the_same():
+    from conformance.fuzz.scenario_out import _answer, reduce_program
+
+    smaller = 0
+    for run in _schedules(120):
+        case = run.cases[-1]
+        reduced = reduce_program(POOL, run.workflow, case)
+        assert _answer(reduced, case) == _answer(POOL, case)
+        before, after = json.dumps(POOL[run.workflow]), json.dumps(reduced[run.workflow])
+        assert len(after) <= len(before)
+        smaller += len(after) < len(before)
+    assert smaller > 30

@@ -71,8 +71,15 @@ public final class Driver {
     }
   }
 
+  /** Held so that java.util.logging keeps the level (it references loggers weakly). */
+  private static final java.util.logging.Logger FACTORY_LOG =
+      java.util.logging.Logger.getLogger("io.dapr.durabletask.orchestration");
+
   public static void main(String[] argv) {
     System.setProperty("java.util.logging.SimpleFormatter.format", "%1$tT.%1$tL %4$s %3$s: %5$s%6$s%n");
+    // The factory registry logs every lookup at INFO (two lines per turn); the worker's own INFO
+    // lines (connects, retries, activity requests) stay.
+    FACTORY_LOG.setLevel(java.util.logging.Level.WARNING);
     int code;
     try {
       code = run(argv);
@@ -162,14 +169,24 @@ public final class Driver {
       sun.misc.Signal.handle(new sun.misc.Signal(sig), s -> stop.countDown());
     }
 
+    FACTORY_LOG.setLevel(java.util.logging.Level.OFF); // the warm-up's lookup of "warmup" warns, then finds "*"
     WarmUp.run();
+    FACTORY_LOG.setLevel(java.util.logging.Level.WARNING);
     DurableTaskGrpcWorker worker = builder.build();
     worker.start();
-    boolean up;
+    boolean up = false;
+    long deadline = System.nanoTime() + (long) (readyTimeout * 1e9);
     try {
-      up = tap.awaitConnected(channel, readyTimeout);
+      while (!up && stop.getCount() > 0 && System.nanoTime() < deadline) {
+        up = tap.awaitConnected(channel, 0.1);
+      }
     } catch (InterruptedException e) {
       up = false;
+    }
+    if (!up && stop.getCount() == 0) { // stopped before the stream opened
+      shutdown(worker, pool, channel);
+      System.err.println("durabletask-java-driver: stopped before connecting");
+      return 0;
     }
     if (!up) {
       shutdown(worker, pool, channel);
