@@ -139,6 +139,12 @@ def _worker_campaign(args: argparse.Namespace, target: Any, budget: Any, databas
         return DriverWorker(target, bundle, doc, dialect=dialect)
 
     def on_finding(f: Any) -> None:
+        try:
+            _write_finding(f)
+        except Exception as exc:  # noqa: BLE001 - a finding that cannot be written is still reported
+            f.verified = f"not written: {type(exc).__name__}: {exc}"
+
+    def _write_finding(f: Any) -> None:
         if args.no_write or reference or f.target == "reference":
             return
         path, note = scenario_out.write(f, profile=profile, command=command, out_dir=out_dir)

@@ -650,6 +650,8 @@ class EngineCampaign:
     chunk: int = 50
     steps: int = 40
     derandomize: bool = False
+    shrink: bool = True
+    stop_on: set[str] = field(default_factory=set)  # checks that end the campaign when found (tests)
     out: TextIO | None = None
     known: set[str] = field(default_factory=set)
     on_finding: Callable[[EngineFinding], None] | None = None
@@ -662,7 +664,7 @@ class EngineCampaign:
     def run(self) -> list[EngineFinding]:
         chunk_no = 0
         try:
-            while not self.clock.exhausted():
+            while not self.clock.exhausted() and not {f.check for f in self.findings} & self.stop_on:
                 self._chunk(chunk_no)
                 chunk_no += 1
         finally:
@@ -700,7 +702,7 @@ class EngineCampaign:
         factory._hypothesis_internal_add_digest = key("engine", self.name, self.steps, chunk_no)  # type: ignore[attr-defined]
         n = min(self.chunk, self.clock.remaining_examples(self.chunk))
         s = hypothesis_settings(max_examples=n, database=self.database, derandomize=self.derandomize,
-                                stateful_step_count=self.steps)
+                                stateful_step_count=self.steps, shrink=self.shrink)
         if not self.derandomize:
             factory = hseed(seed_for("engine", self.seed, chunk_no))(factory)
         try:

@@ -253,7 +253,10 @@ def write(finding: Any, *, profile: Profile, command: str, out_dir: Path = DEFAU
     path = out_dir / f"{stem}.yaml"
     finding.reduced = False
     path.write_text(render(finding, profile=profile, command=command, stem=stem, reduce=reduce), encoding="utf-8")
-    ok, note = check_reference(path)
+    try:
+        ok, note = check_reference(path)
+    except Exception as exc:  # noqa: BLE001 - the harness itself failed: keep nothing unchecked
+        ok, note = False, f"the reference pair could not run it: {type(exc).__name__}: {exc}"
     if not ok:
         path.unlink()
         return None, f"not written: {note}"

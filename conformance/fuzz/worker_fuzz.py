@@ -96,6 +96,7 @@ class WorkerCampaign:
     mutations: bool = True
     fresh_process: bool = True
     derandomize: bool = False
+    shrink: bool = True
     known: set[str] = field(default_factory=set)
     out: TextIO | None = None
     on_finding: Callable[[Finding], None] | None = None
@@ -155,7 +156,7 @@ class WorkerCampaign:
         self._pending = {}
         reference = ReferenceWorker(bundle)
 
-        @hypothesis_settings(max_examples=n, database=self.database, derandomize=self.derandomize)
+        @hypothesis_settings(max_examples=n, database=self.database, derandomize=self.derandomize, shrink=self.shrink)
         @given(st.data())
         def example(data: Any) -> None:
             if self.clock.hard_stop():

@@ -53,9 +53,11 @@ def quiet_engine():
     logging.disable(logging.NOTSET)
 
 
-def engine_campaign(engine_class: type[Engine], name: str, *, skip: set[str]) -> EngineCampaign:
+def engine_campaign(engine_class: type[Engine], name: str, *, skip: set[str], stop_on: set[str] = frozenset(),
+                    shrink: bool = False) -> EngineCampaign:
     return EngineCampaign(engine_class=engine_class, name=name, budget=Budget(examples=ENGINE_EXAMPLES),
-                          derandomize=True, database=None, known={f"engine: {c}" for c in skip})
+                          derandomize=True, database=None, known={f"engine: {c}" for c in skip},
+                          stop_on=set(stop_on), shrink=shrink)
 
 
 def test_every_mutant_is_covered():
@@ -65,12 +67,22 @@ def test_every_mutant_is_covered():
 
 @pytest.mark.parametrize("mutant", sorted(ENGINE_MUTANTS))
 def test_engine_mutant_is_found(mutant: str):
-    findings = engine_campaign(ENGINE_MUTANTS[mutant], mutant, skip=set(REFERENCE_ENGINE_BUGS)).run()
+    findings = engine_campaign(ENGINE_MUTANTS[mutant], mutant, skip=set(REFERENCE_ENGINE_BUGS),
+                               stop_on=ENGINE_EXPECTED[mutant]).run()
     checks = {f.check for f in findings}
     assert checks & ENGINE_EXPECTED[mutant], (
         f"the engine state machine did not find mutant {mutant} in {ENGINE_EXAMPLES} examples; found: "
         + "; ".join(f.headline() for f in findings))
     assert not checks & set(REFERENCE_ENGINE_BUGS)
+
+
+def test_engine_findings_are_shrunk():
+    """With shrinking on, a redelivery bug comes down to the few steps that show it."""
+    findings = engine_campaign(ENGINE_MUTANTS["never-redelivers"], "never-redelivers",
+                               skip=set(REFERENCE_ENGINE_BUGS), stop_on={"redelivery"}, shrink=True).run()
+    f = next(f for f in findings if f.check == "redelivery")
+    calls = [s for s in f.steps if not s.startswith("take(")]
+    assert len(calls) <= 8, f.render()
 
 
 def test_reference_engine_has_only_the_known_bugs():
@@ -85,7 +97,7 @@ def test_worker_mutant_is_found(mutant: str):
     mutation = WORKER_MUTATIONS[mutant]
     campaign = WorkerCampaign(target=f"mutant:{mutant}", budget=Budget(examples=WORKER_EXAMPLES), derandomize=True,
                               make_worker=lambda bundle, doc: FunctionWorker(bundle, mutation, name=mutant),
-                              fresh_process=False)
+                              fresh_process=False, database=None)
     findings = campaign.run()
     assert findings, f"the differential campaign did not find worker mutant {mutant} in {WORKER_EXAMPLES} examples"
     assert all(f.kind == "differential" for f in findings), [f.headline() for f in findings]
@@ -96,6 +108,7 @@ def test_worker_mutant_is_found(mutant: str):
 
 def test_reference_worker_agrees_with_itself():
     campaign = WorkerCampaign(target="reference", budget=Budget(examples=WORKER_EXAMPLES), derandomize=True,
-                              make_worker=lambda bundle, doc: ReferenceWorker(bundle), fresh_process=True)
+                              make_worker=lambda bundle, doc: ReferenceWorker(bundle), fresh_process=True,
+                              database=None)
     findings = campaign.run()
     assert not findings, "\n".join(f.headline() + "\n" + f.example for f in findings)
