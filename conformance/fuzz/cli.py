@@ -144,19 +144,32 @@ def _worker_campaign(args: argparse.Namespace, target: Any, budget: Any, databas
         except Exception as exc:  # noqa: BLE001 - a finding that cannot be written is still reported
             f.verified = f"not written: {type(exc).__name__}: {exc}"
 
+    def reproduces(f: Any, doc: Any) -> bool:
+        """The same turn, on a fresh driver process loaded with `doc`, shows the same difference."""
+        from fake_worker.programs import parse_bundle
+
+        from conformance.fuzz.compare import compare
+
+        w = DriverWorker(target, parse_bundle({"programs": doc}), doc, dialect=dialect)
+        try:
+            got = w.answer(f.case)
+        finally:
+            w.close()
+        cmp = compare(f.ref, got, mode="kind" if f.case.form == "mutated" else "strict", profile=profile)
+        return not cmp.equal and f"{f.kind}: {cmp.signature()}" == f.key
+
     def _write_finding(f: Any) -> None:
         if args.no_write or reference or f.target == "reference":
             return
-        path, note = scenario_out.write(f, profile=profile, command=command, out_dir=out_dir)
-        f.scenario, f.verified = path, note
+        source = None
+        if f.kind in ("differential", "no-answer"):
+            reduced = scenario_out.reduce_program(f.bundle_doc, f.workflow, f.case)
+            if reduced.get(f.workflow) != f.bundle_doc.get(f.workflow) and reproduces(f, reduced):
+                source = reduced
+        path, note = scenario_out.write(f, profile=profile, command=command, out_dir=out_dir, source=source)
+        f.scenario, f.verified = path, note + ("; program reduced" if source is not None else "")
         if path is not None and not args.no_verify:
-            outcome = scenario_out.verify_on(path, target.name)
-            if outcome == "PASSED" and getattr(f, "reduced", False):
-                # The reduced program lost the difference: write the program as it was found.
-                path, note = scenario_out.write(f, profile=profile, command=command, out_dir=out_dir, reduce=False)
-                f.scenario, f.verified = path, note + " (program not reduced)"
-                outcome = scenario_out.verify_on(path, target.name) if path is not None else "not written"
-            f.verified += f"; on {target.name}: {outcome}"
+            f.verified += f"; on {target.name}: {scenario_out.verify_on(path, target.name)}"
         if out is not None:
             print(f"[fuzz {target.name}]   -> {path or '(no scenario)'}: {f.verified}", file=out, flush=True)
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -200,6 +201,18 @@ class Comparison:
         return not self.diffs
 
     def signature(self) -> str:
+        """The kind of difference: action kinds missing or extra (as multisets), else the differing
+        fields (`signature`)."""
+        if self.got is not None and not any(p == "failure kind" for p, _, _ in self.diffs):
+            ref_kinds = Counter(_kind(a) for a in self.ref.get("actions", []))
+            got_kinds = Counter(_kind(a) for a in self.got.get("actions", []))
+            if ref_kinds != got_kinds:
+                parts = {f"actions: missing {k}" for k in ref_kinds - got_kinds} | \
+                        {f"actions: extra {k}" for k in got_kinds - ref_kinds}
+                rest = [d for d in self.diffs if not d[0].startswith("actions")]
+                if rest:
+                    parts |= set(signature(rest).split("; "))
+                return "; ".join(sorted(parts))
         return signature(self.diffs)
 
     def describe(self, limit: int = 6) -> str:
@@ -260,6 +273,10 @@ def signature(diffs: tuple[tuple[str, Any, Any], ...] | list[tuple[str, Any, Any
     if not parts:  # only lengths differ: which action kinds
         parts = {"actions.length"}
     return "; ".join(sorted(parts))
+
+
+def _kind(action: Any) -> str:
+    return next((k for k in action if k not in ("id", "router")), "?") if isinstance(action, dict) else "?"
 
 
 def _kinds(actions: list[Any]) -> str:

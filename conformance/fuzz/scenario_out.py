@@ -129,8 +129,8 @@ def _answer(doc: Mapping[str, Any], case: Any) -> bytes | None:
 def reduce_program(doc: Mapping[str, Any], workflow: str, case: Any) -> dict[str, Any]:
     """The program of `workflow` without the steps this turn never reaches or that change nothing in
     the reference's answer to it (greedy: drop trailing steps, empty untaken branches, drop steps).
-    The worker runs the same steps on this turn, so its answer is expected to be unchanged too; the
-    written scenario is checked on the worker anyway."""
+    A worker may still answer the reduced program differently (a step the reference skips may
+    matter to it): the campaign keeps the reduction only if the worker's difference persists."""
     doc = json.loads(json.dumps(doc))
     body = doc.get(workflow)
     if not isinstance(body, dict) or "steps" not in body:
@@ -174,14 +174,13 @@ def reduce_program(doc: Mapping[str, Any], workflow: str, case: Any) -> dict[str
     return doc
 
 
-def render(finding: Any, *, profile: Profile, command: str, stem: str, reduce: bool = True) -> str:
+def render(finding: Any, *, profile: Profile, command: str, stem: str,
+           source: Mapping[str, Any] | None = None) -> str:
     case = finding.case
     mode = "kind" if case.form == "mutated" else "strict"
-    source = reduce_program(finding.bundle_doc, finding.workflow, case) if reduce else finding.bundle_doc
+    source = finding.bundle_doc if source is None else source
     programs = {k: v for k, v in source.items() if not k.startswith("p")}
     programs.update(P.referenced(source, finding.workflow))
-    if reduce and programs.get(finding.workflow) != finding.bundle_doc.get(finding.workflow):
-        finding.reduced = True
     events = list(case.past) + list(case.new)
     ref = finding.raw if getattr(finding, "raw", None) is not None else finding.ref
     vector: dict[str, Any] = {
@@ -243,16 +242,15 @@ def _short(text: str, limit: int) -> str:
 
 
 def write(finding: Any, *, profile: Profile, command: str, out_dir: Path = DEFAULT_OUT,
-          reduce: bool = True) -> tuple[Path | None, str]:
-    """Write the finding's scenario; (path, note). The file is removed again unless it loads and
-    passes on the reference pair."""
+          source: Mapping[str, Any] | None = None) -> tuple[Path | None, str]:
+    """Write the finding's scenario (its programs from `source`, by default the pool it was found
+    with); (path, note). The file is removed again unless it loads and passes on the reference pair."""
     if not (round_trips(finding.case.past) and round_trips(finding.case.new)):
         return None, "the turn cannot be written in the scenario wire format (kept in the report only)"
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = scenario_id(finding.target, finding.key)
     path = out_dir / f"{stem}.yaml"
-    finding.reduced = False
-    path.write_text(render(finding, profile=profile, command=command, stem=stem, reduce=reduce), encoding="utf-8")
+    path.write_text(render(finding, profile=profile, command=command, stem=stem, source=source), encoding="utf-8")
     try:
         ok, note = check_reference(path)
     except Exception as exc:  # noqa: BLE001 - the harness itself failed: keep nothing unchecked

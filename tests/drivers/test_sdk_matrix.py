@@ -1,0 +1,67 @@
+"""The compatibility matrix: the whole scenario library on every SDK driver (on the reference
+sidecar) and on the durabletask-go sidecar (with the reference worker), as CI runs it.
+
+Every outcome must be explained: PASSED, a declared gap (NOT_IMPLEMENTED, with reason and
+evidence in the target's declaration), or a capability the target lacks (NOT_APPLICABLE). A
+FAILED or ERROR cell fails this test with the scenario's message and reproduce line. A failure
+is re-run once, alone, before it counts, since third-party processes on a loaded 2-core machine
+can miss a scenario's timing; a pass on the re-run is reported as flaky.
+
+The reports (matrix.html, matrix.md, summary.json, junit.xml, allure-results) land in
+reports/sdk-matrix/.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conformance.events import Outcome
+from conformance.reporting import write_reports
+from conformance.reporting.catalogue import load_catalogue
+from conformance.runner import Plan, reproduce_command, run_plan
+from conformance.runner.execute import run_scenario
+from conformance.scenario.loader import load_all
+from conformance.targets.registry import load_targets
+
+ROOT = Path(__file__).resolve().parents[2]
+SDKS = ("dapr-ext-workflow", "durabletask-dapr", "durabletask-js", "durabletask-go-worker", "durabletask-java")
+
+
+@pytest.mark.sdk
+@pytest.mark.slow
+def test_compatibility_matrix(tmp_path: Path) -> None:
+    targets = load_targets()
+    pairs = [targets.pair("reference", sdk) for sdk in SDKS] + [targets.pair("durabletask-go", "reference")]
+    scenarios = load_all(ROOT / "scenarios")
+    plan = Plan.build(scenarios, pairs)
+    plan = Plan(tuple(item for item in plan.items if item[1].direction != "self"))
+    events: list = []
+    results = run_plan(plan, sinks=[events.append], jobs=4, work_root=tmp_path, command="tests/drivers/test_sdk_matrix.py")
+    by_id = {s.id: s for s in scenarios}
+    pair_by_label = {p.label: p for p in pairs}
+    flaky, unexplained = [], []
+    for r in results:
+        if r.outcome in (Outcome.FAILED, Outcome.ERROR):
+            pair = pair_by_label[r.pair]
+            again = run_scenario(by_id[r.scenario], pair, work_root=tmp_path,
+                                 reproduce=reproduce_command(by_id[r.scenario], pair))
+            if again.outcome in (Outcome.PASSED, Outcome.NOT_IMPLEMENTED, Outcome.NOT_APPLICABLE):
+                flaky.append(f"{r.pair} {r.scenario}: {r.outcome.value} then {again.outcome.value}")
+                continue
+            unexplained.append(again)
+        if r.outcome is Outcome.NOT_IMPLEMENTED and not r.gap_reason:
+            unexplained.append(r)
+    out = ROOT / "reports" / "sdk-matrix"
+    write_reports(events=events, out_dir=out, catalogue=load_catalogue())
+    counts: dict[str, dict[str, int]] = {}
+    for r in results:
+        counts.setdefault(r.pair, {}).setdefault(r.outcome.value, 0)
+        counts[r.pair][r.outcome.value] += 1
+    print(f"\nmatrix written to {out}/matrix.html")
+    for label, c in sorted(counts.items()):
+        print(f"  {label:<40} {c}")
+    for line in flaky:
+        print(f"  flaky: {line}")
+    assert not unexplained, "\n\n".join(f"{r.outcome.value}: {r.scenario} on {r.pair}\n{r.message}" for r in unexplained)
