@@ -66,6 +66,10 @@ def _parser() -> argparse.ArgumentParser:
 
     tg = sub.add_parser("targets", help="list targets with their capabilities and declared gaps")
     tg.add_argument("--targets", type=Path, default=None)
+
+    from conformance.fuzz.cli import add_parser as add_fuzz_parser
+
+    add_fuzz_parser(sub)
     return p
 
 
@@ -183,8 +187,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from conformance.targets.registry import TargetError
 
     args = _parser().parse_args(argv)
+    from conformance.fuzz.cli import run as cmd_fuzz
+
     handler = {"run": cmd_run, "list": cmd_list, "validate": cmd_validate, "report": cmd_report,
-               "targets": cmd_targets}[args.command]
+               "targets": cmd_targets, "fuzz": cmd_fuzz}[args.command]
     try:
         return handler(args)
     except ScenarioError as exc:

@@ -159,3 +159,12 @@ def say(out: TextIO | None, text: str) -> None:
 
 
 STDOUT = sys.stdout
+
+
+def other_errors(exc: BaseException) -> list[BaseException]:
+    """The exceptions in a Hypothesis report (one, or a group of them) that are not findings."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [e for sub in exc.exceptions for e in other_errors(sub)]
+    if isinstance(exc, FindingError) or "Flaky" in type(exc).__name__:
+        return []
+    return [exc]

@@ -51,13 +51,17 @@ class Features:
     carry_events: bool = True
     suspend: bool = True
     continue_as_new: bool = True
+    # Waits without a timeout: the reference reserves an id for a 9999-12-31 timer for each, so a
+    # vector about them only runs on workers that do the same (event_wait_timer).
+    indefinite_waits: bool = True
 
     @classmethod
     def from_capabilities(cls, caps: Iterable[str]) -> "Features":
         c = set(caps)
         return cls(patching="patching" in c, versions="versions" in c, retries="retries" in c,
                    children="children" in c, timers="timers" in c, events="events" in c,
-                   carry_events="carry_events" in c, suspend="suspend" in c)
+                   carry_events="carry_events" in c, suspend="suspend" in c,
+                   indefinite_waits="event_wait_timer" in c)
 
     def capabilities_used(self, doc: Mapping[str, Any]) -> list[str]:
         """The worker capabilities a bundle document needs (a scenario's `requires`)."""
@@ -171,10 +175,10 @@ def _task(draw: Any, scope: _Scope, f: Features, *, in_group: bool = False) -> d
     if kind == "timer":
         return {"timer": draw(st.sampled_from(DURATIONS))}
     name = draw(st.sampled_from(EVENT_NAMES))
-    if not draw(st.integers(0, 2)):
+    if f.indefinite_waits and not draw(st.integers(0, 2)):
         return {"wait_event": name}
     body = {"name": name}
-    if f.timers and draw(st.booleans()):
+    if f.timers and (draw(st.booleans()) or not f.indefinite_waits):
         body["timeout"] = draw(st.sampled_from(TIMEOUTS))
     if not in_group and draw(st.booleans()):
         body["default"] = _expr(draw, scope, simple=True)

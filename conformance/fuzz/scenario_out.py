@@ -86,6 +86,38 @@ def expected_actions(resp: pb.WorkflowResponse, *, mode: str, profile: Profile) 
     return out
 
 
+_TOKEN = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def mark_absent(patterns: list[dict[str, Any]], diffs: Any) -> None:
+    """Where the worker set a field the reference leaves unset, the pattern says `!absent` (a pattern
+    ignores keys it does not name, so the difference would not show otherwise)."""
+    for path, ref, _got in diffs:
+        if ref != "<absent>" or not path.startswith("actions["):
+            continue
+        tokens = [(name, int(i) if i else None) for name, i in _TOKEN.findall(path)]
+        if len(tokens) < 3 or tokens[0] != ("actions", None) or tokens[1][1] is None:
+            continue
+        index, kind = tokens[1][1], tokens[2][0]
+        if index >= len(patterns):
+            continue
+        node: Any = patterns[index].get(kind[:1].upper() + kind[1:])
+        rest = tokens[3:]
+        if not rest or not isinstance(node, dict):
+            continue
+        for name, i in rest[:-1]:
+            node = node.get(name) if name and isinstance(node, dict) else (
+                node[i] if i is not None and isinstance(node, list) and i < len(node) else None)
+            if node is None:
+                break
+        last_name, last_i = rest[-1]
+        if isinstance(node, dict) and last_name and last_name not in PAYLOADS:
+            node[last_name] = "!absent"
+
+
+PAYLOADS = ("json", "raw")
+
+
 def _requires(programs: Mapping[str, Any], events: list[pb.HistoryEvent], actions: list[dict[str, Any]]) -> list[str]:
     """Capabilities the vector needs: what its programs use, and the dialect it is written in
     (action ids from 1; 9999-12-31 timers; timer origins and task execution ids when stated)."""
@@ -195,6 +227,8 @@ def render(finding: Any, *, profile: Profile, command: str, stem: str,
         if ref.HasField("version"):
             vector["version"] = {"name": ref.version.name, "patches": list(ref.version.patches)}
     vector["actions"] = expected_actions(ref, mode=mode, profile=profile)
+    if mode == "strict" or not any(p == "failure kind" for p, _, _ in finding.comparison.diffs):
+        mark_absent(vector["actions"], finding.comparison.diffs)
     requires = _requires(programs, events, vector["actions"])
     if finding.ref is not ref and [a.id for a in finding.ref.actions] != [a.id for a in ref.actions]:
         requires = sorted(set(requires) | {"event_wait_timer"})  # the reference reserved ids for its wait timers

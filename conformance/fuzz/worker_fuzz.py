@@ -39,7 +39,7 @@ from taskhub_wire import pb
 
 from conformance.fuzz import programs as P
 from conformance.fuzz.common import (
-    Budget, Clock, FindingError, Progress, finding_error, hypothesis_settings, key, seed_for,
+    Budget, Clock, FindingError, Progress, finding_error, hypothesis_settings, key, other_errors, seed_for,
 )
 from conformance.fuzz.compare import EXACT, Comparison, Profile, compare
 from conformance.fuzz.dialect import NATIVE, Dialect
@@ -177,6 +177,8 @@ class WorkerCampaign:
             flaky = "Flaky" in type(exc).__name__ or "flaky" in str(exc).lower()[:200]
             if not self._pending:
                 raise
+            for err in other_errors(exc):  # an error of the fuzzer itself, next to findings: say so
+                self.progress.say(f"error while fuzzing (not a finding): {type(err).__name__}: {err}")
             for f in self._pending.values():
                 f.flaky = f.flaky or flaky
         for f in sorted(self._pending.values(), key=lambda f: len(f.signature)):
