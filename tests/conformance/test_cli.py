@@ -1,0 +1,75 @@
+"""The `conformance` command: exit codes, file:line errors, listing and validation."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def conformance(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "conformance", *args], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+
+
+def write(root: Path, rel: str, text: str) -> Path:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+GOOD = """title: ok
+requirements: [RPL-DET-001]
+programs: {main: {steps: [{return: 1}]}}
+start: {workflow: main}
+expect: {status: COMPLETED, output: 1}
+"""
+
+
+def test_broken_scenario_files_get_file_line_and_exit_2(tmp_path):
+    write(tmp_path, "a/good.yaml", GOOD)
+    write(tmp_path, "a/bad.yaml", "title: bad\nrequirements: [RPL-DET-001]\nprograms: {main: {steps: [{teleport: 1}]}}\n"
+                                  "start: {workflow: main}\nsteps:\n  - wait: {status: DONE}\n")
+    write(tmp_path, "b/syntax.yaml", "title: [unclosed\n")
+    for command in ("validate", "run", "list"):
+        out = conformance(command, "--scenarios", str(tmp_path))
+        assert out.returncode == 2, (command, out.stdout, out.stderr)
+        assert "Traceback" not in out.stderr
+        assert f"{tmp_path / 'a' / 'bad.yaml'}:3: program:" in out.stderr
+        assert f"{tmp_path / 'a' / 'bad.yaml'}:6: 'DONE' is not a status" in out.stderr
+        assert f"{tmp_path / 'b' / 'syntax.yaml'}:2: not valid YAML" in out.stderr
+        assert ">    6 |   - wait: {status: DONE}" in out.stderr  # the YAML excerpt
+
+
+def test_run_exit_codes_and_reports(tmp_path):
+    write(tmp_path, "x/good.yaml", GOOD)
+    ok = conformance("run", "--scenarios", str(tmp_path), "--reports", str(tmp_path / "rep"))
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert ok.stdout.strip().splitlines()[-2] == "1 passed, 0 failed"
+    for name in ("junit.xml", "summary.json", "matrix.html", "matrix.md", "events.jsonl"):
+        assert (tmp_path / "rep" / name).is_file(), name
+    write(tmp_path, "x/wrong.yaml", GOOD.replace("output: 1", "output: 2"))
+    bad = conformance("run", "--scenarios", str(tmp_path), "--no-reports")
+    assert bad.returncode == 1
+    assert "Reproduce with: conformance run --sidecar reference --worker reference --scenario x/wrong" in bad.stdout
+    rebuilt = conformance("report", "--events", str(tmp_path / "rep" / "events.jsonl"), "--reports",
+                          str(tmp_path / "rep2"))
+    assert rebuilt.returncode == 0 and (tmp_path / "rep2" / "matrix.html").is_file()
+
+
+def test_unknown_requirement_and_target_are_bad_input(tmp_path):
+    write(tmp_path, "x/unknown.yaml", GOOD.replace("RPL-DET-001", "NOPE-001"))
+    out = conformance("validate", "--scenarios", str(tmp_path))
+    assert out.returncode == 2 and "requirement 'NOPE-001' is not in conformance/requirements.yaml" in out.stderr
+    write(tmp_path, "x/unknown.yaml", GOOD)
+    out = conformance("run", "--scenarios", str(tmp_path), "--worker", "no-such-sdk", "--no-reports")
+    assert out.returncode == 2 and "unknown worker 'no-such-sdk'" in out.stderr
+
+
+def test_library_is_valid_and_covers_every_requirement():
+    out = conformance("validate")
+    assert out.returncode == 0, out.stderr
+    assert "79 of 79 requirements covered" in out.stdout or "requirements covered" in out.stdout
