@@ -1,0 +1,5 @@
+import sys
+
+from conformance.drift.report import main
+
+sys.exit(main())
