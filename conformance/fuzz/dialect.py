@@ -75,7 +75,7 @@ class Dialect:
         new = [_renumber(e, move, case.instance_id) for e in case.new if not _is_sentinel_event(e)]
         if not new:
             new = [copy_event(case.new[0])]
-        return TurnCase(case.instance_id, tuple(past), tuple(new), case.form, note=case.note)
+        return TurnCase(case.instance_id, tuple(past), tuple(new), case.form, note=case.note, stripped=True)
 
     def to_worker(self, case: TurnCase) -> TurnCase:
         """What the worker is sent: `turn(case)` with ids shifted to the dialect's base."""
@@ -87,7 +87,8 @@ class Dialect:
             return i - shift if i > 0 else i
 
         return TurnCase(t.instance_id, tuple(_renumber(e, move, t.instance_id) for e in t.past),
-                        tuple(_renumber(e, move, t.instance_id) for e in t.new), t.form, note=t.note)
+                        tuple(_renumber(e, move, t.instance_id) for e in t.new), t.form, note=t.note,
+                        stripped=t.stripped)
 
     def from_worker(self, resp: pb.WorkflowResponse | None, case: TurnCase) -> pb.WorkflowResponse | None:
         """The worker's answer with its ids moved back to the reference's base (ranked, like
@@ -100,7 +101,10 @@ class Dialect:
         if shift:
             for a in out.actions:
                 _renumber_action(a, lambda i: i + shift if i >= 0 else i, case.instance_id)
-        return out if self.optional_timers else dense(out, self.turn(case))
+        t = self.turn(case)
+        if self.optional_timers or not (t.stripped or any(_is_sentinel_action(a) for a in out.actions)):
+            return out
+        return dense(out, t)
 
     def reference(self, resp: pb.WorkflowResponse, case: TurnCase) -> pb.WorkflowResponse:
         """The reference answer to `turn(case)` as this dialect would make it.
@@ -111,6 +115,8 @@ class Dialect:
         clears them)."""
         if self.optional_timers:
             return resp
+        if not case.stripped and not any(_is_sentinel_action(a) for a in resp.actions):
+            return resp  # no wait timer involved: ids are as the dialect makes them
         out = pb.WorkflowResponse()
         out.CopyFrom(resp)
         keep = [a for a in out.actions if not _is_sentinel_action(a)]

@@ -93,6 +93,7 @@ class TurnCase:
     form: str  # dispatched | redelivered (an attempt that was abandoned) | segment | mutated
     note: str = ""
     answer: TurnResult | None = None  # the reference's answer, when already known
+    stripped: bool = False  # a dialect removed 9999-12-31 timers from it (dialect.py)
 
 
 @dataclass

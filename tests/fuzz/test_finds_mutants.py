@@ -26,7 +26,7 @@ ENGINE_EXAMPLES = 500
 WORKER_EXAMPLES = 400
 
 # Reference engine behaviours the model rejects (docs/fuzzing.md, "Findings"): each a check name of
-# engine_machine.py. Remove an entry when the engine is fixed (test_reference_engine_... then says so).
+# engine_machine.py. Remove an entry when the engine is fixed.
 REFERENCE_ENGINE_BUGS = {
     "suspend-resume": "a suspend sent while [suspend, resume] are still pending is dropped; a second resume "
                       "while a suspend is pending is accepted (Engine.suspend/resume look at 'any pending', "
