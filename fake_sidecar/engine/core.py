@@ -420,9 +420,7 @@ class Engine:
                 return
             # The Dapr Python SDKs loop forever replaying a second ExecutionSuspended on resume
             # (their suspended-event buffer), so a suspend of a suspended instance is dropped.
-            pending_suspend = any(e.event.HasField("executionSuspended") for e in inst.inbox)
-            pending_resume = any(e.event.HasField("executionResumed") for e in inst.inbox)
-            if (inst.suspended and not pending_resume) or pending_suspend:
+            if self._will_be_suspended(inst):
                 return
             ev = pb.HistoryEvent(eventId=-1, timestamp=ts(self.now()))
             ev.executionSuspended.SetInParent()
@@ -445,8 +443,7 @@ class Engine:
             self._refuse_if_stalled(inst, "resume")
             if inst.terminal:
                 return False
-            pending_suspend = any(e.event.HasField("executionSuspended") for e in inst.inbox)
-            if not inst.suspended and not pending_suspend:
+            if not self._will_be_suspended(inst):
                 return False
             ev = pb.HistoryEvent(eventId=-1, timestamp=ts(self.now()))
             ev.executionResumed.SetInParent()
@@ -457,6 +454,17 @@ class Engine:
             self._commit(tx)
             self._maybe_queue(inst)
             return True
+
+    @staticmethod
+    def _will_be_suspended(inst: Instance) -> bool:
+        """Suspended once the markers already queued are committed: the last queued marker decides."""
+        state = inst.suspended
+        for entry in inst.inbox:
+            if entry.event.HasField("executionSuspended"):
+                state = True
+            elif entry.event.HasField("executionResumed"):
+                state = False
+        return state
 
     def purge(self, *, iid: str, recursive: bool, force: bool) -> int:
         with self._lock:

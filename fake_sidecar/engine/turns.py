@@ -162,9 +162,13 @@ def decide_turn(inst: Instance, new_events: list[pb.HistoryEvent], resp: pb.Work
     completed: pb.HistoryEvent | None = None
     for a in actions:
         kind = a.WhichOneof("workflowActionType")
+        if completed is not None:
+            # R3.1 REF: a completion is final; durabletask-go still records later actions after
+            # ExecutionCompleted, the reference drops them (first completion wins).
+            continue
         if kind == "completeWorkflow":
-            if completed is not None or out.continue_as_new is not None:
-                continue  # first completion wins (R3.1)
+            if out.continue_as_new is not None:
+                continue
             cw = a.completeWorkflow
             if cw.workflowStatus == pb.ORCHESTRATION_STATUS_CONTINUED_AS_NEW:
                 if terminate is not None:

@@ -20,7 +20,7 @@ from conformance.fuzz import programs as P
 from conformance.fuzz.common import Budget
 from conformance.fuzz.compare import compare, profile_for, signature
 from conformance.fuzz.dialect import Dialect, _renumber_action
-from conformance.fuzz.interleave import DataChooser, RandomChooser, TurnCase, run_program
+from conformance.fuzz.interleave import DataChooser, RandomChooser, run_program
 from conformance.fuzz.mutate import mutate
 from conformance.fuzz.scenario_out import event_data, round_trips
 from conformance.scenario.wire import event_dict, parse_event
