@@ -101,6 +101,33 @@ def _timestamp(dt: datetime) -> Timestamp:
     return out
 
 
+class _LazyActivity:
+    """A plain ScheduleTask action not built yet: replay only needs its kind and name (see call())."""
+
+    __slots__ = ("id", "name", "guid_name", "input")
+
+    def __init__(self, id: int, name: str, guid_name: str, input: Any) -> None:
+        self.id, self.name, self.guid_name, self.input = id, name, guid_name, input
+
+    @property
+    def scheduleTask(self) -> "_LazyActivity":  # noqa: N802 - quacks like WorkflowAction.scheduleTask
+        return self
+
+    def HasField(self, field: str) -> bool:  # noqa: N802
+        return field == "scheduleTask"
+
+    def WhichOneof(self, oneof: str) -> str:  # noqa: N802
+        return "scheduleTask"
+
+    def build(self) -> pb.WorkflowAction:
+        action = pb.WorkflowAction(id=self.id)
+        st = action.scheduleTask
+        st.name, st.taskExecutionId = self.name, _uuid5(self.guid_name)
+        if self.input is not None:
+            st.input.value = to_json(self.input)
+        return action
+
+
 class _Context:
     def __init__(self, bundle: Bundle, instance_id: str) -> None:
         self.bundle = bundle
@@ -110,7 +137,6 @@ class _Context:
         self.status: int | None = None
         self.pending_actions: dict[int, pb.WorkflowAction] = {}
         self.pending_tasks: dict[int, Task] = {}
-        self.deferred: list[tuple[pb.WorkflowAction, str, Any]] = []  # (action, guid name, input): see call()
         self.seq = 0
         self.guid_counter = 0
         self.now = datetime(1000, 1, 1)
@@ -214,12 +240,7 @@ class _Context:
                         if value:  # the SDKs drop falsy payloads here
                             ev.eventRaised.input.value = to_json(value)
             return [action]
-        for action, guid_name, value in self.deferred:  # fill in the activity calls still pending
-            if self.pending_actions.get(action.id) is action:
-                action.scheduleTask.taskExecutionId = _uuid5(guid_name)
-                if value is not None:
-                    action.scheduleTask.input.value = to_json(value)
-        return list(self.pending_actions.values())
+        return [a.build() if isinstance(a, _LazyActivity) else a for a in self.pending_actions.values()]
 
     # ------------------------------------------------------------ scheduling
 
@@ -246,12 +267,9 @@ class _Context:
              task_id: int | None = None, reuse: Retryable | None = None, execution_id: str = "") -> Task:
         tid = self.next_id() if task_id is None else task_id
         if not child and reuse is None and retry is None:
-            # A plain activity call: most are replayed and matched by history, so the task execution id
-            # and the JSON input are only computed, in actions(), for those still pending at the end.
-            action = pb.WorkflowAction(id=tid)
-            action.scheduleTask.name = name
-            self.deferred.append((action, self.guid_name(), input))
-            self.pending_actions[tid] = action
+            # A plain activity call: most are replayed and matched by history, so the protobuf action,
+            # its task execution id and its JSON input are only built, in actions(), if still pending.
+            self.pending_actions[tid] = _LazyActivity(tid, name, self.guid_name(), input)  # type: ignore[assignment]
             self.pending_tasks[tid] = task = Completable()
             return task
         if not child and reuse is None:
