@@ -42,7 +42,7 @@ class _Abort(Exception):
         self.message = message
 
 
-def _deadline_or_cancel(context: grpc.ServicerContext, what: str) -> _Abort:
+def _deadline_exceeded(what: str) -> _Abort:
     return _Abort(grpc.StatusCode.DEADLINE_EXCEEDED,
                   f"{what} did not happen before the caller's deadline; is a worker connected?")
 
@@ -51,7 +51,7 @@ def _wait(engine: Engine, context: grpc.ServicerContext, iid: str, pred: Callabl
           what: str) -> InstanceView:
     view = engine.wait(iid, pred, timeout=context.time_remaining(), is_active=context.is_active)
     if view is None:
-        raise _deadline_or_cancel(context, what)
+        raise _deadline_exceeded(what)
     return view
 
 

@@ -464,17 +464,26 @@ def parse_bundle(doc: Any, *, source: str = "") -> Bundle:
 
 def load_bundle(path: Path | str) -> Bundle:
     """Load a bundle from a YAML or JSON file; every problem is reported at once."""
-    import yaml  # only here: SDK drivers import this module in venvs that may lack PyYAML
-
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise ProgramError([f"cannot read the program bundle: {exc.strerror}"], source=str(p)) from None
+    if p.suffix == ".json":
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ProgramError([f"not valid JSON: {exc}"], source=str(p)) from None
+        return parse_bundle(doc, source=str(p))
     try:
-        doc = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise ProgramError([f"not valid {'JSON' if p.suffix == '.json' else 'YAML'}: {exc}"], source=str(p)) from None
+        # Imported only for YAML: SDK drivers load JSON bundles in virtualenvs without PyYAML.
+        import yaml
+    except ModuleNotFoundError:
+        raise ProgramError(["PyYAML is not installed here; pass the bundle as .json"], source=str(p)) from None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ProgramError([f"not valid YAML: {exc}"], source=str(p)) from None
     return parse_bundle(doc, source=str(p))
 
 

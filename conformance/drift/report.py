@@ -24,9 +24,8 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent

@@ -60,30 +60,8 @@ def _die(code: int, message: str) -> None:
 # ------------------------------------------------------------------ the shared language (no protobuf)
 
 
-def _import_language() -> tuple[types.ModuleType, types.ModuleType, bool]:
-    """Import fake_worker.programs / fake_worker.activities; returns (programs, activities, have_yaml).
-
-    `fake_worker.programs` imports PyYAML at module level, but the SDK virtualenv (made from
-    drivers/sdk_envs/dx.txt) has no PyYAML. Without it, an import-only stand-in is installed, and
-    only JSON bundles are accepted (YAML bundles are refused with a clear message).
-    """
-    have_yaml = True
-    try:
-        import yaml  # noqa: F401
-    except ModuleNotFoundError:
-        have_yaml = False
-        shim = types.ModuleType("yaml")
-
-        class YAMLError(Exception):
-            pass
-
-        def safe_load(_text: str) -> Any:
-            raise YAMLError("PyYAML is not installed in this virtualenv; pass the bundle as .json")
-
-        shim.YAMLError = YAMLError  # type: ignore[attr-defined]
-        shim.safe_load = safe_load  # type: ignore[attr-defined]
-        shim.__doc__ = "import-only stand-in installed by the dx driver (PyYAML is absent)"
-        sys.modules["yaml"] = shim
+def _import_language() -> tuple[types.ModuleType, types.ModuleType]:
+    """Import fake_worker.programs / fake_worker.activities (pure Python, no protobuf)."""
     try:
         from fake_worker import activities, programs
     except ModuleNotFoundError as exc:
@@ -91,19 +69,18 @@ def _import_language() -> tuple[types.ModuleType, types.ModuleType, bool]:
     ours = sorted(m for m in sys.modules if m == "taskhub_wire" or m.startswith("taskhub_wire."))
     if ours:
         _die(EXIT_USAGE, f"our generated protobuf modules were imported into the SDK process: {ours}")
-    return programs, activities, have_yaml
+    return programs, activities
 
 
 # Set by init_language() (main calls it; nothing happens at import time).
 P: Any = None  # fake_worker.programs
 A: Any = None  # fake_worker.activities
-HAVE_YAML = False
 
 
 def init_language() -> None:
-    global P, A, HAVE_YAML
+    global P, A
     if P is None:
-        P, A, HAVE_YAML = _import_language()
+        P, A = _import_language()
 
 
 # ------------------------------------------------------------------ capability check
@@ -332,9 +309,6 @@ def register(wfr: WorkflowRuntime, bundle: Any, runner: Any) -> list[str]:
 
 def load(path: str) -> Any:
     p = Path(path)
-    if p.suffix != ".json" and not HAVE_YAML:
-        _die(EXIT_USAGE, f"{p} is YAML but PyYAML is not installed in this virtualenv; "
-                         "pass the bundle as .json or install requirements.txt")
     try:
         return P.load_bundle(p)
     except P.ProgramError as exc:

@@ -12,6 +12,7 @@ import base64
 import heapq
 import logging
 import threading
+import time
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
@@ -337,9 +338,7 @@ class Engine:
     def wait(self, iid: str, pred: Callable[[InstanceView], bool], *, timeout: float | None,
              is_active: Callable[[], bool] = lambda: True) -> InstanceView | None:
         """Block until the instance exists and `pred(view)` holds; None on timeout or cancel."""
-        import time as _time
-
-        deadline = None if timeout is None else _time.monotonic() + timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
         flag = threading.Event()
         with self._lock:
             self._watchers.setdefault(iid, set()).add(flag)
@@ -354,7 +353,7 @@ class Engine:
                         if pred(view):
                             return view
                     flag.clear()
-                remaining = None if deadline is None else deadline - _time.monotonic()
+                remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     return None
                 flag.wait(0.5 if remaining is None else min(0.5, remaining))
@@ -1152,7 +1151,7 @@ class Engine:
                 if self._due:
                     wait = max(0.0, min(wait, (self._due[0][0] - now) / 1e9))
                 if self.clock.virtual and self._due and self._idle():
-                    real = __import__("time").monotonic_ns()
+                    real = time.monotonic_ns()
                     if idle_since is None:
                         idle_since = real
                     elif real - idle_since >= _IDLE_JUMP_NS:

@@ -45,10 +45,8 @@ from typing import Any, Iterator
 import grpc
 import pytest
 import yaml
-from google.protobuf import json_format
-from google.protobuf.message import Message
-from google.protobuf.unknown_fields import UnknownFieldSet
 
+from conformance.fuzz import compare
 from fake_sidecar.server import SidecarServer
 from fake_worker.activities import ActivityRunner
 from fake_worker.client import Worker, WorkerOptions
@@ -253,80 +251,21 @@ def derived_unpatched(turns: list[Turn]) -> list[Turn]:
 
 
 # --------------------------------------------------------------------------- normalisation and diff
+# The rules live in conformance/fuzz/compare.py (the fuzzer compares SDK answers the same way); the
+# reason tables above document them, and test_reason_tables_match_the_rules keeps the two in step.
 
-
-def _decode(value: Any) -> Any:
-    if not isinstance(value, str):
-        return value
-    try:
-        return {"json": json.loads(value)}
-    except ValueError:
-        return {"raw": value}
-
-
-def _scrub(node: Any) -> Any:
-    if isinstance(node, dict):
-        out = {}
-        for k, v in node.items():
-            if k in IGNORED:
-                continue
-            out[k] = _decode(v) if k in PAYLOAD_KEYS else _scrub(v)
-        return out
-    if isinstance(node, list):
-        return [_scrub(v) for v in node]
-    return node
-
-
-def unknown_fields(msg: Message, path: str = "") -> list[str]:
-    """Every field in `msg` (recursively) that our schema does not declare, as 'path#number'."""
-    out = [f"{path}#{f.field_number}" for f in UnknownFieldSet(msg)]
-    for fd, value in msg.ListFields():
-        if fd.message_type is None:
-            continue
-        sub = f"{path}.{fd.name}" if path else fd.name
-        if fd.is_repeated:
-            if not fd.message_type.GetOptions().map_entry:
-                for i, item in enumerate(value):
-                    out.extend(unknown_fields(item, f"{sub}[{i}]"))
-        else:
-            out.extend(unknown_fields(value, sub))
-    return out
-
-
-def _unknown_ignored(path: str) -> bool:
-    return path.rsplit(".", 1)[-1] in IGNORED_UNKNOWN
+diff = compare.diff
+unknown_fields = compare.unknown_fields
 
 
 def normalise(resp: pb.WorkflowResponse) -> dict[str, Any]:
-    version = resp.version if resp.HasField("version") else None
-    return {
-        "instanceId": resp.instanceId,
-        "actions": [_scrub(json_format.MessageToDict(a)) for a in resp.actions],
-        "customStatus": resp.customStatus.value if resp.HasField("customStatus") else None,
-        "version.name": version.name if version is not None and version.HasField("name") else None,
-        "version.patches": list(version.patches) if version is not None else [],
-        "unknownFields": [u for u in unknown_fields(resp) if not _unknown_ignored(u)],
-    }
+    return {"instanceId": resp.instanceId, **compare.normalise(resp)}
 
 
-def diff(ref: Any, got: Any, path: str = "") -> list[tuple[str, Any, Any]]:
-    if isinstance(ref, dict) and isinstance(got, dict):
-        out = []
-        for k in sorted(set(ref) | set(got)):
-            sub = f"{path}.{k}" if path else k
-            if k not in ref or k not in got:
-                out.append((sub, ref.get(k, "<absent>"), got.get(k, "<absent>")))
-            else:
-                out.extend(diff(ref[k], got[k], sub))
-        return out
-    if isinstance(ref, list) and isinstance(got, list):
-        if len(ref) != len(got):
-            return [(f"{path}.length", len(ref), len(got)), (path, ref, got)]
-        out = []
-        for i, (a, b) in enumerate(zip(ref, got)):
-            out.extend(diff(a, b, f"{path}[{i}]"))
-        return out
-    return [] if ref == got and type(ref) is type(got) else [(path, ref, got)]
+def test_reason_tables_match_the_rules() -> None:
+    assert set(IGNORED) == compare.IGNORED
+    assert set(IGNORED_UNKNOWN) == compare.IGNORED_UNKNOWN
+    assert PAYLOAD_KEYS == compare.PAYLOAD_KEYS
 
 
 def messages(resp: pb.WorkflowResponse) -> list[str]:
