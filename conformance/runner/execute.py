@@ -60,11 +60,6 @@ class _Client:
         self.client = TaskHubClient(self.channel, metadata=self.metadata)
         self.lock = threading.Lock()
 
-    def reconnect(self, address: str) -> None:
-        self.channel.close()
-        self.address = address
-        self.__post_init__()
-
     def call(self, rpc: str, request: Any, *, timeout: float) -> Any:
         t = time.monotonic() - self.began
         try:

@@ -18,7 +18,6 @@ MISSING: Any = type("Missing", (), {"__repr__": lambda self: "MISSING"})()
 
 DIRECTIONS = ("self", "worker", "engine", "pair")
 STATUSES = ("RUNNING", "COMPLETED", "FAILED", "TERMINATED", "CANCELED", "PENDING", "SUSPENDED", "STALLED")
-TERMINAL = ("COMPLETED", "FAILED", "TERMINATED", "CANCELED")
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,3 @@ class VirtualClock:
             gap = when_ns - (time.time_ns() + self._offset)
             if gap > 0:
                 self._offset += gap
-
-    def advance_by(self, delta_ns: int) -> None:
-        with self._lock:
-            self._offset += max(0, delta_ns)
