@@ -75,6 +75,10 @@ def test_api_token_is_sent():
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         assert proc.stdout.readline().strip() == f"connected to {srv.address}"
+        # "connected" is printed once the stream is opened; the server registers it a moment later.
+        deadline = time.monotonic() + 10
+        while srv.engine.connected_streams() != 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
         assert srv.engine.connected_streams() == 1
         bad = subprocess.run(worker_cmd("--sidecar", srv.address, "--programs", str(BUNDLE), "--connect-timeout", "3"),
                              capture_output=True, text=True, timeout=30, cwd=ROOT)
