@@ -47,6 +47,8 @@ class Observed:
     zombie_results: list[str] = field(default_factory=list)  # payloads sent with stale tokens
     reproduce: str = ""
     vector_answer: dict[str, Any] | None = None
+    vector_expected: tuple[Any, ...] | None = None  # the vector's actions in the worker's dialect (runner/vector_dialect.py)
+    vector_note: str = ""  # how the vector was rewritten for the worker's dialect
 
 
 CheckFn = Callable[[Observed], None]

@@ -111,15 +111,18 @@ def vector(obs: Observed) -> None:
     if answer is None:
         fail(obs, "vector", ["the worker did not answer the vector's turn in time"])
         return
+    expected = vec.actions if obs.vector_expected is None else obs.vector_expected
     m = Matcher()
     out = []
     actions = answer["actions"]
-    if len(actions) != len(vec.actions):
-        out.append(f"expected {len(vec.actions)} action(s), got {len(actions)}: {json.dumps(actions)}")
-    for i, (want, got) in enumerate(zip(vec.actions, actions)):
+    if len(actions) != len(expected):
+        out.append(f"expected {len(expected)} action(s), got {len(actions)}: {json.dumps(actions)}")
+    for i, (want, got) in enumerate(zip(expected, actions)):
         out += m.match(want, got, f"actions[{i}]")
     if vec.custom_status is not MISSING:
         out += m.match(vec.custom_status, answer.get("custom_status"), "custom_status")
     if vec.version is not None:
         out += m.match(dict(vec.version), answer.get("version") or {}, "version")
+    if out and obs.vector_note:
+        out.append(f"(the vector was {obs.vector_note})")
     fail(obs, "vector", out)

@@ -14,7 +14,6 @@ import argparse
 import logging
 import shlex
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -167,18 +166,6 @@ def _worker_campaign(args: argparse.Namespace, target: Any, budget: Any, databas
             reduced = scenario_out.reduce_program(f.bundle_doc, f.workflow, f.case)
             if reduced.get(f.workflow) != f.bundle_doc.get(f.workflow) and reproduces(f, reduced):
                 source = reduced
-        if "ids_from_one" not in target.capabilities:
-            # A vector states ids as the reference numbers them (from 1); on a worker numbering from 0
-            # it is NOT_APPLICABLE, so it would never fail there: keep it with the database instead.
-            folder = (database or Path(tempfile.gettempdir())) / "findings"
-            folder.mkdir(parents=True, exist_ok=True)
-            stem = scenario_out.scenario_id(target.name, f.key)
-            path = folder / f"{stem}.yaml"
-            path.write_text(scenario_out.render(f, profile=profile, command=command, stem=stem, source=source),
-                            encoding="utf-8")
-            f.scenario, f.verified = path, (f"saved with the database, not under scenarios/ (vectors need "
-                                            f"ids_from_one, which {target.name} lacks)")
-            return
         path, note = scenario_out.write(f, profile=profile, command=command, out_dir=out_dir, source=source)
         f.scenario, f.verified = path, note + ("; program reduced" if source is not None else "")
         if path is not None and not args.no_verify:

@@ -152,6 +152,31 @@ def normalise(resp: pb.WorkflowResponse, profile: Profile = EXACT) -> dict[str, 
     }
 
 
+def relax(node: Any, profile: Profile, *, answer: bool) -> Any:
+    """An action dict or pattern ({Kind: {id, ...}}, conformance/scenario/wire.py) without what
+    `profile` does not compare, so that a regression vector (`compare: fuzz`) is judged on another
+    SDK as a campaign on it would judge it. `answer`: the worker's side (empty strings dropped)."""
+    drop = set(profile.ignored) | (set() if profile.compare_error_types else {"errorType"})
+
+    def walk(n: Any, kind: str | None) -> Any:
+        if isinstance(n, dict):
+            out = {}
+            for k, v in n.items():
+                if k in drop or (kind == "CreateTimer" and not profile.timer_origins and k in TIMER_ORIGINS):
+                    continue
+                if answer and profile.empty_strings_unset and v == "":
+                    continue
+                out[k] = v if k in PAYLOAD_KEYS else walk(v, None)
+            return out
+        if isinstance(n, list):
+            return [walk(v, None) for v in n]
+        return n
+
+    if not isinstance(node, dict):
+        return node
+    return {kind: walk(body, kind) for kind, body in node.items()}
+
+
 def diff(ref: Any, got: Any, path: str = "") -> list[tuple[str, Any, Any]]:
     if isinstance(ref, dict) and isinstance(got, dict):
         out = []

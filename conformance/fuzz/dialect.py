@@ -65,14 +65,14 @@ class Dialect:
         if self.optional_timers:
             return case
         whole = list(case.past) + list(case.new)
-        gone = sorted(e.eventId for e in whole if _is_sentinel_event(e))
+        gone = sorted(e.eventId for e in whole if is_sentinel_event(e))
         if not gone:
             return case
         def move(i: int) -> int:
             return i - sum(1 for g in gone if g < i) if i > 0 else i
 
-        past = [_renumber(e, move, case.instance_id) for e in case.past if not _is_sentinel_event(e)]
-        new = [_renumber(e, move, case.instance_id) for e in case.new if not _is_sentinel_event(e)]
+        past = [_renumber(e, move, case.instance_id) for e in case.past if not is_sentinel_event(e)]
+        new = [_renumber(e, move, case.instance_id) for e in case.new if not is_sentinel_event(e)]
         if not new:
             new = [copy_event(case.new[0])]
         return TurnCase(case.instance_id, tuple(past), tuple(new), case.form, note=case.note, stripped=True)
@@ -102,7 +102,7 @@ class Dialect:
             for a in out.actions:
                 _renumber_action(a, lambda i: i + shift if i >= 0 else i, case.instance_id)
         t = self.turn(case)
-        if self.optional_timers or not (t.stripped or any(_is_sentinel_action(a) for a in out.actions)):
+        if self.optional_timers or not (t.stripped or any(is_sentinel_action(a) for a in out.actions)):
             return out
         return dense(out, t)
 
@@ -115,11 +115,11 @@ class Dialect:
         clears them)."""
         if self.optional_timers:
             return resp
-        if not case.stripped and not any(_is_sentinel_action(a) for a in resp.actions):
+        if not case.stripped and not any(is_sentinel_action(a) for a in resp.actions):
             return resp  # no wait timer involved: ids are as the dialect makes them
         out = pb.WorkflowResponse()
         out.CopyFrom(resp)
-        keep = [a for a in out.actions if not _is_sentinel_action(a)]
+        keep = [a for a in out.actions if not is_sentinel_action(a)]
         del out.actions[:]
         for a in keep:
             out.actions.add().CopyFrom(a)
@@ -142,12 +142,12 @@ def dense(resp: pb.WorkflowResponse, case: TurnCase) -> pb.WorkflowResponse:
 NATIVE = Dialect()
 
 
-def _is_sentinel_event(ev: pb.HistoryEvent) -> bool:
+def is_sentinel_event(ev: pb.HistoryEvent) -> bool:
     return (ev.HasField("timerCreated") and ev.timerCreated.fireAt.seconds == SENTINEL_SECONDS
             and ev.timerCreated.WhichOneof("origin") in (None, "externalEvent"))
 
 
-def _is_sentinel_action(a: pb.WorkflowAction) -> bool:
+def is_sentinel_action(a: pb.WorkflowAction) -> bool:
     return (a.HasField("createTimer") and a.createTimer.fireAt.seconds == SENTINEL_SECONDS
             and a.createTimer.WhichOneof("origin") in (None, "externalEvent"))
 

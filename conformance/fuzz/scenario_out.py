@@ -119,9 +119,10 @@ PAYLOADS = ("json", "raw")
 
 
 def _requires(programs: Mapping[str, Any], events: list[pb.HistoryEvent], actions: list[dict[str, Any]]) -> list[str]:
-    """Capabilities the vector needs: what its programs use, and the dialect it is written in
-    (action ids from 1; 9999-12-31 timers; timer origins and task execution ids when stated)."""
-    need = set(P.ALL_FEATURES.capabilities_used(programs)) | {"ids_from_one"}
+    """Capabilities the vector needs: what its programs use, and what of the reference's dialect it
+    states (9999-12-31 timers; timer origins and task execution ids). Action ids from 1 are not
+    needed: the runner shifts them for a worker that numbers from 0 (runner/vector_dialect.py)."""
+    need = set(P.ALL_FEATURES.capabilities_used(programs))
     kinds = {e.WhichOneof("eventType") for e in events}
     if kinds & {"executionSuspended", "executionResumed"}:
         need.add("suspend")
@@ -216,6 +217,7 @@ def render(finding: Any, *, profile: Profile, command: str, stem: str,
     events = list(case.past) + list(case.new)
     ref = finding.raw if getattr(finding, "raw", None) is not None else finding.ref
     vector: dict[str, Any] = {
+        "compare": "fuzz",  # on another SDK too, judged by that SDK's comparison profile
         "instance_id": case.instance_id,
         "past": [event_data(e) for e in case.past],
         "new": [event_data(e) for e in case.new],

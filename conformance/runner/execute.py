@@ -500,17 +500,30 @@ def _without_reproduce(text: str) -> str:
 
 
 def _run_vector(run: _Run, stack: ExitStack) -> Observed:
-    """A turn-level vector: the reference sidecar hands the turn to the worker under test."""
+    """A turn-level vector: the reference sidecar hands the turn, in the worker's dialect, to the worker under test."""
     vec = run.scenario.vector
     assert vec is not None
     from fake_worker.programs import parse_bundle
 
+    from conformance.runner.vector_dialect import in_dialect
+
     bundle = parse_bundle({"programs": run.scenario.programs_doc})
+    turn = in_dialect(vec, capabilities=run.pair.worker.capabilities)
     replay = _replayer(run, bundle, stack)
     assert replay is not None
-    answer = replay(vec.instance_id, list(vec.past), list(vec.new))
+    answer = turn.to_reference(replay(turn.instance_id, list(turn.past), list(turn.new)))
+    expected = turn.expected
+    if vec.compare == "fuzz":  # a regression vector: judged by the worker's profile, as a campaign would
+        from conformance.fuzz.compare import profile_for, relax
+
+        profile = profile_for(run.pair.worker.name, run.pair.worker.capabilities)
+        expected = tuple(relax(p, profile, answer=False) for p in expected)
+        if answer is not None:
+            custom = answer.get("custom_status")
+            answer = {**answer, "actions": [relax(a, profile, answer=True) for a in answer["actions"]],
+                      "custom_status": None if custom == "" and profile.empty_custom_status_is_none else custom}
     return Observed(scenario=run.scenario, instances={}, states={}, histories={}, reproduce=run.reproduce,
-                    vector_answer=answer)
+                    vector_answer=answer, vector_expected=expected, vector_note=turn.note)
 
 
 __all__ = ["HarnessError", "run_scenario"]

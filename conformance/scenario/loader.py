@@ -401,7 +401,11 @@ def _vector(c: _Checker, raw: Any, path: tuple[Any, ...]) -> Vector | None:
     if not isinstance(raw, Mapping):
         c.err(path, "a vector is {instance_id, past: [events], new: [events], actions: [patterns]}")
         return None
-    c.keys(raw, {"instance_id", "past", "new", "actions", "custom_status", "version"}, path, "vector")
+    c.keys(raw, {"instance_id", "past", "new", "actions", "custom_status", "version", "compare"}, path, "vector")
+    compare = raw.get("compare", "exact")
+    if compare not in ("exact", "fuzz"):
+        c.err(path + ("compare",), f"compare {compare!r}; use exact (default) or fuzz (the worker's comparison "
+                                   "profile also applies, as in a fuzz campaign)")
     events: dict[str, list[Any]] = {"past": [], "new": []}
     for part in ("past", "new"):
         items = raw.get(part, [])
@@ -421,7 +425,7 @@ def _vector(c: _Checker, raw: Any, path: tuple[Any, ...]) -> Vector | None:
         actions = []
     return Vector(instance_id=str(raw.get("instance_id", "vector")), past=tuple(events["past"]),
                   new=tuple(events["new"]), actions=tuple(actions), custom_status=raw.get("custom_status", MISSING),
-                  version=raw.get("version"))
+                  version=raw.get("version"), compare=str(compare))
 
 
 def discover(root: Path, *, patterns: Sequence[str] = ()) -> list[Path]:

@@ -86,6 +86,9 @@ class Vector:
     actions: tuple[Any, ...]  # expected action patterns, in order
     custom_status: Any = MISSING
     version: Mapping[str, Any] | None = None
+    # exact: the patterns as written. fuzz: also by the worker's comparison profile, as the fuzzer
+    # compared when it found the vector (conformance/fuzz/compare.py; regression scenarios).
+    compare: str = "exact"
 
 
 @dataclass(frozen=True)

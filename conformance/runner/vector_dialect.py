@@ -1,0 +1,132 @@
+"""A turn-level vector in the dialect of the worker it is sent to.
+
+Vectors are written as the reference (and dapr-ext-workflow) writes histories: action ids from 1
+and a 9999-12-31 timer reserved for every indefinite event wait. A worker that numbers from 0
+(no `ids_from_one`: the Go and Java SDKs) or makes no such timers (no `event_wait_timer`) never
+sees that history in production, so the vector is rewritten the way `conformance.fuzz.dialect`
+rewrites fuzzed turns: the history it is sent has the sentinel timers removed and its ids moved to
+the worker's base; the worker's answer has its ids moved back; and where sentinel timers were
+involved, the expected and the actual action ids are both compared by rank (the reference reserves
+ids for wait timers such a worker never makes). The point of a vector is the replay decision, not
+the id base: flow scenarios (RPL-IDS-001) show the base.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from conformance.fuzz.dialect import Dialect, is_sentinel_event
+from conformance.fuzz.interleave import TurnCase
+from conformance.scenario.model import Vector
+
+_SENTINEL_TEXT = "9999-12-31T23:59:59"  # dialect.SENTINEL_SECONDS as a scenario writes it
+_ACTION_EVENTS = ("taskScheduled", "timerCreated", "childWorkflowInstanceCreated", "eventSent",
+                  "detachedWorkflowInstanceCreated", "executionCompleted")
+
+
+@dataclass(frozen=True)
+class VectorTurn:
+    """What the worker is sent, the expected actions in the terms its answer is compared in, and
+    how its answer is brought into those terms."""
+
+    instance_id: str
+    past: tuple[Any, ...]
+    new: tuple[Any, ...]
+    expected: tuple[Any, ...]
+    to_reference: Callable[[dict[str, Any] | None], dict[str, Any] | None]
+    note: str = ""  # how the vector was rewritten, for failure messages; "" when sent as written
+
+
+def in_dialect(vec: Vector, *, capabilities: Iterable[str]) -> VectorTurn:
+    dialect = Dialect.from_capabilities(capabilities)
+    involves_sentinel = (any(is_sentinel_event(e) for e in (*vec.past, *vec.new))
+                         or any(_is_sentinel_pattern(p) for p in vec.actions))
+    strip = not dialect.optional_timers and involves_sentinel
+    if dialect.id_base == 1 and not strip:
+        return VectorTurn(vec.instance_id, tuple(vec.past), tuple(vec.new), tuple(vec.actions), lambda a: a)
+    if not strip:
+        dialect = Dialect(id_base=dialect.id_base, optional_timers=True)
+    case = TurnCase(vec.instance_id, tuple(vec.past), tuple(vec.new), "dispatched")
+    sent = dialect.to_worker(case)
+    shift = 1 - dialect.id_base
+    iid = vec.instance_id
+
+    def back(i: int) -> int:
+        return i + shift if i >= 0 else i
+
+    if not strip:
+        def to_reference(answer: dict[str, Any] | None) -> dict[str, Any] | None:
+            return None if answer is None else {**answer, "actions": [_renumber(a, back, iid) for a in answer["actions"]]}
+
+        return VectorTurn(sent.instance_id, sent.past, sent.new, tuple(vec.actions), to_reference,
+                          note=f"sent with action ids from {dialect.id_base}; answer ids moved back by {shift}")
+
+    # Sentinel timers removed: rank ids among the (stripped) history's action ids and the answer's.
+    past_ids = {e.eventId for e in dialect.turn(case).past if e.WhichOneof("eventType") in _ACTION_EVENTS
+                and e.eventId > 0}
+    expected = [p for p in vec.actions if not _is_sentinel_pattern(p)]
+    expected = [_renumber(p, _ranker(past_ids, expected), iid) for p in expected]
+
+    def to_reference(answer: dict[str, Any] | None) -> dict[str, Any] | None:
+        if answer is None:
+            return None
+        got = [_renumber(a, back, iid) for a in answer["actions"]]
+        return {**answer, "actions": [_renumber(a, _ranker(past_ids, got), iid) for a in got]}
+
+    return VectorTurn(sent.instance_id, sent.past, sent.new, tuple(expected), to_reference,
+                      note=(f"sent without its 9999-12-31 wait timers{f' and with action ids from 0' if shift else ''}; "
+                            "expected and actual action ids compared by rank"))
+
+
+def _ranker(past_ids: set[int], actions: Sequence[Any]) -> Callable[[int], int]:
+    ids = {body["id"] for a in actions for body in _bodies(a) if isinstance(body.get("id"), int) and body["id"] > 0}
+    rank = {i: n + 1 for n, i in enumerate(sorted(past_ids | ids))}
+    return lambda i: rank.get(i, i)
+
+
+def _bodies(action: Any) -> list[dict[str, Any]]:
+    if not isinstance(action, Mapping):
+        return []
+    return [b for b in action.values() if isinstance(b, Mapping)]
+
+
+def _renumber(action: Any, move: Callable[[int], int], instance_id: str) -> Any:
+    """An action (dict or pattern) with its id and default child instance ids moved; wildcards,
+    captures and regexes stay as written."""
+    if not isinstance(action, Mapping):
+        return action
+    out: dict[str, Any] = {}
+    for kind, body in action.items():
+        if not isinstance(body, Mapping):
+            out[kind] = body
+            continue
+        body = dict(body)
+        if isinstance(body.get("id"), int) and not isinstance(body["id"], bool):
+            body["id"] = move(body["id"])
+        if kind == "CreateChildWorkflow" and isinstance(body.get("instanceId"), str):
+            body["instanceId"] = _child_id(instance_id, body["instanceId"], move)
+        retry = body.get("childWorkflowRetry") if kind == "CreateTimer" else None
+        if isinstance(retry, Mapping) and isinstance(retry.get("instanceId"), str):
+            body["childWorkflowRetry"] = {**retry, "instanceId": _child_id(instance_id, retry["instanceId"], move)}
+        out[kind] = body
+    return out
+
+
+def _child_id(instance_id: str, value: str, move: Callable[[int], int]) -> str:
+    m = re.fullmatch(re.escape(instance_id) + r":([0-9a-f]{4})", value)
+    return f"{instance_id}:{move(int(m.group(1), 16)) & 0xFFFF:04x}" if m else value
+
+
+def _is_sentinel_pattern(pattern: Any) -> bool:
+    body = pattern.get("CreateTimer") if isinstance(pattern, Mapping) else None
+    if not isinstance(body, Mapping):
+        return False
+    fire = body.get("fireAt")
+    return isinstance(fire, str) and fire.startswith(_SENTINEL_TEXT) and not any(
+        k in body for k in ("createTimer", "activityRetry", "childWorkflowRetry"))
+
+
+__all__ = ["VectorTurn", "in_dialect"]
