@@ -66,6 +66,10 @@ def profile_for(target: str, capabilities: Iterable[str] | None = None) -> Profi
     if caps is not None and "task_execution_id" not in caps:
         ignored.add("taskExecutionId")
         notes.append("no task_execution_id capability: ScheduleTask.taskExecutionId is not compared")
+    elif caps is not None and "teid_uuid5" not in caps:
+        ignored.add("taskExecutionId")
+        notes.append("no teid_uuid5 capability: the SDK makes its own taskExecutionIds (the spec asks only for one "
+                     "per call), so ScheduleTask.taskExecutionId is not compared with the reference's")
     origins = caps is None or "timer_origins" in caps
     if not origins:
         notes.append("no timer_origins capability: CreateTimer origins are not compared")

@@ -508,7 +508,7 @@ def _run_vector(run: _Run, stack: ExitStack) -> Observed:
     from conformance.runner.vector_dialect import in_dialect
 
     bundle = parse_bundle({"programs": run.scenario.programs_doc})
-    turn = in_dialect(vec, capabilities=run.pair.worker.capabilities)
+    turn = in_dialect(vec, capabilities=run.pair.worker.capabilities, programs=run.scenario.programs_doc)
     replay = _replayer(run, bundle, stack)
     assert replay is not None
     answer = turn.to_reference(replay(turn.instance_id, list(turn.past), list(turn.new)))

@@ -23,6 +23,7 @@ from conformance.fuzz.interleave import TurnCase
 from conformance.scenario.model import Vector
 
 _SENTINEL_TEXT = "9999-12-31T23:59:59"  # dialect.SENTINEL_SECONDS as a scenario writes it
+_ORIGINS = ("createTimer", "externalEvent", "activityRetry", "childWorkflowRetry")
 _ACTION_EVENTS = ("taskScheduled", "timerCreated", "childWorkflowInstanceCreated", "eventSent",
                   "detachedWorkflowInstanceCreated", "executionCompleted")
 
@@ -40,13 +41,19 @@ class VectorTurn:
     note: str = ""  # how the vector was rewritten, for failure messages; "" when sent as written
 
 
-def in_dialect(vec: Vector, *, capabilities: Iterable[str]) -> VectorTurn:
-    dialect = Dialect.from_capabilities(capabilities)
+def in_dialect(vec: Vector, *, capabilities: Iterable[str], programs: Any = None) -> VectorTurn:
+    """`programs`: the scenario's program documents (an indefinite wait_event there means the
+    reference reserved ids for wait timers even where no timer is left in the turn or answer)."""
+    caps = set(capabilities)
+    dialect = Dialect.from_capabilities(caps)
     involves_sentinel = (any(is_sentinel_event(e) for e in (*vec.past, *vec.new))
-                         or any(_is_sentinel_pattern(p) for p in vec.actions))
+                         or any(_is_sentinel_pattern(p) for p in vec.actions) or _indefinite_wait(programs))
     strip = not dialect.optional_timers and involves_sentinel
+    patterns = tuple(vec.actions)
+    if "timer_origins" not in caps:  # the SDK's CreateTimer has no origin: what a vector says of it is not compared
+        patterns = tuple(_without_origin(p) for p in patterns)
     if dialect.id_base == 1 and not strip:
-        return VectorTurn(vec.instance_id, tuple(vec.past), tuple(vec.new), tuple(vec.actions), lambda a: a)
+        return VectorTurn(vec.instance_id, tuple(vec.past), tuple(vec.new), patterns, lambda a: a)
     if not strip:
         dialect = Dialect(id_base=dialect.id_base, optional_timers=True)
     case = TurnCase(vec.instance_id, tuple(vec.past), tuple(vec.new), "dispatched")
@@ -61,13 +68,13 @@ def in_dialect(vec: Vector, *, capabilities: Iterable[str]) -> VectorTurn:
         def to_reference(answer: dict[str, Any] | None) -> dict[str, Any] | None:
             return None if answer is None else {**answer, "actions": [_renumber(a, back, iid) for a in answer["actions"]]}
 
-        return VectorTurn(sent.instance_id, sent.past, sent.new, tuple(vec.actions), to_reference,
+        return VectorTurn(sent.instance_id, sent.past, sent.new, patterns, to_reference,
                           note=f"sent with action ids from {dialect.id_base}; answer ids moved back by {shift}")
 
     # Sentinel timers removed: rank ids among the (stripped) history's action ids and the answer's.
     past_ids = {e.eventId for e in dialect.turn(case).past if e.WhichOneof("eventType") in _ACTION_EVENTS
                 and e.eventId > 0}
-    expected = [p for p in vec.actions if not _is_sentinel_pattern(p)]
+    expected = [q for p, q in zip(vec.actions, patterns) if not _is_sentinel_pattern(p)]
     expected = [_renumber(p, _ranker(past_ids, expected), iid) for p in expected]
 
     def to_reference(answer: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -118,6 +125,24 @@ def _renumber(action: Any, move: Callable[[int], int], instance_id: str) -> Any:
 def _child_id(instance_id: str, value: str, move: Callable[[int], int]) -> str:
     m = re.fullmatch(re.escape(instance_id) + r":([0-9a-f]{4})", value)
     return f"{instance_id}:{move(int(m.group(1), 16)) & 0xFFFF:04x}" if m else value
+
+
+def _indefinite_wait(node: Any) -> bool:
+    if isinstance(node, Mapping):
+        wait = node.get("wait_event")
+        if isinstance(wait, str) or (isinstance(wait, Mapping) and "timeout" not in wait):
+            return True
+        return any(_indefinite_wait(v) for v in node.values())
+    if isinstance(node, list):
+        return any(_indefinite_wait(v) for v in node)
+    return False
+
+
+def _without_origin(pattern: Any) -> Any:
+    body = pattern.get("CreateTimer") if isinstance(pattern, Mapping) else None
+    if not isinstance(body, Mapping):
+        return pattern
+    return {**pattern, "CreateTimer": {k: v for k, v in body.items() if k not in _ORIGINS}}
 
 
 def _is_sentinel_pattern(pattern: Any) -> bool:

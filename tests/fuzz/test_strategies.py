@@ -181,9 +181,11 @@ def test_signature_ignores_indices_and_payload_insides():
 
 
 def test_profiles_follow_capabilities():
-    assert profile_for("dapr-ext-workflow", ["task_execution_id", "timer_origins"]).notes == ()
+    assert profile_for("dapr-ext-workflow", ["task_execution_id", "teid_uuid5", "timer_origins"]).notes == ()
     js = profile_for("durabletask-js", ["ids_from_one"])
     assert "taskExecutionId" in js.ignored and not js.timer_origins and js.empty_strings_unset
+    go = profile_for("durabletask-go-worker", ["task_execution_id", "timer_origins"])
+    assert "taskExecutionId" in go.ignored and go.timer_origins and not go.compare_error_types
 
 
 @pytest.mark.parametrize(("text", "seconds", "examples"), [("10m", 600.0, None), ("90s", 90.0, None),
