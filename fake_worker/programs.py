@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Callable, Union
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
@@ -519,6 +519,48 @@ def evaluate(expr: Any, env: Mapping[str, Any]) -> Any:
     return expr
 
 
+def compile_expr(expr: Any) -> Callable[[Mapping[str, Any]], Any]:
+    """`evaluate` with the expression's shape decided once: `compile_expr(e)(env)` is `evaluate(e, env)`.
+
+    Same values, same errors in the same order; the replay executor evaluates each expression of a
+    program on every replay, so it compiles them (see executor._compile).
+    """
+    if isinstance(expr, str):
+        if "${" not in expr:
+            return lambda env: expr
+        m = _REF.fullmatch(expr)
+        if m:
+            return _compile_lookup(m.group(1))
+        return lambda env: _REF.sub(lambda mm: _text(_lookup(mm.group(1), env)), expr)
+    if expr is None or isinstance(expr, (bool, int, float)):
+        return lambda env: expr
+    if isinstance(expr, list):
+        items = tuple(compile_expr(v) for v in expr)
+        return lambda env: [f(env) for f in items]
+    if isinstance(expr, dict) or isinstance(expr, Mapping):
+        if len(expr) == 1:
+            (key, arg), = expr.items()
+            if isinstance(key, str) and key in OPERATORS:
+                operand = compile_expr(arg)
+                return lambda env: _apply(key, operand(env))
+        fields = tuple((k, compile_expr(v)) for k, v in expr.items())
+        return lambda env: {k: f(env) for k, f in fields}
+    return lambda env: expr
+
+
+def _compile_lookup(ref: str) -> Callable[[Mapping[str, Any]], Any]:
+    head, *rest = ref.strip().split(".")
+    if rest:  # a path: rare, the general lookup
+        return lambda env: _lookup(ref, env)
+
+    def variable(env: Mapping[str, Any]) -> Any:
+        if head in env:
+            return env[head]
+        return _lookup(ref, env)  # raises the unknown-variable error
+
+    return variable
+
+
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
@@ -541,7 +583,10 @@ def _lookup(ref: str, env: Mapping[str, Any]) -> Any:
 def _apply(op: str, arg: Any) -> Any:
     try:
         if op == "$add":
-            return sum(arg) if not any(isinstance(a, str) for a in arg) else "".join(map(_text, arg))
+            for a in arg:  # a loop, not any(<generator>): $add runs on every replay of a counting program
+                if isinstance(a, str):
+                    return "".join(map(_text, arg))
+            return sum(arg)
         if op == "$sub":
             return arg[0] - arg[1]
         if op == "$lt":

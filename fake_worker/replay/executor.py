@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -24,7 +24,7 @@ from taskhub_wire import pb
 
 from fake_worker.programs import (
     All, AnyOf, Bundle, CallActivity, CallChild, ContinueAsNew, ExpressionError, Fail, If, IfPatched, Program,
-    Return, SetStatus, SetVar, Step, Timer, WaitEvent, evaluate,
+    Return, SetStatus, SetVar, Step, Timer, WaitEvent, compile_expr,
 )
 from fake_worker.replay.tasks import (
     Completable, EventWithTimeout, Retryable, RetrySpec, Task, TaskFailure, TimerTask, WhenAll, WhenAny,
@@ -76,8 +76,17 @@ def to_json(value: Any) -> str:
     return json.dumps(value)
 
 
+_scan_json = json.JSONDecoder().scan_once
+
+
 def from_json(text: str) -> Any:
-    return json.loads(text)
+    """json.loads(text). Payloads are decoded on every replay, so a payload that is exactly one JSON value
+    goes straight to the C scanner; anything else (whitespace, trailing data, errors) to json.loads."""
+    try:
+        value, end = _scan_json(text, 0)
+    except Exception:  # noqa: BLE001 - json.loads decides, and raises its own error
+        return json.loads(text)
+    return value if end == len(text) else json.loads(text)
 
 
 def _uuid5(name: str) -> str:
@@ -89,8 +98,9 @@ def _uuid5(name: str) -> str:
     return f"{x[:8]}-{x[8:12]}-{x[12:16]}-{x[16:20]}-{x[20:]}"
 
 
-def _to_datetime(stamp: Timestamp) -> datetime:
-    return _EPOCH + timedelta(seconds=stamp.seconds, microseconds=stamp.nanos // 1000)
+def _guid_name(instance_id: str, now: datetime, counter: int) -> str:
+    """The name a task execution id is derived from (UUIDv5 of it: `_uuid5`)."""
+    return f"{instance_id}_{now.isoformat()}_{counter}"
 
 
 def _timestamp(dt: datetime) -> Timestamp:
@@ -102,12 +112,12 @@ def _timestamp(dt: datetime) -> Timestamp:
 
 
 class _LazyActivity:
-    """A plain ScheduleTask action not built yet: replay only needs its kind and name (see call())."""
+    """A plain ScheduleTask action not built yet: replay only needs its kind and name (see call_plain())."""
 
-    __slots__ = ("id", "name", "guid_name", "input")
+    __slots__ = ("id", "name", "now", "guid_counter", "input")
 
-    def __init__(self, id: int, name: str, guid_name: str, input: Any) -> None:
-        self.id, self.name, self.guid_name, self.input = id, name, guid_name, input
+    def __init__(self, id: int, name: str, now: datetime, guid_counter: int, input: Any) -> None:
+        self.id, self.name, self.now, self.guid_counter, self.input = id, name, now, guid_counter, input
 
     @property
     def scheduleTask(self) -> "_LazyActivity":  # noqa: N802 - quacks like WorkflowAction.scheduleTask
@@ -119,10 +129,10 @@ class _LazyActivity:
     def WhichOneof(self, oneof: str) -> str:  # noqa: N802
         return "scheduleTask"
 
-    def build(self) -> pb.WorkflowAction:
+    def build(self, instance_id: str) -> pb.WorkflowAction:
         action = pb.WorkflowAction(id=self.id)
         st = action.scheduleTask
-        st.name, st.taskExecutionId = self.name, _uuid5(self.guid_name)
+        st.name, st.taskExecutionId = self.name, _uuid5(_guid_name(instance_id, self.now, self.guid_counter))
         if self.input is not None:
             st.input.value = to_json(self.input)
         return action
@@ -140,8 +150,6 @@ class _Context:
         self.seq = 0
         self.guid_counter = 0
         self.now = datetime(1000, 1, 1)
-        self._iso_of: datetime | None = None
-        self._iso = ""
         self.received: dict[str, list[Any]] = {}
         self.waiting: dict[str, list[Task]] = {}
         self.new_input: Any = None
@@ -163,28 +171,21 @@ class _Context:
         self.seq += 1
         return self.seq
 
-    def guid_name(self) -> str:
-        """The name the next task execution id is derived from (UUIDv5 of it: `_uuid5`)."""
-        if self._iso_of is not self.now:  # one isoformat() per turn time, not per call
-            self._iso_of, self._iso = self.now, self.now.isoformat()
-        name = f"{self.instance_id}_{self._iso}_{self.guid_counter}"
-        self.guid_counter += 1
-        return name
-
     def new_guid(self) -> str:
-        return _uuid5(self.guid_name())
+        name = _guid_name(self.instance_id, self.now, self.guid_counter)
+        self.guid_counter += 1
+        return _uuid5(name)
 
     # ------------------------------------------------------------ program driving
 
     def resume(self) -> None:
-        if self.gen is None:
+        gen = self.gen
+        if gen is None:
             raise _StateError("the workflow program is not running; was the history corrupted?")
-        while self.current is not None and self.current.done:
-            if self.current.failure is not None:
-                nxt = self.gen.throw(self.current.failure)
-            else:
-                nxt = self.gen.send(self.current.result)
-            self.current = nxt
+        current = self.current
+        while current is not None and current.done:
+            current = self.current = gen.throw(current.failure) if current.failure is not None else gen.send(
+                current.result)
 
     # ------------------------------------------------------------ completions
 
@@ -240,7 +241,7 @@ class _Context:
                         if value:  # the SDKs drop falsy payloads here
                             ev.eventRaised.input.value = to_json(value)
             return [action]
-        return [a.build() if isinstance(a, _LazyActivity) else a for a in self.pending_actions.values()]
+        return [a.build(self.instance_id) if isinstance(a, _LazyActivity) else a for a in self.pending_actions.values()]
 
     # ------------------------------------------------------------ scheduling
 
@@ -263,15 +264,20 @@ class _Context:
         self.pending_tasks[tid] = task
         return task
 
+    def call_plain(self, name: str, input: Any) -> Task:
+        """An activity call without retries: most are replayed and matched by history, so the protobuf
+        action, its task execution id and its JSON input are only built, in actions(), if still pending."""
+        self.seq = tid = self.seq + 1
+        self.pending_actions[tid] = _LazyActivity(tid, name, self.now, self.guid_counter, input)  # type: ignore[assignment]
+        self.guid_counter += 1
+        self.pending_tasks[tid] = task = Completable()
+        return task
+
     def call(self, *, name: str, input: Any, retry: RetrySpec | None, child: bool, instance_id: str | None,
              task_id: int | None = None, reuse: Retryable | None = None, execution_id: str = "") -> Task:
-        tid = self.next_id() if task_id is None else task_id
         if not child and reuse is None and retry is None:
-            # A plain activity call: most are replayed and matched by history, so the protobuf action,
-            # its task execution id and its JSON input are only built, in actions(), if still pending.
-            self.pending_actions[tid] = _LazyActivity(tid, name, self.guid_name(), input)  # type: ignore[assignment]
-            self.pending_tasks[tid] = task = Completable()
-            return task
+            return self.call_plain(name, input)
+        tid = self.next_id() if task_id is None else task_id
         if not child and reuse is None:
             execution_id = self.new_guid()
         encoded = (to_json(input) if input is not None else None) if reuse is None else reuse.encoded_input
@@ -375,6 +381,8 @@ class _TimedEvent(EventWithTimeout):
 
 
 def _is_optional_timer_action(action: pb.WorkflowAction) -> bool:
+    if type(action) is _LazyActivity:  # the common case, answered without a call into protobuf
+        return False
     return (action.HasField("createTimer") and action.createTimer.HasField("externalEvent")
             and action.createTimer.fireAt == OPTIONAL_TIMER_FIRE_AT)
 
@@ -401,67 +409,134 @@ def _retry_spec(step: CallActivity | CallChild) -> RetrySpec | None:
                      max_delay=None if r.max_delay is None else timedelta(seconds=r.max_delay))
 
 
-def _make_task(ctx: _Context, step: Any, env: dict[str, Any]) -> Task:
+Env = dict[str, Any]
+TaskMaker = Callable[[_Context, Env], Task]
+
+
+@dataclass(frozen=True, slots=True)
+class _Op:
+    """A step with its expressions compiled (`compile_expr`), once per program: see `_ops_of`."""
+
+    step: Step
+    make: TaskMaker | None = None  # a task step (call_activity, call_child, timer, wait_event): its task
+    makes: tuple[TaskMaker, ...] = ()  # all / any: their tasks
+    value: Callable[[Env], Any] | None = None  # the step's expression (an if's cond, a wait's default, ...)
+    then: tuple[_Op, ...] = ()
+    else_: tuple[_Op, ...] = ()
+
+
+def _task_maker(step: Any) -> TaskMaker:
     if isinstance(step, CallActivity):
-        return ctx.call(name=step.name, input=evaluate(step.input, env), retry=_retry_spec(step), child=False,
-                        instance_id=None)
+        name, input_of = step.name, compile_expr(step.input)
+        if step.retry is None:
+            return lambda ctx, env: ctx.call_plain(name, input_of(env))
+        return lambda ctx, env: ctx.call(name=name, input=input_of(env), retry=_retry_spec(step), child=False,
+                                         instance_id=None)
     if isinstance(step, CallChild):
-        iid = evaluate(step.instance_id, env) if step.instance_id is not None else None
-        return ctx.call(name=step.workflow, input=evaluate(step.input, env), retry=_retry_spec(step), child=True,
-                        instance_id=None if iid is None else str(iid))
+        input_of = compile_expr(step.input)
+        iid_of = compile_expr(step.instance_id) if step.instance_id is not None else None
+
+        def call_child(ctx: _Context, env: Env) -> Task:
+            iid = iid_of(env) if iid_of is not None else None
+            return ctx.call(name=step.workflow, input=input_of(env), retry=_retry_spec(step), child=True,
+                            instance_id=None if iid is None else str(iid))
+
+        return call_child
+    # Durations stay floats here: converting them now would raise a too-large one before its step runs.
     if isinstance(step, Timer):
-        return ctx.timer(ctx.now + timedelta(seconds=step.duration), origin="createTimer")
+        return lambda ctx, env: ctx.timer(ctx.now + timedelta(seconds=step.duration), origin="createTimer")
     if isinstance(step, WaitEvent):
-        return ctx.wait_event(step.name, None if step.timeout is None else timedelta(seconds=step.timeout))
+        return lambda ctx, env: ctx.wait_event(step.name,
+                                               None if step.timeout is None else timedelta(seconds=step.timeout))
     raise AssertionError(step)
 
 
-def _run_steps(ctx: _Context, steps: Sequence[Step], env: dict[str, Any]) -> Generator[Task, Any, Any]:
-    for step in steps:
-        if isinstance(step, (CallActivity, CallChild, Timer, WaitEvent)):
-            task = _make_task(ctx, step, env)
+def _compile(steps: Sequence[Step]) -> tuple[_Op, ...]:
+    return tuple(_compile_step(step) for step in steps)
+
+
+def _compile_step(step: Step) -> _Op:
+    if isinstance(step, (CallActivity, CallChild, Timer, WaitEvent)):
+        default = compile_expr(step.default) if isinstance(step, WaitEvent) and step.has_default else None
+        return _Op(step, make=_task_maker(step), value=default)
+    if isinstance(step, (All, AnyOf)):
+        return _Op(step, makes=tuple(_task_maker(t) for t in step.tasks))
+    if isinstance(step, IfPatched):
+        return _Op(step, then=_compile(step.then), else_=_compile(step.else_))
+    if isinstance(step, If):
+        return _Op(step, value=compile_expr(step.cond), then=_compile(step.then), else_=_compile(step.else_))
+    if isinstance(step, (SetVar, SetStatus, Return)):
+        return _Op(step, value=compile_expr(step.value))
+    if isinstance(step, ContinueAsNew):
+        return _Op(step, value=compile_expr(step.input))
+    if isinstance(step, Fail):
+        return _Op(step, value=compile_expr(step.message))
+    return _Op(step)
+
+
+# id(program) -> (program, its ops); the program is kept so that its id is not reused while cached.
+_COMPILED: dict[int, tuple[Program, tuple[_Op, ...]]] = {}
+_COMPILED_MAX = 256  # fuzz campaigns parse bundle after bundle
+
+
+def _ops_of(program: Program) -> tuple[_Op, ...]:
+    hit = _COMPILED.get(id(program))
+    if hit is not None and hit[0] is program:
+        return hit[1]
+    ops = _compile(program.steps)
+    if len(_COMPILED) >= _COMPILED_MAX:
+        _COMPILED.clear()
+    _COMPILED[id(program)] = (program, ops)
+    return ops
+
+
+def _run_steps(ctx: _Context, ops: Sequence[_Op], env: Env) -> Generator[Task, Any, Any]:
+    for op in ops:
+        step = op.step
+        if op.make is not None:  # a task step
+            task = op.make(ctx, env)
             try:
                 value = yield task
             except TaskFailure as failure:
-                if isinstance(step, WaitEvent) and step.has_default and failure.error_type == "TimeoutError":
-                    value = evaluate(step.default, env)
+                if op.value is not None and failure.error_type == "TimeoutError":  # a wait_event with a default
+                    value = op.value(env)
                 else:
                     raise
             if step.as_:
                 env[step.as_] = value
         elif isinstance(step, All):
-            value = yield WhenAll([_make_task(ctx, t, env) for t in step.tasks])
+            value = yield WhenAll([make(ctx, env) for make in op.makes])
             if step.as_:
                 env[step.as_] = value
         elif isinstance(step, AnyOf):
-            children = [_make_task(ctx, t, env) for t in step.tasks]
+            children = [make(ctx, env) for make in op.makes]
             winner = yield WhenAny(children)
             if winner.failure is not None:
                 raise winner.failure
             if step.as_:
                 env[step.as_] = {"index": children.index(winner), "result": winner.result}
         elif isinstance(step, IfPatched):
-            branch = step.then if ctx.is_patched(step.patch) else step.else_
+            branch = op.then if ctx.is_patched(step.patch) else op.else_
             out = yield from _run_steps(ctx, branch, env)
             if isinstance(out, _Returned):
                 return out
         elif isinstance(step, If):
-            branch = step.then if evaluate(step.cond, env) else step.else_
+            branch = op.then if op.value(env) else op.else_
             out = yield from _run_steps(ctx, branch, env)
             if isinstance(out, _Returned):
                 return out
         elif isinstance(step, SetVar):
-            env[step.var] = evaluate(step.value, env)
+            env[step.var] = op.value(env)
         elif isinstance(step, SetStatus):
-            value = evaluate(step.value, env)
+            value = op.value(env)
             ctx.custom_status = value if isinstance(value, str) or value is None else to_json(value)
         elif isinstance(step, ContinueAsNew):
-            ctx.continue_as_new(evaluate(step.input, env), step.carry_events)
+            ctx.continue_as_new(op.value(env), step.carry_events)
             return _Returned(None)
         elif isinstance(step, Return):
-            return _Returned(evaluate(step.value, env))
+            return _Returned(op.value(env))
         elif isinstance(step, Fail):
-            raise ProgramFailure(step.type, str(evaluate(step.message, env)))
+            raise ProgramFailure(step.type, str(op.value(env)))
     return None
 
 
@@ -473,7 +548,7 @@ class ProgramFailure(Exception):
 
 def _program_body(ctx: _Context, program: Program, input: Any) -> Generator[Task, Any, Any]:
     env: dict[str, Any] = {"input": input, "instance_id": ctx.instance_id}
-    out = yield from _run_steps(ctx, program.steps, env)
+    out = yield from _run_steps(ctx, _ops_of(program), env)
     return out.value if isinstance(out, _Returned) else None
 
 
@@ -523,140 +598,217 @@ def _wrong_name(action_id: int, method: str, expected: str, actual: str) -> NonD
         f"call {actual} as part of rebuilding it's history. {_CHANGED}")
 
 
-def _process(ctx: _Context, ev: pb.HistoryEvent) -> None:
-    kind = ev.WhichOneof("eventType")
-    if ctx.suspended and kind not in _SUSPENDABLE_EXCLUDED:
-        ctx.suspended_events.append(ev)
-        return
-    try:
-        _dispatch(ctx, ev, kind)
-    except StopIteration as stop:
-        ctx.set_complete(stop.value, pb.ORCHESTRATION_STATUS_COMPLETED)
+def _process(ctx: _Context, events: Iterable[pb.HistoryEvent]) -> None:
+    handlers = _HANDLERS
+    for ev in events:
+        kind = ev.WhichOneof("eventType")
+        if ctx.suspended and kind not in _SUSPENDABLE_EXCLUDED:
+            ctx.suspended_events.append(ev)
+            continue
+        handler = handlers.get(kind)  # type: ignore[arg-type]
+        try:
+            if handler is None:
+                raise _unknown_kind(kind)
+            handler(ctx, ev)
+        except StopIteration as stop:
+            ctx.set_complete(stop.value, pb.ORCHESTRATION_STATUS_COMPLETED)
 
 
-def _dispatch(ctx: _Context, ev: pb.HistoryEvent, kind: str | None) -> None:
-    if kind == "workflowStarted":
-        ctx.now = _to_datetime(ev.timestamp)
-        if ev.workflowStarted.HasField("version"):
-            if ev.workflowStarted.version.name:
-                ctx.pinned_version = ev.workflowStarted.version.name
-            ctx.history_patches.update(ev.workflowStarted.version.patches)
-    elif kind == "executionStarted":
-        es = ev.executionStarted
-        family = ctx.bundle.family(es.name)
-        if family is None:
-            raise _NotRegistered(f"A '{es.name}' orchestrator was not registered.")
-        program = family.resolve(ctx.pinned_version)
-        if program is None:
-            raise _VersionNotRegistered(ctx.pinned_version or "")
-        if family.versioned:
-            ctx.version_used = program.version
-        data = from_json(es.input.value) if es.HasField("input") and es.input.value != "" else None
-        _start_program(ctx, program, data)
-    elif kind == "timerCreated":
-        tid = ev.eventId
+def _unknown_kind(kind: str | None) -> _StateError:
+    return _StateError(f"Don't know how to handle event of type '{kind}'")
+
+
+# One handler per event kind (dispatched on WhichOneof once per event; each reads only the fields it needs).
+
+
+def _on_workflow_started(ctx: _Context, ev: pb.HistoryEvent) -> None:
+    stamp = ev.timestamp
+    ctx.now = _EPOCH + timedelta(0, stamp.seconds, stamp.nanos // 1000)  # (days, seconds, microseconds)
+    ws = ev.workflowStarted
+    if ws.HasField("version"):
+        version = ws.version
+        if version.name:
+            ctx.pinned_version = version.name
+        ctx.history_patches.update(version.patches)
+
+
+def _on_execution_started(ctx: _Context, ev: pb.HistoryEvent) -> None:
+    es = ev.executionStarted
+    family = ctx.bundle.family(es.name)
+    if family is None:
+        raise _NotRegistered(f"A '{es.name}' orchestrator was not registered.")
+    program = family.resolve(ctx.pinned_version)
+    if program is None:
+        raise _VersionNotRegistered(ctx.pinned_version or "")
+    if family.versioned:
+        ctx.version_used = program.version
+    data = from_json(es.input.value) if es.HasField("input") and es.input.value != "" else None
+    _start_program(ctx, program, data)
+
+
+def _on_timer_created(ctx: _Context, ev: pb.HistoryEvent) -> None:
+    tid = ev.eventId
+    pending = ctx.pending_actions.get(tid)
+    if pending is not None and _is_optional_timer_action(pending) and not _is_optional_timer_event(ev):
+        ctx.drop_optional_at(tid)
         pending = ctx.pending_actions.get(tid)
-        if pending is not None and _is_optional_timer_action(pending) and not _is_optional_timer_event(ev):
-            ctx.drop_optional_at(tid)
-            pending = ctx.pending_actions.get(tid)
-        if _is_optional_timer_event(ev) and (pending is None or not _is_optional_timer_action(pending)):
-            return
-        action = ctx.pending_actions.pop(tid, None)
-        if action is None:
-            raise _nondeterminism(tid, "create_timer")
-        if not action.HasField("createTimer"):
-            raise _wrong_type(tid, "create_timer", action)
-    elif kind == "timerFired":
-        task = ctx.pending_tasks.pop(ev.timerFired.timerId, None)
-        if task is None:
-            return
-        task.complete(None)
-        retry_of = task.retry_of if isinstance(task, TimerTask) else None
-        if retry_of is not None:
-            ctx.call(name=retry_of.name, input=None, retry=retry_of.spec, child=retry_of.is_child,
-                     instance_id=retry_of.instance_id, reuse=retry_of, execution_id=retry_of.task_execution_id)
-        else:
-            ctx.resume()
-    elif kind == "taskScheduled":
-        tid = ev.eventId
-        if tid in ctx.pending_actions and _is_optional_timer_action(ctx.pending_actions[tid]):
-            ctx.drop_optional_at(tid)
-        action = ctx.pending_actions.pop(tid, None)
-        if action is None:
-            raise _nondeterminism(tid, "call_activity")
-        if not action.HasField("scheduleTask"):
-            raise _wrong_type(tid, "call_activity", action)
-        if action.scheduleTask.name != ev.taskScheduled.name:
-            raise _wrong_name(tid, "call_activity", ev.taskScheduled.name, action.scheduleTask.name)
-    elif kind in ("taskCompleted", "childWorkflowInstanceCompleted"):
+    if _is_optional_timer_event(ev) and (pending is None or not _is_optional_timer_action(pending)):
+        return
+    action = ctx.pending_actions.pop(tid, None)
+    if action is None:
+        raise _nondeterminism(tid, "create_timer")
+    if not action.HasField("createTimer"):
+        raise _wrong_type(tid, "create_timer", action)
+
+
+def _on_timer_fired(ctx: _Context, ev: pb.HistoryEvent) -> None:
+    task = ctx.pending_tasks.pop(ev.timerFired.timerId, None)
+    if task is None:
+        return
+    task.complete(None)
+    retry_of = task.retry_of if isinstance(task, TimerTask) else None
+    if retry_of is not None:
+        ctx.call(name=retry_of.name, input=None, retry=retry_of.spec, child=retry_of.is_child,
+                 instance_id=retry_of.instance_id, reuse=retry_of, execution_id=retry_of.task_execution_id)
+    else:
+        ctx.resume()
+
+
+def _on_task_scheduled(ctx: _Context, ev: pb.HistoryEvent) -> None:
+    tid = ev.eventId
+    pending = ctx.pending_actions
+    action = pending.get(tid)
+    if action is not None and type(action) is not _LazyActivity and _is_optional_timer_action(action):
+        ctx.drop_optional_at(tid)
+    action = pending.pop(tid, None)
+    if action is None:
+        raise _nondeterminism(tid, "call_activity")
+    if type(action) is _LazyActivity:  # the common case: its name without a call into protobuf
+        name = action.name
+    elif action.HasField("scheduleTask"):
+        name = action.scheduleTask.name
+    else:
+        raise _wrong_type(tid, "call_activity", action)
+    expected = ev.taskScheduled.name
+    if name != expected:
+        raise _wrong_name(tid, "call_activity", expected, name)
+
+
+def _on_completed(kind: str) -> Callable[[_Context, pb.HistoryEvent], None]:
+    """The handler of taskCompleted or childWorkflowInstanceCompleted (the body field is named `kind`)."""
+
+    def on_completed(ctx: _Context, ev: pb.HistoryEvent) -> None:
         body = getattr(ev, kind)
         task = ctx.pending_tasks.pop(body.taskScheduledId, None)
         if task is None:
             return
-        task.complete(from_json(body.result.value) if body.HasField("result") and body.result.value else None)
+        result = body.result.value  # "" when unset
+        task.complete(from_json(result) if result else None)
         ctx.resume()
-    elif kind in ("taskFailed", "childWorkflowInstanceFailed"):
-        body = getattr(ev, kind)
-        tid = body.taskScheduledId
-        task = ctx.pending_tasks.pop(tid, None)
-        if task is None:
-            return
-        fd = body.failureDetails
-        message = (f"{ctx.instance_id}: Activity task #{tid} failed: {fd.errorMessage}" if kind == "taskFailed"
-                   else f"Sub-orchestration task #{tid} failed: {fd.errorMessage}")
-        failure = TaskFailure("TaskFailedError", message, details=fd)
-        if isinstance(task, Retryable) and fd.errorType != "NonRetryableError":  # dx ignores isNonRetriable
-            delay = task.next_delay()
-            if delay is not None:
-                task.attempts += 1
-                if kind == "taskFailed":
-                    ctx.timer(ctx.now + delay, origin="activityRetry", origin_value=task.task_execution_id,
-                              retry_of=task)
-                else:
-                    ctx.timer(ctx.now + delay, origin="childWorkflowRetry", origin_value=task.instance_id,
-                              retry_of=task)
-                return
-        task.fail(failure)
-        ctx.resume()
-    elif kind == "childWorkflowInstanceCreated":
-        tid = ev.eventId
-        if tid in ctx.pending_actions and _is_optional_timer_action(ctx.pending_actions[tid]):
-            ctx.drop_optional_at(tid)
-        action = ctx.pending_actions.pop(tid, None)
-        if action is None:
-            raise _nondeterminism(tid, "call_sub_orchestrator")
-        if not action.HasField("createChildWorkflow"):
-            raise _wrong_type(tid, "call_sub_orchestrator", action)
-        if action.createChildWorkflow.name != ev.childWorkflowInstanceCreated.name:
-            raise _wrong_name(tid, "call_sub_orchestrator", ev.childWorkflowInstanceCreated.name,
-                              action.createChildWorkflow.name)
-    elif kind == "eventRaised":
-        key = ev.eventRaised.name.casefold()
-        value = from_json(ev.eventRaised.input.value) if ev.eventRaised.HasField("input") and ev.eventRaised.input.value else None
-        waiters = ctx.waiting.get(key)
-        if waiters:
-            task = waiters.pop(0)
-            if not waiters:
-                del ctx.waiting[key]
-            task.complete(value)
-            ctx.resume()
-        else:
-            ctx.received.setdefault(key, []).append(value)
-    elif kind == "executionSuspended":
-        ctx.suspended = True
-    elif kind == "executionResumed" and ctx.suspended:
-        ctx.suspended = False
-        buffered, ctx.suspended_events = ctx.suspended_events, []
-        for b in buffered:
-            _process(ctx, b)
-    elif kind == "executionTerminated":
-        et = ev.executionTerminated
-        ctx.set_complete(et.input.value if et.HasField("input") and et.input.value else None,
-                         pb.ORCHESTRATION_STATUS_TERMINATED, encoded=True)
-    elif kind == "executionStalled":
+
+    return on_completed
+
+
+def _on_task_failed(ctx: _Context, ev: pb.HistoryEvent) -> None:
+    _failed(ctx, ev.taskFailed, activity=True)
+
+
+def _on_child_failed(ctx: _Context, ev: pb.HistoryEvent) -> None:
+    _failed(ctx, ev.childWorkflowInstanceFailed, activity=False)
+
+
+def _failed(ctx: _Context, body: pb.TaskFailedEvent | pb.ChildWorkflowInstanceFailedEvent, *, activity: bool) -> None:
+    tid = body.taskScheduledId
+    task = ctx.pending_tasks.pop(tid, None)
+    if task is None:
         return
+    fd = body.failureDetails
+    message = (f"{ctx.instance_id}: Activity task #{tid} failed: {fd.errorMessage}" if activity
+               else f"Sub-orchestration task #{tid} failed: {fd.errorMessage}")
+    failure = TaskFailure("TaskFailedError", message, details=fd)
+    if isinstance(task, Retryable) and fd.errorType != "NonRetryableError":  # dx ignores isNonRetriable
+        delay = task.next_delay()
+        if delay is not None:
+            task.attempts += 1
+            if activity:
+                ctx.timer(ctx.now + delay, origin="activityRetry", origin_value=task.task_execution_id,
+                          retry_of=task)
+            else:
+                ctx.timer(ctx.now + delay, origin="childWorkflowRetry", origin_value=task.instance_id,
+                          retry_of=task)
+            return
+    task.fail(failure)
+    ctx.resume()
+
+
+def _on_child_created(ctx: _Context, ev: pb.HistoryEvent) -> None:
+    tid = ev.eventId
+    if tid in ctx.pending_actions and _is_optional_timer_action(ctx.pending_actions[tid]):
+        ctx.drop_optional_at(tid)
+    action = ctx.pending_actions.pop(tid, None)
+    if action is None:
+        raise _nondeterminism(tid, "call_sub_orchestrator")
+    if not action.HasField("createChildWorkflow"):
+        raise _wrong_type(tid, "call_sub_orchestrator", action)
+    if action.createChildWorkflow.name != ev.childWorkflowInstanceCreated.name:
+        raise _wrong_name(tid, "call_sub_orchestrator", ev.childWorkflowInstanceCreated.name,
+                          action.createChildWorkflow.name)
+
+
+def _on_event_raised(ctx: _Context, ev: pb.HistoryEvent) -> None:
+    er = ev.eventRaised
+    key = er.name.casefold()
+    value = from_json(er.input.value) if er.HasField("input") and er.input.value else None
+    waiters = ctx.waiting.get(key)
+    if waiters:
+        task = waiters.pop(0)
+        if not waiters:
+            del ctx.waiting[key]
+        task.complete(value)
+        ctx.resume()
     else:
-        raise _StateError(f"Don't know how to handle event of type '{kind}'")
+        ctx.received.setdefault(key, []).append(value)
+
+
+def _on_suspended(ctx: _Context, ev: pb.HistoryEvent) -> None:
+    ctx.suspended = True
+
+
+def _on_resumed(ctx: _Context, ev: pb.HistoryEvent) -> None:
+    if not ctx.suspended:
+        raise _unknown_kind("executionResumed")
+    ctx.suspended = False
+    buffered, ctx.suspended_events = ctx.suspended_events, []
+    _process(ctx, buffered)
+
+
+def _on_terminated(ctx: _Context, ev: pb.HistoryEvent) -> None:
+    et = ev.executionTerminated
+    ctx.set_complete(et.input.value if et.HasField("input") and et.input.value else None,
+                     pb.ORCHESTRATION_STATUS_TERMINATED, encoded=True)
+
+
+def _on_stalled(ctx: _Context, ev: pb.HistoryEvent) -> None:
+    return
+
+
+_HANDLERS: dict[str, Callable[[_Context, pb.HistoryEvent], None]] = {
+    "workflowStarted": _on_workflow_started,
+    "executionStarted": _on_execution_started,
+    "timerCreated": _on_timer_created,
+    "timerFired": _on_timer_fired,
+    "taskScheduled": _on_task_scheduled,
+    "taskCompleted": _on_completed("taskCompleted"),
+    "childWorkflowInstanceCompleted": _on_completed("childWorkflowInstanceCompleted"),
+    "taskFailed": _on_task_failed,
+    "childWorkflowInstanceFailed": _on_child_failed,
+    "childWorkflowInstanceCreated": _on_child_created,
+    "eventRaised": _on_event_raised,
+    "executionSuspended": _on_suspended,
+    "executionResumed": _on_resumed,
+    "executionTerminated": _on_terminated,
+    "executionStalled": _on_stalled,
+}
 
 
 def execute(bundle: Bundle, *, instance_id: str, past: Sequence[pb.HistoryEvent],
@@ -667,11 +819,9 @@ def execute(bundle: Bundle, *, instance_id: str, past: Sequence[pb.HistoryEvent]
     ctx = _Context(bundle, instance_id)
     try:
         ctx.replaying = True
-        for ev in past:
-            _process(ctx, ev)
+        _process(ctx, past)
         ctx.replaying = False
-        for ev in new:
-            _process(ctx, ev)
+        _process(ctx, new)
     except _VersionNotRegistered:
         ctx.set_version_not_registered()
     except NonDeterminismError as exc:
