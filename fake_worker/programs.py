@@ -541,6 +541,9 @@ def compile_expr(expr: Any) -> Callable[[Mapping[str, Any]], Any]:
         if len(expr) == 1:
             (key, arg), = expr.items()
             if isinstance(key, str) and key in OPERATORS:
+                if isinstance(arg, list):  # the usual operand: its list built here, one call less
+                    items = tuple(compile_expr(v) for v in arg)
+                    return lambda env: _apply(key, [f(env) for f in items])
                 operand = compile_expr(arg)
                 return lambda env: _apply(key, operand(env))
         fields = tuple((k, compile_expr(v)) for k, v in expr.items())

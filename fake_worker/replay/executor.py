@@ -34,6 +34,11 @@ _GUID_NAMESPACE = uuid.UUID("9e952958-5e33-4daf-827f-2fa12937b875")
 _GUID_NAMESPACE_BYTES = _GUID_NAMESPACE.bytes
 OPTIONAL_TIMER_FIRE_AT = Timestamp(seconds=253402300799, nanos=999999999)
 _EPOCH = datetime(1970, 1, 1)
+_NO_TURN_TIME = datetime(1000, 1, 1)  # the time before any WorkflowStarted
+# The turn times a datetime can hold, in microseconds since the epoch (see _on_workflow_started).
+_MIN_US = (datetime.min - _EPOCH) // timedelta(microseconds=1)
+_MAX_US = (datetime.max - _EPOCH) // timedelta(microseconds=1)
+Stamp = tuple[int, int]  # a WorkflowStarted timestamp: (seconds, nanos)
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,13 @@ def _uuid5(name: str) -> str:
     return f"{x[:8]}-{x[8:12]}-{x[12:16]}-{x[16:20]}-{x[20:]}"
 
 
+def _turn_time(stamp: Stamp | None) -> datetime:
+    """A turn's time as the SDKs have it: naive UTC, to the microsecond."""
+    if stamp is None:
+        return _NO_TURN_TIME
+    return _EPOCH + timedelta(0, stamp[0], stamp[1] // 1000)  # (days, seconds, microseconds)
+
+
 def _guid_name(instance_id: str, now: datetime, counter: int) -> str:
     """The name a task execution id is derived from (UUIDv5 of it: `_uuid5`)."""
     return f"{instance_id}_{now.isoformat()}_{counter}"
@@ -111,13 +123,15 @@ def _timestamp(dt: datetime) -> Timestamp:
     return out
 
 
-class _LazyActivity:
-    """A plain ScheduleTask action not built yet: replay only needs its kind and name (see call_plain())."""
+class _LazyActivity(Completable):
+    """A plain activity call: its task, and its ScheduleTask action not built yet, as replay only needs the
+    action's kind and name (see call_plain()). One object for both: one allocation less per call."""
 
-    __slots__ = ("id", "name", "now", "guid_counter", "input")
+    __slots__ = ("id", "name", "stamp", "guid_counter", "input")
 
-    def __init__(self, id: int, name: str, now: datetime, guid_counter: int, input: Any) -> None:
-        self.id, self.name, self.now, self.guid_counter, self.input = id, name, now, guid_counter, input
+    def __init__(self, id: int, name: str, stamp: Stamp | None, guid_counter: int, input: Any) -> None:
+        super().__init__()
+        self.id, self.name, self.stamp, self.guid_counter, self.input = id, name, stamp, guid_counter, input
 
     @property
     def scheduleTask(self) -> "_LazyActivity":  # noqa: N802 - quacks like WorkflowAction.scheduleTask
@@ -132,7 +146,8 @@ class _LazyActivity:
     def build(self, instance_id: str) -> pb.WorkflowAction:
         action = pb.WorkflowAction(id=self.id)
         st = action.scheduleTask
-        st.name, st.taskExecutionId = self.name, _uuid5(_guid_name(instance_id, self.now, self.guid_counter))
+        st.name, st.taskExecutionId = self.name, _uuid5(_guid_name(instance_id, _turn_time(self.stamp),
+                                                                     self.guid_counter))
         if self.input is not None:
             st.input.value = to_json(self.input)
         return action
@@ -149,7 +164,9 @@ class _Context:
         self.pending_tasks: dict[int, Task] = {}
         self.seq = 0
         self.guid_counter = 0
-        self.now = datetime(1000, 1, 1)
+        self.stamp: Stamp | None = None  # the turn's time, as a datetime only when asked for: see now
+        self._now_of: Stamp | None = None
+        self._now = _NO_TURN_TIME
         self.received: dict[str, list[Any]] = {}
         self.waiting: dict[str, list[Task]] = {}
         self.new_input: Any = None
@@ -170,6 +187,13 @@ class _Context:
     def next_id(self) -> int:
         self.seq += 1
         return self.seq
+
+    @property
+    def now(self) -> datetime:
+        """The turn's time (most replayed turns never ask for it)."""
+        if self._now_of is not self.stamp:
+            self._now, self._now_of = _turn_time(self.stamp), self.stamp
+        return self._now
 
     def new_guid(self) -> str:
         name = _guid_name(self.instance_id, self.now, self.guid_counter)
@@ -268,10 +292,10 @@ class _Context:
         """An activity call without retries: most are replayed and matched by history, so the protobuf
         action, its task execution id and its JSON input are only built, in actions(), if still pending."""
         self.seq = tid = self.seq + 1
-        self.pending_actions[tid] = _LazyActivity(tid, name, self.now, self.guid_counter, input)  # type: ignore[assignment]
+        call = _LazyActivity(tid, name, self.stamp, self.guid_counter, input)
         self.guid_counter += 1
-        self.pending_tasks[tid] = task = Completable()
-        return task
+        self.pending_actions[tid] = self.pending_tasks[tid] = call  # type: ignore[assignment]
+        return call
 
     def call(self, *, name: str, input: Any, retry: RetrySpec | None, child: bool, instance_id: str | None,
              task_id: int | None = None, reuse: Retryable | None = None, execution_id: str = "") -> Task:
@@ -546,18 +570,20 @@ class ProgramFailure(Exception):
         self.error_type = error_type
 
 
-def _program_body(ctx: _Context, program: Program, input: Any) -> Generator[Task, Any, Any]:
-    env: dict[str, Any] = {"input": input, "instance_id": ctx.instance_id}
-    out = yield from _run_steps(ctx, _ops_of(program), env)
+def _program_result(out: _Returned | None) -> Any:
+    """The workflow's result, from what the top-level `_run_steps` returned (the StopIteration value)."""
     return out.value if isinstance(out, _Returned) else None
 
 
 def _start_program(ctx: _Context, program: Program, input: Any) -> None:
-    gen = _program_body(ctx, program, input)
+    # The program runs as the top-level _run_steps itself, without a wrapper generator: one generator
+    # frame less on every resume; its return value is unwrapped where StopIteration is caught.
+    env: dict[str, Any] = {"input": input, "instance_id": ctx.instance_id}
+    gen = _run_steps(ctx, _ops_of(program), env)
     try:
         first = next(gen)
     except StopIteration as stop:
-        ctx.set_complete(stop.value, pb.ORCHESTRATION_STATUS_COMPLETED)
+        ctx.set_complete(_program_result(stop.value), pb.ORCHESTRATION_STATUS_COMPLETED)
         return
     ctx.gen = gen
     ctx.current = first
@@ -610,8 +636,8 @@ def _process(ctx: _Context, events: Iterable[pb.HistoryEvent]) -> None:
             if handler is None:
                 raise _unknown_kind(kind)
             handler(ctx, ev)
-        except StopIteration as stop:
-            ctx.set_complete(stop.value, pb.ORCHESTRATION_STATUS_COMPLETED)
+        except StopIteration as stop:  # the program returned
+            ctx.set_complete(_program_result(stop.value), pb.ORCHESTRATION_STATUS_COMPLETED)
 
 
 def _unknown_kind(kind: str | None) -> _StateError:
@@ -622,8 +648,11 @@ def _unknown_kind(kind: str | None) -> _StateError:
 
 
 def _on_workflow_started(ctx: _Context, ev: pb.HistoryEvent) -> None:
-    stamp = ev.timestamp
-    ctx.now = _EPOCH + timedelta(0, stamp.seconds, stamp.nanos // 1000)  # (days, seconds, microseconds)
+    ts = ev.timestamp
+    stamp = ts.seconds, ts.nanos
+    if not _MIN_US <= stamp[0] * 1_000_000 + stamp[1] // 1000 <= _MAX_US:
+        _turn_time(stamp)  # beyond datetime: raises now, the error converting it at once raised
+    ctx.stamp = stamp
     ws = ev.workflowStarted
     if ws.HasField("version"):
         version = ws.version

@@ -26,6 +26,8 @@ class TaskFailure(Exception):
 
 
 class Task:
+    __slots__ = ("done", "result", "failure", "parent")  # tasks are made on every replay: no __dict__
+
     def __init__(self) -> None:
         self.done = False
         self.result: Any = None
@@ -48,7 +50,7 @@ class Task:
 
 
 class Completable(Task):
-    pass
+    __slots__ = ()
 
 
 class TimerTask(Completable):
