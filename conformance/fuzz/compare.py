@@ -147,13 +147,48 @@ def normalise(resp: pb.WorkflowResponse, profile: Profile = EXACT) -> dict[str, 
             for origin in TIMER_ORIGINS:
                 (a.get("createTimer") or {}).pop(origin, None)
     return {
-        "actions": actions,
+        "actions": engine_view(actions, resp.instanceId, wire=True),
         "customStatus": custom,
         "version.name": version.name if version is not None and version.HasField("name") and version.name else None,
         "version.patches": list(version.patches) if version is not None else [],
         "unknownFields": [u for u in unknown_fields(resp)
                           if u.rsplit(".", 1)[-1] not in profile.ignored_unknown],
     }
+
+
+_ENDS_ALL = ("ORCHESTRATION_STATUS_CONTINUED_AS_NEW", "ORCHESTRATION_STATUS_TERMINATED")
+
+
+def engine_view(actions: list[dict[str, Any]], instance_id: str, *, wire: bool) -> list[dict[str, Any]]:
+    """The actions as an engine applies them, so that answers differing only in what no engine
+    can observe compare equal:
+    - a CreateChildWorkflow without an instanceId gets "<instanceId>:" + 4 hex digits of its action
+      id, as the engine names it (CHILD-CREATE-001, R3.5);
+    - only the first CompleteWorkflow counts (R3.1: later completions are ignored);
+    - nothing after a CONTINUED_AS_NEW completion (R3.1) or a TERMINATED one (LIFE-TERM-001: no
+      activity is dispatched once terminated) counts.
+    `wire`: actions as normalise() makes them ({id, completeWorkflow: {...}}); else as
+    conformance.scenario.wire.action_dict makes them ({CompleteWorkflow: {id, ...}})."""
+    child, done = ("createChildWorkflow", "completeWorkflow") if wire else ("CreateChildWorkflow", "CompleteWorkflow")
+    out: list[dict[str, Any]] = []
+    completed = False
+    for a in actions:
+        body = a.get(done)
+        if isinstance(body, dict):
+            if completed:
+                continue
+            completed = True
+            out.append(a)
+            if body.get("workflowStatus") in _ENDS_ALL:
+                break
+            continue
+        c = a.get(child)
+        if isinstance(c, dict) and not c.get("instanceId"):
+            aid = a.get("id", 0) if wire else c.get("id", 0)
+            if isinstance(aid, int):
+                a = {**a, child: {**c, "instanceId": f"{instance_id}:{(0x10000 + aid) & 0xFFFF:04x}"}}
+        out.append(a)
+    return out
 
 
 def relax(node: Any, profile: Profile, *, answer: bool) -> Any:

@@ -52,6 +52,8 @@ def in_dialect(vec: Vector, *, capabilities: Iterable[str], programs: Any = None
     patterns = tuple(vec.actions)
     if "timer_origins" not in caps:  # the SDK's CreateTimer has no origin: what a vector says of it is not compared
         patterns = tuple(_without_origin(p) for p in patterns)
+    if "teid_uuid5" not in caps:  # the SDK makes its own ids: only "one, non-empty" is asked (ACT-TEID-002)
+        patterns = tuple(_any_teid(p) for p in patterns)
     if dialect.id_base == 1 and not strip:
         return VectorTurn(vec.instance_id, tuple(vec.past), tuple(vec.new), patterns, lambda a: a)
     if not strip:
@@ -136,6 +138,14 @@ def _indefinite_wait(node: Any) -> bool:
     if isinstance(node, list):
         return any(_indefinite_wait(v) for v in node)
     return False
+
+
+def _any_teid(pattern: Any) -> Any:
+    body = pattern.get("ScheduleTask") if isinstance(pattern, Mapping) else None
+    if not isinstance(body, Mapping) or not isinstance(body.get("taskExecutionId"), str) \
+            or body["taskExecutionId"].startswith(("re:", "!", "${")):
+        return pattern
+    return {**pattern, "ScheduleTask": {**body, "taskExecutionId": "re:.+"}}
 
 
 def _without_origin(pattern: Any) -> Any:
