@@ -130,7 +130,7 @@ class _LazyActivity(Completable):
     __slots__ = ("id", "name", "stamp", "guid_counter", "input")
 
     def __init__(self, id: int, name: str, stamp: Stamp | None, guid_counter: int, input: Any) -> None:
-        super().__init__()
+        Completable.__init__(self)  # not super(): one lookup less, on every call
         self.id, self.name, self.stamp, self.guid_counter, self.input = id, name, stamp, guid_counter, input
 
     @property
@@ -649,10 +649,10 @@ def _unknown_kind(kind: str | None) -> _StateError:
 
 def _on_workflow_started(ctx: _Context, ev: pb.HistoryEvent) -> None:
     ts = ev.timestamp
-    stamp = ts.seconds, ts.nanos
-    if not _MIN_US <= stamp[0] * 1_000_000 + stamp[1] // 1000 <= _MAX_US:
-        _turn_time(stamp)  # beyond datetime: raises now, the error converting it at once raised
-    ctx.stamp = stamp
+    seconds, nanos = ts.seconds, ts.nanos
+    if not _MIN_US <= seconds * 1_000_000 + nanos // 1000 <= _MAX_US:
+        _turn_time((seconds, nanos))  # beyond datetime: raises now, the error converting it at once raised
+    ctx.stamp = seconds, nanos
     ws = ev.workflowStarted
     if ws.HasField("version"):
         version = ws.version
