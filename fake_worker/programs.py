@@ -535,20 +535,27 @@ def compile_expr(expr: Any) -> Callable[[Mapping[str, Any]], Any]:
     if expr is None or isinstance(expr, (bool, int, float)):
         return lambda env: expr
     if isinstance(expr, list):
-        items = tuple(compile_expr(v) for v in expr)
-        return lambda env: [f(env) for f in items]
+        return _compile_list(tuple(compile_expr(v) for v in expr))
     if isinstance(expr, dict) or isinstance(expr, Mapping):
         if len(expr) == 1:
             (key, arg), = expr.items()
             if isinstance(key, str) and key in OPERATORS:
-                if isinstance(arg, list):  # the usual operand: its list built here, one call less
-                    items = tuple(compile_expr(v) for v in arg)
-                    return lambda env: _apply(key, [f(env) for f in items])
                 operand = compile_expr(arg)
                 return lambda env: _apply(key, operand(env))
         fields = tuple((k, compile_expr(v)) for k, v in expr.items())
         return lambda env: {k: f(env) for k, f in fields}
     return lambda env: expr
+
+
+def _compile_list(items: tuple[Callable[[Mapping[str, Any]], Any], ...]) -> Callable[[Mapping[str, Any]], Any]:
+    # Short lists (operator operands) unrolled: a list comprehension costs a call of its own (Python < 3.12).
+    if len(items) == 1:
+        a, = items
+        return lambda env: [a(env)]
+    if len(items) == 2:
+        a, b = items
+        return lambda env: [a(env), b(env)]
+    return lambda env: [f(env) for f in items]
 
 
 def _compile_lookup(ref: str) -> Callable[[Mapping[str, Any]], Any]:

@@ -17,7 +17,6 @@ import pytest
 from fake_worker.programs import compile_expr, evaluate, parse_bundle
 from fake_worker.replay import execute
 from fake_worker.replay.executor import from_json
-from taskhub_wire import pb
 from tests.worker.histories import (
     execution_id, failed, schedule, start, task_completed, task_scheduled, workflow_started,
 )
