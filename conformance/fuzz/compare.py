@@ -156,6 +156,17 @@ def normalise(resp: pb.WorkflowResponse, profile: Profile = EXACT) -> dict[str, 
     }
 
 
+def _json_or_text(value: Any) -> Any:
+    """A payload nested below the action's own fields (e.g. carried events' inputs) as its JSON
+    value, as normalise() compares it: the text's spacing is the SDK's JSON encoder's."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
 _ENDS_ALL = ("ORCHESTRATION_STATUS_CONTINUED_AS_NEW", "ORCHESTRATION_STATUS_TERMINATED")
 
 
@@ -205,7 +216,7 @@ def relax(node: Any, profile: Profile, *, answer: bool) -> Any:
                     continue
                 if answer and profile.empty_strings_unset and v == "":
                     continue
-                out[k] = v if k in PAYLOAD_KEYS else walk(v, None)
+                out[k] = _json_or_text(v) if k in PAYLOAD_KEYS else walk(v, None)
             return out
         if isinstance(n, list):
             return [walk(v, None) for v in n]
