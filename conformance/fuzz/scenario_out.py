@@ -229,6 +229,9 @@ def render(finding: Any, *, profile: Profile, command: str, stem: str,
         if ref.HasField("version"):  # as conformance/targets/reference.py answer_dict states it
             vector["version"] = {**({"name": ref.version.name} if ref.version.HasField("name") else {}),
                                  "patches": list(ref.version.patches)}
+        if any(p == "version.name" for p, _, _ in finding.comparison.diffs) and "name" not in vector.get("version", {}):
+            # The worker named a version the reference does not: say so, or the vector could not fail.
+            vector["version"] = {**vector.get("version", {}), "name": "!absent"}
     vector["actions"] = expected_actions(ref, mode=mode, profile=profile)
     if mode == "strict" or not any(p == "failure kind" for p, _, _ in finding.comparison.diffs):
         mark_absent(vector["actions"], finding.comparison.diffs)
