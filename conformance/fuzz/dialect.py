@@ -28,7 +28,7 @@ from taskhub_wire import pb
 from conformance.fuzz.interleave import TurnCase, copy_event
 
 SENTINEL_SECONDS = 253402300799
-_ACTION_EVENTS = ("taskScheduled", "timerCreated", "childWorkflowInstanceCreated", "eventSent",
+ACTION_EVENTS = ("taskScheduled", "timerCreated", "childWorkflowInstanceCreated", "eventSent",
                   "detachedWorkflowInstanceCreated", "executionCompleted")
 _REFS = {"taskCompleted": "taskScheduledId", "taskFailed": "taskScheduledId", "timerFired": "timerId",
          "childWorkflowInstanceCompleted": "taskScheduledId", "childWorkflowInstanceFailed": "taskScheduledId"}
@@ -129,7 +129,7 @@ class Dialect:
 def dense(resp: pb.WorkflowResponse, case: TurnCase) -> pb.WorkflowResponse:
     """Action ids replaced by their rank (from 1) among the action ids in history and the answer."""
     used = sorted({e.eventId for e in case.past
-                   if e.WhichOneof("eventType") in _ACTION_EVENTS and e.eventId > 0}
+                   if e.WhichOneof("eventType") in ACTION_EVENTS and e.eventId > 0}
                   | {a.id for a in resp.actions if a.id > 0})
     rank = {i: n + 1 for n, i in enumerate(used)}
     out = pb.WorkflowResponse()
@@ -152,7 +152,7 @@ def is_sentinel_action(a: pb.WorkflowAction) -> bool:
             and a.createTimer.WhichOneof("origin") in (None, "externalEvent"))
 
 
-def _child_id(instance_id: str, value: str, move: Callable[[int], int]) -> str:
+def child_id(instance_id: str, value: str, move: Callable[[int], int]) -> str:
     m = re.fullmatch(re.escape(instance_id) + r":([0-9a-f]{4})", value)
     if not m:
         return value
@@ -162,24 +162,24 @@ def _child_id(instance_id: str, value: str, move: Callable[[int], int]) -> str:
 def _renumber(ev: pb.HistoryEvent, move: Callable[[int], int], instance_id: str) -> pb.HistoryEvent:
     out = copy_event(ev)
     kind = out.WhichOneof("eventType")
-    if kind in _ACTION_EVENTS and out.eventId >= 0:
+    if kind in ACTION_EVENTS and out.eventId >= 0:
         out.eventId = move(out.eventId)
     if kind in _REFS:
         body = getattr(out, kind)
         setattr(body, _REFS[kind], move(getattr(body, _REFS[kind])))
     if kind == "childWorkflowInstanceCreated":
-        out.childWorkflowInstanceCreated.instanceId = _child_id(instance_id, out.childWorkflowInstanceCreated.instanceId,
+        out.childWorkflowInstanceCreated.instanceId = child_id(instance_id, out.childWorkflowInstanceCreated.instanceId,
                                                                 move)
     if kind == "timerCreated" and out.timerCreated.HasField("childWorkflowRetry"):
         r = out.timerCreated.childWorkflowRetry
-        r.instanceId = _child_id(instance_id, r.instanceId, move)
+        r.instanceId = child_id(instance_id, r.instanceId, move)
     return out
 
 
 def _renumber_action(a: pb.WorkflowAction, move: Callable[[int], int], instance_id: str) -> None:
     a.id = move(a.id)
     if a.HasField("createChildWorkflow") and a.createChildWorkflow.instanceId:
-        a.createChildWorkflow.instanceId = _child_id(instance_id, a.createChildWorkflow.instanceId, move)
+        a.createChildWorkflow.instanceId = child_id(instance_id, a.createChildWorkflow.instanceId, move)
     if a.HasField("createTimer") and a.createTimer.HasField("childWorkflowRetry"):
         r = a.createTimer.childWorkflowRetry
-        r.instanceId = _child_id(instance_id, r.instanceId, move)
+        r.instanceId = child_id(instance_id, r.instanceId, move)

@@ -13,19 +13,16 @@ the id base: flow scenarios (RPL-IDS-001) show the base.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from conformance.fuzz.dialect import Dialect, is_sentinel_event
+from conformance.fuzz.compare import TIMER_ORIGINS
+from conformance.fuzz.dialect import ACTION_EVENTS, Dialect, child_id, is_sentinel_event
 from conformance.fuzz.interleave import TurnCase
 from conformance.scenario.model import Vector
 
 _SENTINEL_TEXT = "9999-12-31T23:59:59"  # dialect.SENTINEL_SECONDS as a scenario writes it
-_ORIGINS = ("createTimer", "externalEvent", "activityRetry", "childWorkflowRetry")
-_ACTION_EVENTS = ("taskScheduled", "timerCreated", "childWorkflowInstanceCreated", "eventSent",
-                  "detachedWorkflowInstanceCreated", "executionCompleted")
 
 
 @dataclass(frozen=True)
@@ -74,7 +71,7 @@ def in_dialect(vec: Vector, *, capabilities: Iterable[str], programs: Any = None
                           note=f"sent with action ids from {dialect.id_base}; answer ids moved back by {shift}")
 
     # Sentinel timers removed: rank ids among the (stripped) history's action ids and the answer's.
-    past_ids = {e.eventId for e in dialect.turn(case).past if e.WhichOneof("eventType") in _ACTION_EVENTS
+    past_ids = {e.eventId for e in dialect.turn(case).past if e.WhichOneof("eventType") in ACTION_EVENTS
                 and e.eventId > 0}
     expected = [q for p, q in zip(vec.actions, patterns) if not _is_sentinel_pattern(p)]
     expected = [_renumber(p, _ranker(past_ids, expected), iid) for p in expected]
@@ -116,17 +113,12 @@ def _renumber(action: Any, move: Callable[[int], int], instance_id: str) -> Any:
         if isinstance(body.get("id"), int) and not isinstance(body["id"], bool):
             body["id"] = move(body["id"])
         if kind == "CreateChildWorkflow" and isinstance(body.get("instanceId"), str):
-            body["instanceId"] = _child_id(instance_id, body["instanceId"], move)
+            body["instanceId"] = child_id(instance_id, body["instanceId"], move)
         retry = body.get("childWorkflowRetry") if kind == "CreateTimer" else None
         if isinstance(retry, Mapping) and isinstance(retry.get("instanceId"), str):
-            body["childWorkflowRetry"] = {**retry, "instanceId": _child_id(instance_id, retry["instanceId"], move)}
+            body["childWorkflowRetry"] = {**retry, "instanceId": child_id(instance_id, retry["instanceId"], move)}
         out[kind] = body
     return out
-
-
-def _child_id(instance_id: str, value: str, move: Callable[[int], int]) -> str:
-    m = re.fullmatch(re.escape(instance_id) + r":([0-9a-f]{4})", value)
-    return f"{instance_id}:{move(int(m.group(1), 16)) & 0xFFFF:04x}" if m else value
 
 
 def _indefinite_wait(node: Any) -> bool:
@@ -152,7 +144,7 @@ def _without_origin(pattern: Any) -> Any:
     body = pattern.get("CreateTimer") if isinstance(pattern, Mapping) else None
     if not isinstance(body, Mapping):
         return pattern
-    return {**pattern, "CreateTimer": {k: v for k, v in body.items() if k not in _ORIGINS}}
+    return {**pattern, "CreateTimer": {k: v for k, v in body.items() if k not in TIMER_ORIGINS}}
 
 
 def _is_sentinel_pattern(pattern: Any) -> bool:
