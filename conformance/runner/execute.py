@@ -505,21 +505,19 @@ def _run_vector(run: _Run, stack: ExitStack) -> Observed:
     assert vec is not None
     from fake_worker.programs import parse_bundle
 
+    from conformance.fuzz.compare import engine_view, profile_for, relax
     from conformance.runner.vector_dialect import in_dialect
 
     bundle = parse_bundle({"programs": run.scenario.programs_doc})
     turn = in_dialect(vec, capabilities=run.pair.worker.capabilities, programs=run.scenario.programs_doc)
     replay = _replayer(run, bundle, stack)
     assert replay is not None
-    from conformance.fuzz.compare import engine_view, profile_for, relax
-
     answer = turn.to_reference(replay(turn.instance_id, list(turn.past), list(turn.new)))
     # Only what an engine applies is compared (default child ids, first completion wins, ...).
     expected = tuple(engine_view(list(turn.expected), vec.instance_id, wire=False))
     if answer is not None:
         answer = {**answer, "actions": engine_view(answer["actions"], vec.instance_id, wire=False)}
     if vec.compare == "fuzz":  # a regression vector: judged by the worker's profile, as a campaign would
-
         profile = profile_for(run.pair.worker.name, run.pair.worker.capabilities)
         expected = tuple(relax(p, profile, answer=False) for p in expected)
         if answer is not None:
