@@ -13,6 +13,10 @@ Two modes:
 - `kind` (mutated histories): if either answer fails the workflow, only the failure kind is
   compared (completion status and errorType); otherwise as strict.
 
+Actions are compared as an engine applies them (`engine_view`): what no engine can observe
+(a later completion, actions after a CONTINUED_AS_NEW or TERMINATED one, an empty child instance
+id the engine fills in) is not a difference.
+
 A `Profile` holds what one target is known to do differently; the default profile is exact.
 """
 
