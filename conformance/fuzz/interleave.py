@@ -37,7 +37,7 @@ from typing import Any, Protocol
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from fake_sidecar.engine.model import NEVER_NS, Instance
-from fake_sidecar.engine.turns import ABANDON, STALL, decide_turn, resolution_key
+from fake_sidecar.engine.turns import ABANDON, STALL, absorb, decide_turn
 from fake_worker.activities import ActivityFailure, ActivityRunner
 from fake_worker.programs import Bundle
 from fake_worker.replay import TurnResult, execute
@@ -137,32 +137,6 @@ def copy_event(ev: pb.HistoryEvent) -> pb.HistoryEvent:
     out = pb.HistoryEvent()
     out.CopyFrom(ev)
     return out
-
-
-def absorb(inst: Instance, ev: pb.HistoryEvent) -> None:
-    """What the engine derives from one committed event, for the fields decide_turn reads."""
-    inst.history.append(ev)
-    kind = ev.WhichOneof("eventType")
-    if kind == "executionStarted":
-        inst.started = True
-    elif kind == "executionCompleted":
-        inst.completed = ev
-    elif kind == "executionSuspended":
-        inst.suspended = True
-    elif kind == "executionResumed":
-        inst.suspended = False
-    elif kind == "taskScheduled":
-        inst.opened["task"].add(ev.eventId)
-    elif kind == "timerCreated":
-        inst.opened["timer"].add(ev.eventId)
-    elif kind == "childWorkflowInstanceCreated":
-        inst.opened["child"].add(ev.eventId)
-        inst.children.append(ev.childWorkflowInstanceCreated.instanceId)
-    elif kind == "workflowStarted" and ev.workflowStarted.HasField("version"):
-        inst.patches.extend(ev.workflowStarted.version.patches)
-    key = resolution_key(ev)
-    if key is not None:
-        inst.resolved.add(key)
 
 
 class _Sim:
@@ -372,6 +346,7 @@ class _Sim:
             consumed = {e.seq for e in visible}
             self.inbox = [e for e in self.inbox if e.seq not in consumed]
             for ev in outcome.events:
+                self.inst.history.append(ev)
                 absorb(self.inst, ev)
             if self.segments:
                 self.run.cases.append(TurnCase(self.iid, past, tuple(copy_event(e) for e in outcome.events),

@@ -27,7 +27,7 @@ from fake_sidecar.engine.model import (
 )
 from fake_sidecar.engine.store import LoadedInstance, MemoryStore, SqliteStore, Tx
 from fake_sidecar.engine.turns import (
-    ABANDON, STALL, Outcome, decide_turn, describe_oversize, first_version_name, payload_size,
+    ABANDON, STALL, Outcome, absorb, decide_turn, describe_oversize, first_version_name, payload_size,
     resolution_key, status_name,
 )
 
@@ -128,7 +128,7 @@ class Engine:
         for raw in li.history:
             ev = pb.HistoryEvent.FromString(raw)
             inst.history.append(ev)
-            self._absorb(inst, ev)
+            absorb(inst, ev)
         for seq, vis, gen, raw in li.inbox:
             inst.inbox.append(InboxEntry(seq=seq, visible_at=vis, gen=gen, event=pb.HistoryEvent.FromString(raw)))
         for task_id, gen, raw in li.activities:
@@ -150,39 +150,6 @@ class Engine:
         self._seq += 1
         tx.counters["seq"] = self._seq
         return self._seq
-
-    @staticmethod
-    def _absorb(inst: Instance, ev: pb.HistoryEvent) -> None:
-        """Update the derived fields of `inst` for one committed history event."""
-        kind = ev.WhichOneof("eventType")
-        if kind == "executionStarted":
-            inst.started = True
-            inst.continuing = False
-        elif kind == "executionCompleted":
-            inst.completed = ev
-        elif kind == "executionSuspended":
-            inst.suspended = True
-        elif kind == "executionResumed":
-            inst.suspended = False
-        elif kind == "taskScheduled":
-            inst.opened["task"].add(ev.eventId)
-        elif kind == "timerCreated":
-            inst.opened["timer"].add(ev.eventId)
-            origin = ev.timerCreated.WhichOneof("origin")
-            if origin == "externalEvent":
-                inst.timer_event_names[ev.eventId] = ev.timerCreated.externalEvent.name
-            elif origin is None and ev.timerCreated.HasField("name"):
-                inst.timer_event_names[ev.eventId] = ev.timerCreated.name
-        elif kind == "childWorkflowInstanceCreated":
-            inst.opened["child"].add(ev.eventId)
-            inst.children.append(ev.childWorkflowInstanceCreated.instanceId)
-        elif kind == "workflowStarted" and ev.workflowStarted.HasField("version"):
-            inst.patches.extend(ev.workflowStarted.version.patches)
-        key = resolution_key(ev)
-        if key is not None:
-            inst.resolved.add(key)
-        if kind != "executionStalled":
-            inst.stalled = None  # any committed event other than a stall clears it (R1.4)
 
     def _notify(self, iid: str) -> None:
         for w in self._watchers.get(iid, ()):
@@ -601,7 +568,7 @@ class Engine:
             if new_ev.HasField("childWorkflowInstanceCreated") and ev is not target:
                 new_ev.childWorkflowInstanceCreated.instanceId = f"{new_id}:{ev.eventId & 0xFFFF:04x}"
             inst.history.append(new_ev)
-            self._absorb(inst, new_ev)
+            absorb(inst, new_ev)
             tx.history_append.append((new_id, len(inst.history) - 1, new_ev.SerializeToString()))
         self._instances[new_id] = inst
         for ev in inst.history[len(copied):]:
@@ -944,7 +911,7 @@ class Engine:
             tx.inbox_delete.append((inst.iid, entry.seq))
         for ev in out.events:
             inst.history.append(ev)
-            self._absorb(inst, ev)
+            absorb(inst, ev)
             tx.history_append.append((inst.iid, len(inst.history) - 1, ev.SerializeToString()))
         if out.events:
             inst.last_updated_ns = ts_ns(out.events[-1].timestamp) or self.clock.now_ns()

@@ -87,6 +87,40 @@ def resolution_key(ev: pb.HistoryEvent) -> tuple[str, int] | None:
     return _resolution_key(ev)
 
 
+def absorb(inst: Instance, ev: pb.HistoryEvent) -> None:
+    """Update the derived fields of `inst` for one committed history event (the caller keeps the
+    history itself)."""
+    kind = ev.WhichOneof("eventType")
+    if kind == "executionStarted":
+        inst.started = True
+        inst.continuing = False
+    elif kind == "executionCompleted":
+        inst.completed = ev
+    elif kind == "executionSuspended":
+        inst.suspended = True
+    elif kind == "executionResumed":
+        inst.suspended = False
+    elif kind == "taskScheduled":
+        inst.opened["task"].add(ev.eventId)
+    elif kind == "timerCreated":
+        inst.opened["timer"].add(ev.eventId)
+        origin = ev.timerCreated.WhichOneof("origin")
+        if origin == "externalEvent":
+            inst.timer_event_names[ev.eventId] = ev.timerCreated.externalEvent.name
+        elif origin is None and ev.timerCreated.HasField("name"):
+            inst.timer_event_names[ev.eventId] = ev.timerCreated.name
+    elif kind == "childWorkflowInstanceCreated":
+        inst.opened["child"].add(ev.eventId)
+        inst.children.append(ev.childWorkflowInstanceCreated.instanceId)
+    elif kind == "workflowStarted" and ev.workflowStarted.HasField("version"):
+        inst.patches.extend(ev.workflowStarted.version.patches)
+    key = resolution_key(ev)
+    if key is not None:
+        inst.resolved.add(key)
+    if kind != "executionStalled":
+        inst.stalled = None  # any committed event other than a stall clears it (R1.4)
+
+
 def decide_turn(inst: Instance, new_events: list[pb.HistoryEvent], resp: pb.WorkflowResponse, *,
                 now_ns: int) -> Outcome:
     """Apply `resp` to the turn whose delivered events are `new_events` (WorkflowStarted first)."""
