@@ -34,9 +34,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from google.protobuf.timestamp_pb2 import Timestamp
 
-from fake_sidecar.engine.model import NEVER_NS, Instance
+from fake_sidecar.engine.model import NEVER_NS, Instance, ts, ts_ns
 from fake_sidecar.engine.turns import ABANDON, STALL, absorb, decide_turn
 from fake_worker.activities import ActivityFailure, ActivityRunner
 from fake_worker.programs import Bundle
@@ -123,16 +122,6 @@ class _Activity:
     execution_id: str
 
 
-def _ts(ns: int) -> Timestamp:
-    out = Timestamp()
-    out.seconds, out.nanos = divmod(ns, 1_000_000_000)
-    return out
-
-
-def _ns(stamp: Timestamp) -> int:
-    return stamp.seconds * 1_000_000_000 + stamp.nanos
-
-
 def copy_event(ev: pb.HistoryEvent) -> pb.HistoryEvent:
     out = pb.HistoryEvent()
     out.CopyFrom(ev)
@@ -155,7 +144,7 @@ class _Sim:
         self.runner = ActivityRunner(ledger=None)
         self.run = SimRun(workflow=workflow, input=input, instance_id=instance_id)
         self.inst = self._instance(workflow, 0)
-        start = pb.HistoryEvent(eventId=-1, timestamp=_ts(self.now))
+        start = pb.HistoryEvent(eventId=-1, timestamp=ts(self.now))
         es = start.executionStarted
         es.name = workflow
         if input is not None:
@@ -207,7 +196,7 @@ class _Sim:
         elif what == "child":
             self._arrival_child()
         elif what == "raise":
-            ev = pb.HistoryEvent(eventId=-1, timestamp=_ts(self.now))
+            ev = pb.HistoryEvent(eventId=-1, timestamp=ts(self.now))
             ev.eventRaised.name = pick(self.c, EVENT_NAMES)
             value = pick(self.c, PAYLOADS)
             if value is not None:
@@ -217,7 +206,7 @@ class _Sim:
             # A suspend only while (in effect) running, a resume only while (in effect) suspended:
             # the last marker still in the inbox wins over history. (The reference engine checks
             # less: it accepts a second resume while a suspend is pending, see docs/fuzzing.md.)
-            ev = pb.HistoryEvent(eventId=-1, timestamp=_ts(self.now))
+            ev = pb.HistoryEvent(eventId=-1, timestamp=ts(self.now))
             markers = [e.event.WhichOneof("eventType") for e in self.inbox
                        if e.event.WhichOneof("eventType") in ("executionSuspended", "executionResumed")]
             suspended = markers[-1] == "executionSuspended" if markers else self.inst.suspended
@@ -229,7 +218,7 @@ class _Sim:
                 ev.executionResumed.SetInParent()
             self.push(ev)
         elif what == "terminate":
-            ev = pb.HistoryEvent(eventId=-1, timestamp=_ts(self.now))
+            ev = pb.HistoryEvent(eventId=-1, timestamp=ts(self.now))
             ev.executionTerminated.SetInParent()
             value = pick(self.c, PAYLOADS)
             if value is not None:
@@ -240,7 +229,7 @@ class _Sim:
 
     def _arrival_child(self) -> None:
         task_id, child_id, _name = self.children.pop(self.c.int(0, len(self.children) - 1))
-        ev = pb.HistoryEvent(eventId=-1, timestamp=_ts(self.tick()))
+        ev = pb.HistoryEvent(eventId=-1, timestamp=ts(self.tick()))
         how = self.c.int(0, 2)
         if how == 0:
             ev.childWorkflowInstanceCompleted.taskScheduledId = task_id
@@ -256,7 +245,7 @@ class _Sim:
         self.push(ev)
 
     def _activity_result(self, act: _Activity) -> pb.HistoryEvent:
-        ev = pb.HistoryEvent(eventId=-1, timestamp=_ts(self.now))
+        ev = pb.HistoryEvent(eventId=-1, timestamp=ts(self.now))
         failure: tuple[str, str] | None = None
         out: Any = None
         if chance(self.c, 8):
@@ -318,7 +307,7 @@ class _Sim:
                 self.run.end = "max-turns"
                 return self.run
             turns += 1
-            ws = pb.HistoryEvent(eventId=-1, timestamp=_ts(self.tick()))
+            ws = pb.HistoryEvent(eventId=-1, timestamp=ts(self.tick()))
             ws.workflowStarted.SetInParent()
             new = [ws] + [copy_event(e.event) for e in visible if e.event.WhichOneof("eventType") != "executionStarted"
                           or not self.inst.started]
@@ -357,7 +346,7 @@ class _Sim:
                 value = json.loads(req.input.value) if req.HasField("input") and req.input.value else None
                 self.activities.append(_Activity(req.taskId, req.name, value, req.taskExecutionId))
             for timer_id, fired in outcome.timers:
-                fire = _ns(fired.timerFired.fireAt)
+                fire = ts_ns(fired.timerFired.fireAt)
                 name = None
                 for ev in outcome.events:
                     if ev.eventId == timer_id and ev.HasField("timerCreated") \
@@ -391,7 +380,7 @@ class _Sim:
         rest = [e for e in self.inbox if not e.event.HasField("timerFired")]
         self.activities, self.children, self.inbox = [], [], []
         self.inst = self._instance(self.inst.name, self.run.generations - 1)
-        start = pb.HistoryEvent(eventId=-1, timestamp=_ts(self.tick()))
+        start = pb.HistoryEvent(eventId=-1, timestamp=ts(self.tick()))
         es = start.executionStarted
         es.name = self.inst.name
         if new_input is not None:
