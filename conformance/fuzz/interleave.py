@@ -34,7 +34,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-
 from fake_sidecar.engine.model import NEVER_NS, Instance, ts, ts_ns
 from fake_sidecar.engine.turns import ABANDON, STALL, absorb, decide_turn
 from fake_worker.activities import ActivityFailure, ActivityRunner
