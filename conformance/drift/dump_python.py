@@ -31,7 +31,7 @@ import sys
 
 from google.protobuf.descriptor import FieldDescriptor
 
-_SCALARS = {
+SCALARS = {  # proto type number -> its .proto spelling
     FieldDescriptor.TYPE_DOUBLE: "double",
     FieldDescriptor.TYPE_FLOAT: "float",
     FieldDescriptor.TYPE_INT64: "int64",
@@ -74,7 +74,7 @@ def field_type(field) -> str:
         return msg.full_name
     if field.type == FieldDescriptor.TYPE_ENUM:
         return field.enum_type.full_name
-    return _SCALARS.get(field.type, f"type{field.type}")
+    return SCALARS.get(field.type, f"type{field.type}")
 
 
 def field_label(field) -> str:

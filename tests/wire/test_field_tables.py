@@ -18,25 +18,9 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from taskhub_wire import pb
 
-DIALECT = "dapr_go_HEAD"
+from conformance.drift.dump_python import SCALARS
 
-_SCALARS = {
-    FieldDescriptor.TYPE_DOUBLE: "double",
-    FieldDescriptor.TYPE_FLOAT: "float",
-    FieldDescriptor.TYPE_INT64: "int64",
-    FieldDescriptor.TYPE_UINT64: "uint64",
-    FieldDescriptor.TYPE_INT32: "int32",
-    FieldDescriptor.TYPE_FIXED64: "fixed64",
-    FieldDescriptor.TYPE_FIXED32: "fixed32",
-    FieldDescriptor.TYPE_BOOL: "bool",
-    FieldDescriptor.TYPE_STRING: "string",
-    FieldDescriptor.TYPE_BYTES: "bytes",
-    FieldDescriptor.TYPE_UINT32: "uint32",
-    FieldDescriptor.TYPE_SFIXED32: "sfixed32",
-    FieldDescriptor.TYPE_SFIXED64: "sfixed64",
-    FieldDescriptor.TYPE_SINT32: "sint32",
-    FieldDescriptor.TYPE_SINT64: "sint64",
-}
+DIALECT = "dapr_go_HEAD"
 
 
 def _type_name(f: FieldDescriptor, *, element: bool = False) -> str:
@@ -49,7 +33,7 @@ def _type_name(f: FieldDescriptor, *, element: bool = False) -> str:
     elif f.enum_type is not None:
         base = _full_or_short(f.enum_type.full_name, f.enum_type.name)
     else:
-        base = _SCALARS[f.type]
+        base = SCALARS[f.type]
     return f"repeated {base}" if f.is_repeated and not element else base
 
 
