@@ -169,7 +169,7 @@ class _Context:
         self._now_of: Stamp | None = None
         self._now = _NO_TURN_TIME
         self.received: dict[str, list[Any]] = {}
-        self.received_names: dict[str, str] = {}  # case-folded key -> the name as first received
+        self.received_names: dict[str, list[str]] = {}  # case-folded key -> each buffered event's name as sent
         self.waiting: dict[str, list[Task]] = {}
         self.new_input: Any = None
         self.carry = False
@@ -262,10 +262,10 @@ class _Context:
                 # Carried as received: the event's own name (not the case-folded key it is matched by)
                 # and every payload, falsy ones included (0, false and "" are values, not absence).
                 for key, values in self.received.items():
-                    for value in values:
+                    for name, value in zip(self.received_names.get(key, ()), values):
                         ev = cw.carryoverEvents.add(eventId=-1)
                         ev.timestamp.SetInParent()
-                        ev.eventRaised.name = self.received_names.get(key, key)
+                        ev.eventRaised.name = name
                         if value is not None:
                             ev.eventRaised.input.value = to_json(value)
             return [action]
@@ -340,8 +340,9 @@ class _Context:
         buffered = self.received.get(key)
         if buffered:
             value = buffered.pop(0)
+            self.received_names[key].pop(0)
             if not buffered:
-                del self.received[key]
+                del self.received[key], self.received_names[key]
             event_task.complete(value)
             return event_task
         self.waiting.setdefault(key, []).append(event_task)
@@ -807,7 +808,7 @@ def _on_event_raised(ctx: _Context, ev: pb.HistoryEvent) -> None:
         ctx.resume()
     else:
         ctx.received.setdefault(key, []).append(value)
-        ctx.received_names.setdefault(key, er.name)
+        ctx.received_names.setdefault(key, []).append(er.name)
 
 
 def _on_suspended(ctx: _Context, ev: pb.HistoryEvent) -> None:
