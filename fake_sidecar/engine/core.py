@@ -401,7 +401,7 @@ class Engine:
         """Queue ExecutionResumed; returns False (and does nothing) if the instance is not suspended.
 
         Python SDKs fail a workflow that sees ExecutionResumed while not suspended
-        (sdk-behaviour.md §3.2), so the reference engine drops such a resume.
+        (sdk-wire-behaviour.md §3.2), so the reference engine drops such a resume.
         """
         with self._lock:
             self._check_open()
