@@ -93,7 +93,9 @@ def lines_of_repository() -> list[tuple[str, str]]:
     return out
 
 
-LINES = lines_of_repository()
+@pytest.fixture(scope="module")
+def repo_lines() -> list[tuple[str, str]]:
+    return lines_of_repository()
 
 
 # ------------------------------------------------------------------------------ what a page holds
@@ -150,29 +152,29 @@ def seed_citations(lines: list[tuple[str, str]]) -> list[Hit]:
 
 # ------------------------------------------------------------------------------ the checks
 
-def test_no_machine_paths() -> None:
-    hits = [f"{where}: {m[0]!r}" for where, line in LINES for m in MACHINE_PATH.finditer(line)]
+def test_no_machine_paths(repo_lines: list[tuple[str, str]]) -> None:
+    hits = [f"{where}: {m[0]!r}" for where, line in repo_lines for m in MACHINE_PATH.finditer(line)]
     assert not hits, ("paths outside the repository (cite the docs/ page instead; see the README's "
                       "Documentation section):\n" + "\n".join(hits))
 
 
-def test_every_rule_number_has_its_rule() -> None:
+def test_every_rule_number_has_its_rule(repo_lines: list[tuple[str, str]]) -> None:
     defined = rules_defined((DOCS / "engine-rules.md").read_text(encoding="utf-8"))
-    missing = [str(h) for h in rule_citations(LINES) if h.cited not in defined]
+    missing = [str(h) for h in rule_citations(repo_lines) if h.cited not in defined]
     assert not missing, "R-numbers with no rule heading in docs/engine-rules.md:\n" + "\n".join(missing)
 
 
-def test_every_cited_section_exists() -> None:
+def test_every_cited_section_exists(repo_lines: list[tuple[str, str]]) -> None:
     sections = {f: sections_defined((DOCS / f).read_text(encoding="utf-8")) for f in set(PAGES.values())}
     missing = [f"{hit} (no section {hit.cited.split('§')[1]} in docs/{page})"
-               for hit, page in section_citations(LINES) if hit.cited.split("§")[1] not in sections[page]]
+               for hit, page in section_citations(repo_lines) if hit.cited.split("§")[1] not in sections[page]]
     assert not missing, "sections cited but missing:\n" + "\n".join(missing)
 
 
-def test_every_spec_citation_has_its_heading() -> None:
+def test_every_spec_citation_has_its_heading(repo_lines: list[tuple[str, str]]) -> None:
     spec = [h.lower() for h in headings((DOCS / "spec.md").read_text(encoding="utf-8"))]
     missing = []
-    for hit in seed_citations(LINES):
+    for hit in seed_citations(repo_lines):
         number, _, heading = hit.cited.removeprefix("seed ").partition(" §")
         if number not in SEEDS:
             missing.append(f"{hit} (the spec is seeds {', '.join(sorted(SEEDS))})")
@@ -181,9 +183,9 @@ def test_every_spec_citation_has_its_heading() -> None:
     assert not missing, "spec citations that docs/spec.md cannot resolve:\n" + "\n".join(missing)
 
 
-def test_the_scan_sees_the_citations() -> None:
+def test_the_scan_sees_the_citations(repo_lines: list[tuple[str, str]]) -> None:
     """Guards the scanners themselves: the catalogue's citations are found."""
-    catalogue = [(w, l) for w, l in LINES if w.startswith("conformance/requirements.yaml:")]
+    catalogue = [(w, l) for w, l in repo_lines if w.startswith("conformance/requirements.yaml:")]
     assert len(rule_citations(catalogue)) > 100
     assert len(section_citations(catalogue)) > 20
     assert len([h for h in seed_citations(catalogue) if "§" in h.cited]) > 50
