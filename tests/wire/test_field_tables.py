@@ -224,7 +224,7 @@ def test_presence_oneofs_and_reserved_match_message_tables(dapr_tables: dict[str
 def test_message_tables_types_agree_with_field_tables(
     dapr_tables: dict[str, TableMessage], field_tables: dict[str, dict[str, list[str]]]
 ) -> None:
-    # The two reference files must not disagree with each other either.
+    # The two facts files must not disagree with each other either.
     for name, table in dapr_tables.items():
         for number, f in table.fields.items():
             assert field_tables[name][str(number)] == [f.name, f.type], f"{name}.{number}"
