@@ -9,6 +9,7 @@ included), so nothing is imported to check them.
 from __future__ import annotations
 
 import ast
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -117,6 +118,16 @@ def test_the_debt_table_lists_only_live_exceptions() -> None:
 def test_the_scan_sees_every_package() -> None:
     seen = {p.relative_to(ROOT).parts[0] for p in modules(ROOT)}
     assert seen == set(PACKAGES), f"packages without modules: {sorted(set(PACKAGES) - seen)}"
+
+
+def test_every_shipped_package_has_a_place_in_the_layering() -> None:
+    """A new package (say a pure core below both fakes) must be placed here before it ships."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    shipped = {p.rstrip("*") for p in config["tool"]["setuptools"]["packages"]["find"]["include"]}
+    assert shipped == set(PACKAGES), (
+        f"pyproject.toml ships {sorted(shipped)}, the layering knows {sorted(PACKAGES)}: add the new "
+        "package to PACKAGES and FORBIDDEN (what it must not import) and describe it in docs/design.md §2"
+    )
 
 
 @pytest.mark.parametrize(
