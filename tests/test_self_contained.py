@@ -183,6 +183,33 @@ def test_every_spec_citation_has_its_heading(repo_lines: list[tuple[str, str]]) 
     assert not missing, "spec citations that docs/spec.md cannot resolve:\n" + "\n".join(missing)
 
 
+def slug(heading: str) -> str:
+    """The anchor GitHub gives a markdown heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def test_relative_links_resolve() -> None:
+    """Markdown links between the repository's pages reach an existing file and heading."""
+    broken = []
+    for path in repository_files():
+        if path.suffix != ".md" or (text := text_of(path)) is None:
+            continue
+        for m in LINK.finditer(text):
+            target, _, anchor = m[1].partition("#")
+            if re.match(r"[a-z]+:", target):
+                continue  # a URL
+            dest = (path.parent / target).resolve() if target else path
+            name = f"{path.relative_to(ROOT).as_posix()}: ({m[1]})"
+            if not dest.exists():
+                broken.append(f"{name} no such file")
+            elif anchor and dest.suffix == ".md" and anchor not in {slug(h) for h in headings(dest.read_text())}:
+                broken.append(f"{name} no such heading")
+    assert not broken, "broken links:\n" + "\n".join(broken)
+
+
 def test_the_scan_sees_the_citations(repo_lines: list[tuple[str, str]]) -> None:
     """Guards the scanners themselves: the catalogue's citations are found."""
     catalogue = [(w, l) for w, l in repo_lines if w.startswith("conformance/requirements.yaml:")]
@@ -211,6 +238,15 @@ def test_seed_citations_are_parsed() -> None:
     line = 'source: "seed 000 §编排生命周期 (补丁记录), §版本控制 (边车); seed 004 (genau einmal); seed 001 §x"'
     assert [h.cited for h in seed_citations([("f:1", line)])] == [
         "seed 000", "seed 000 §编排生命周期", "seed 000 §版本控制", "seed 004", "seed 001", "seed 001 §x"]
+
+
+@pytest.mark.parametrize(("heading", "anchor"), [
+    ("2. The patching flow of one turn", "2-the-patching-flow-of-one-turn"),
+    ("3.2 The history events each SDK handles", "32-the-history-events-each-sdk-handles"),
+    ("执行 API — Execution API", "执行-api--execution-api"),
+])
+def test_anchors_are_made_as_github_makes_them(heading: str, anchor: str) -> None:
+    assert slug(heading) == anchor
 
 
 def test_page_structure_is_read() -> None:
