@@ -3,7 +3,7 @@
 Each test builds `past` and `new` with tests/worker/histories.py and compares whole WorkflowActions
 (ids, names, JSON inputs, fireAt, timer origins, failure details). The programs are defined here,
 not taken from the example bundle, so that each test pins one behaviour. Expectations were checked
-against the real SDK's executor (sdk-behaviour.md §3, patching-and-stall.md §2-3).
+against the real SDK's executor (sdk-wire-behaviour.md §3, patching-and-stall.md §2-3).
 """
 
 from __future__ import annotations
