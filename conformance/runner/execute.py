@@ -573,8 +573,12 @@ def _run_vector(run: _Run, stack: ExitStack) -> Observed:
             custom = answer.get("custom_status")
             answer = {**answer, "actions": [relax(a, profile, answer=True) for a in answer["actions"]],
                       "custom_status": None if custom == "" and profile.empty_custom_status_is_none else custom}
+    # A fuzz finding's history was built from the reference's answers; in_dialect shifts ids and strips wait
+    # timers for the worker, but a worker whose event waits take ids of their own (event_wait_ids) is never
+    # sent such a history by an engine.
+    foreign = vec.compare == "fuzz" and "event_wait_ids" in run.pair.worker.capabilities
     return Observed(scenario=run.scenario, instances={}, states={}, histories={}, reproduce=run.reproduce,
-                    vector_answer=answer, vector_expected=expected, vector_note=turn.note)
+                    vector_answer=answer, vector_expected=expected, vector_note=turn.note, vector_foreign=foreign)
 
 
 __all__ = ["HarnessError", "run_scenario"]
