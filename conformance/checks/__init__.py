@@ -56,6 +56,7 @@ class Observed:
     vector_expected: tuple[Any, ...] | None = None  # the vector's actions in the worker's dialect (runner/vector_dialect.py)
     vector_note: str = ""  # how the vector was rewritten for the worker's dialect
     vector_foreign: bool = False  # a fuzz finding's history, which no engine writes for this worker (docs/verdicts.md)
+    vector_overridden: bool = False  # the turn delivers ExecutionTerminated: the engine applies none of the answer
 
 
 CheckFn = Callable[[Observed], None]

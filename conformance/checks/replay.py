@@ -131,14 +131,15 @@ def vector(obs: Observed) -> None:
         out.append(f"expected {len(expected)} action(s), got {len(actions)}: {json.dumps(actions)}")
     for i, (want, got) in enumerate(zip(expected, actions)):
         out += [classify_answer_mismatch(x) for x in m.match(want, got, f"actions[{i}]")]
-    if obs.vector_foreign:
-        # A fuzz finding's history was built from the reference's answers; an SDK that numbers its actions
-        # otherwise is never sent it by an engine, so what it answers there is only an observation.
+    why = ("a history built from the reference worker's answers, which this SDK numbers differently"
+           if obs.vector_foreign else
+           "the turn delivers ExecutionTerminated: the engine terminates the instance and applies none of the "
+           "answer (R3.16)" if obs.vector_overridden else "")
+    if why and out:
+        # Either no engine sends this worker the history, or no engine applies the answer: only observations.
         out = [Mismatch(text=x.text if isinstance(x, Mismatch) else x, level=Level.OBSERVATION,
                         field=x.field if isinstance(x, Mismatch) else "actions") for x in out]
-        if out:
-            out.append(Mismatch(text="(a history built from the reference worker's answers, which this SDK numbers "
-                                     "differently: compared as an observation)", level=Level.OBSERVATION))
+        out.append(Mismatch(text=f"({why}: compared as an observation)", level=Level.OBSERVATION))
     if vec.custom_status is not MISSING:
         out += m.match(vec.custom_status, answer.get("custom_status"), "custom_status")
     if vec.version is not None:

@@ -577,8 +577,12 @@ def _run_vector(run: _Run, stack: ExitStack) -> Observed:
     # timers for the worker, but a worker whose event waits take ids of their own (event_wait_ids) is never
     # sent such a history by an engine.
     foreign = vec.compare == "fuzz" and "event_wait_ids" in run.pair.worker.capabilities
+    # A turn that delivers ExecutionTerminated ends the instance whatever the answer: the engine drops the
+    # turn's actions and the termination wins over a continue-as-new (R3.16), so no answer differs there.
+    terminated = any(e.WhichOneof("eventType") == "executionTerminated" for e in turn.new)
     return Observed(scenario=run.scenario, instances={}, states={}, histories={}, reproduce=run.reproduce,
-                    vector_answer=answer, vector_expected=expected, vector_note=turn.note, vector_foreign=foreign)
+                    vector_answer=answer, vector_expected=expected, vector_note=turn.note, vector_foreign=foreign,
+                    vector_overridden=terminated)
 
 
 __all__ = ["HarnessError", "run_scenario"]

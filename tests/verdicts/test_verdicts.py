@@ -112,3 +112,67 @@ def test_every_must_of_the_catalogue_cites_the_contract() -> None:
     uncited = [r.id for r in load_catalogue() if r.level == "MUST"
                and "seed 0" not in r.source and "both engines" not in r.source]
     assert not uncited, f"MUST requirements citing neither the spec nor both engines: {uncited}"
+
+
+# ------------------------------------------------------------------ end to end, on the reference pair
+
+VECTOR = """
+title: a first turn
+kind: vector
+requirements: [RPL-EXEC-001]
+applies_to: [worker, pair]
+programs:
+  main:
+    steps:
+      - call_activity: {name: echo, input: 1}
+        as: r
+      - return: "${r}"
+vector:
+  instance_id: vec-verdicts
+  past: []
+  new:
+    - {WorkflowStarted: {}, timestamp: "2026-01-01T00:00:00Z"}
+    - {ExecutionStarted: {name: main, workflowInstance: {instanceId: vec-verdicts, executionId: e1}}}
+NEW_EVENTS
+  actions:
+    - {ScheduleTask: {id: ID, name: NAME, input: 1}}
+"""
+
+
+def _run_vector(tmp_path, *, id: int = 1, name: str = "echo", new_events: str = "") -> ScenarioFinished:
+    from conformance.runner.execute import run_scenario
+    from conformance.scenario.loader import load_scenario
+    from conformance.targets.registry import load_targets
+
+    folder = tmp_path / "scenarios" / "vectors"
+    folder.mkdir(parents=True)
+    path = folder / "v.yaml"
+    path.write_text(VECTOR.replace("ID", str(id)).replace("NAME", name).replace("NEW_EVENTS\n", new_events),
+                    encoding="utf-8")
+    scenario = load_scenario(path, root=tmp_path / "scenarios")
+    return run_scenario(scenario, load_targets().pair("reference", "reference"), work_root=tmp_path, reproduce="r")
+
+
+def test_a_vector_that_matches_passes(tmp_path) -> None:
+    assert _run_vector(tmp_path).outcome is Outcome.PASSED
+
+
+def test_another_action_id_is_an_observation_not_a_failure(tmp_path) -> None:
+    r = _run_vector(tmp_path, id=7)
+    assert r.outcome is Outcome.OBSERVATION, r.message
+    assert dict(r.verdicts)["RPL-EXEC-001"] == "PASSED" and r.broken == ()
+    assert [f for f, _ in r.observations] == ["ScheduleTask.id"]
+
+
+def test_another_activity_name_breaks_the_must(tmp_path) -> None:
+    r = _run_vector(tmp_path, name="other")
+    assert r.outcome is Outcome.FAILED and r.broken == ("RPL-EXEC-001",)
+    assert r.message.startswith("FAILED: breaks RPL-EXEC-001 (MUST)\n  RPL-EXEC-001: seed 000")
+    assert r.message.rstrip().endswith("Reproduce with: r")
+
+
+def test_a_terminated_turn_applies_no_answer(tmp_path) -> None:
+    terminate = '    - {ExecutionTerminated: {input: \'"stop"\'}}\n'
+    r = _run_vector(tmp_path, name="other", new_events=terminate)
+    assert r.outcome is Outcome.OBSERVATION, r.message
+    assert "R3.16" in r.message
