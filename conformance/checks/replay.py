@@ -12,6 +12,7 @@ from conformance.verdict import Level, Mismatch, classify_answer_mismatch
 
 SELF_DETERMINISM = "RPL-DET-001"
 ANSWERED = "RPL-ANSWER-001"
+DISTINCT_TEIDS = "ACT-TEID-003"
 
 _ACTION_MADE = {"TaskScheduled": "ScheduleTask", "TimerCreated": "CreateTimer",
                 "ChildWorkflowInstanceCreated": "CreateChildWorkflow", "EventSent": "SendEvent",
@@ -150,3 +151,19 @@ def vector(obs: Observed) -> None:
         strongest = None if None in levels else min(levels, key=list(Level).index)
         out.append(Mismatch(text=f"(the vector was {obs.vector_note})", level=strongest))
     fail(obs, "vector", out)
+
+
+@check("distinct_task_execution_ids")
+def distinct_task_execution_ids(obs: Observed) -> None:
+    """The taskExecutionIds a worker puts in its ScheduleTask actions differ per call (their values are its own)."""
+    seen: dict[str, int] = {}
+    out = []
+    for i, a in enumerate((obs.vector_answer or {}).get("actions", [])):
+        teid = (a.get("ScheduleTask") or {}).get("taskExecutionId")
+        if not teid:
+            continue  # none sent: the sidecar makes one (seed 000 task_execution_id)
+        if teid in seen:
+            out.append(Mismatch(text=f"actions[{i}].ScheduleTask.taskExecutionId {teid!r} repeats actions[{seen[teid]}]'s",
+                                requirement=DISTINCT_TEIDS))
+        seen.setdefault(teid, i)
+    fail(obs, "distinct_task_execution_ids", out)
