@@ -103,6 +103,7 @@ def _coverage_problems(scenarios, catalogue) -> list[str]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from conformance.reporting import TerminalReporter, write_reports
+    from conformance.reporting.logs import ScenarioLogs
     from conformance.runner import Plan, run_plan
     from conformance.targets.registry import DEFAULT_TARGETS, load_targets
 
@@ -117,14 +118,18 @@ def cmd_run(args: argparse.Namespace) -> int:
              for s in (args.sidecar or ["reference"]) for w in (args.worker or ["reference"])]
     plan = Plan.build(scenarios, pairs)
     events: list = []
-    terminal = TerminalReporter(sys.stdout, verbose=args.verbose, color=sys.stdout.isatty())
+    # Engine, worker and adversary log lines go to each scenario's log file (and with -v to stderr).
+    logs = ScenarioLogs(out_dir=None if args.no_reports else args.reports,
+                        verbose_stream=sys.stderr if args.verbose else None)
+    terminal = TerminalReporter(sys.stdout, verbose=args.verbose, color=sys.stdout.isatty(), logs=logs.written)
     extra = []
     if args.sidecar_address:
         extra += ["--sidecar-address", args.sidecar_address]
     if args.worker_command:
         extra += ["--worker-command", args.worker_command]
-    results = run_plan(plan, sinks=[events.append, terminal.handle], jobs=args.jobs,
-                       command=shlex.join(["conformance", *sys.argv[1:]]), reproduce_extra=extra)
+    with logs:
+        results = run_plan(plan, sinks=[logs.handle_event, events.append, terminal.handle], jobs=args.jobs,
+                           command=shlex.join(["conformance", *sys.argv[1:]]), reproduce_extra=extra)
     if not args.no_reports:
         written = write_reports(events=events, out_dir=args.reports, catalogue=catalogue)
         print("reports: " + ", ".join(str(p) for p in written.values()))
