@@ -15,6 +15,7 @@ import logging
 import shutil
 import sys
 import threading
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType, TracebackType
@@ -29,7 +30,7 @@ DATEFMT = "%H:%M:%S"
 # of the run). Module state because the reference target adopts without knowing the run.
 _LOCK = threading.Lock()
 _THREADS: dict[int, tuple[str, str]] = {}
-_OWNERS: dict[int, tuple[Any, tuple[str, str]]] = {}
+_OWNERS: dict[int, tuple[weakref.ref[Any], tuple[str, str]]] = {}
 
 
 def adopt(*objects: Any) -> None:
@@ -38,7 +39,7 @@ def adopt(*objects: Any) -> None:
         key = _THREADS.get(threading.get_ident())
         if key is not None:
             for obj in objects:
-                _OWNERS[id(obj)] = (obj, key)  # holding obj keeps its id from being reused
+                _OWNERS[id(obj)] = (weakref.ref(obj), key)  # weak: a finished scenario's engine is freed
 
 
 def log_path(out_dir: Path, *, pair: str, scenario: str) -> Path:
@@ -129,7 +130,7 @@ class ScenarioLogs(logging.Handler):
                 continue
             for candidate in (this, getattr(this, "engine", None)):
                 found = owners.get(id(candidate))
-                if found is not None and found[0] is candidate:
+                if found is not None and found[0]() is candidate:
                     return found[1]
         return None
 
