@@ -140,8 +140,46 @@ def _programs(c: _Checker, raw: Any, path: tuple[Any, ...]) -> Any:
     except ProgramError as exc:
         for problem in exc.problems:
             where, _, message = problem.partition(": ")
-            c.err(path + _program_path(where), f"program: {message}")
+            p = path + _program_path(where)
+            keys = _unknown_program_keys(message)
+            if keys is None:
+                c.err(p, f"program: {message}")
+            for key, allowed in keys or ():
+                # On the key's own line, with the closest allowed name.
+                c.err(p + (key,), f"program: unknown key {key!r}{did_you_mean(key, allowed)}; "
+                                  f"allowed: {', '.join(allowed)}")
         return None
+
+
+_PROGRAM_KEYS = (
+    # The program language's messages about keys it does not know (fake_worker/programs.py), and
+    # what is allowed where each is said.
+    (re.compile(r"unknown key\(s\) (\[.*\]); allowed: (\[.*\])$"), None),
+    (re.compile(r"unknown keys (\[.*\]); a versioned program has 'versions' and 'default'$"), ["versions", "default"]),
+    (re.compile(r"unknown keys (\[.*\]); a program has 'steps' \(or 'versions'\)$"), ["steps", "versions"]),
+    (re.compile(r"a step has exactly one of (\[.*\]) \(plus optional 'as'\); got (\[.*\])$"), "step"),
+)
+
+
+def _unknown_program_keys(message: str) -> list[tuple[str, list[str]]] | None:
+    """[(unknown key, allowed keys)] when `message` is about unknown keys; None otherwise."""
+    import ast
+
+    for regex, allowed in _PROGRAM_KEYS:
+        m = regex.match(message)
+        if m is None:
+            continue
+        try:
+            first, *rest = (ast.literal_eval(g) for g in m.groups())
+        except (ValueError, SyntaxError):
+            return None
+        if allowed == "step":  # `first` lists the step kinds, `rest[0]` the keys the step has
+            kinds = [str(k) for k in first]
+            unknown = [str(k) for k in rest[0] if k not in kinds and k != "as"]
+            return [(k, kinds + ["as"]) for k in unknown] if unknown and len(rest[0]) - len(unknown) <= 1 else None
+        keys = [str(k) for k in first]
+        return [(k, [str(a) for a in (rest[0] if allowed is None else allowed)]) for k in keys] or None
+    return None
 
 
 def _program_path(where: str) -> tuple[Any, ...]:

@@ -127,6 +127,25 @@ def test_an_unknown_key_is_reported_on_its_own_line_with_did_you_mean(tmp_path):
                for line, m in found), found
 
 
+def test_unknown_keys_in_programs_are_on_their_own_line_with_did_you_mean(tmp_path):
+    text = GOOD.replace("programs: {main: {steps: [{return: 1}]}}\n", """programs:
+  main:
+    steps:
+      - call_activity:
+          name: echo
+          retyr: {max_attempts: 2, first_delay: 1s}
+      - {timre: 1s}
+    stpes: []
+""")
+    found = problems(tmp_path, text)
+    assert found == [
+        (8, "program: unknown key 'retyr' (did you mean 'retry'?); allowed: name, input, retry"),
+        (9, "program: unknown key 'timre' (did you mean 'timer'?); allowed: call_activity, call_child, timer, "
+            "wait_event, all, any, if_patched, if, set, set_status, continue_as_new, return, fail, as"),
+        (10, "program: unknown key 'stpes' (did you mean 'steps'?); allowed: steps, versions"),
+    ]
+
+
 # One file per class of garbling a run would have crashed on: (content, line, message fragment).
 GARBLED = {
     "not-utf8": (GOOD.encode().replace(b"output: 1", b"output: \xff\xfe"), 5, "not UTF-8: byte 0xff"),
