@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -105,10 +106,14 @@ def _tuple(kind: type | tuple[type, ...]) -> tuple[type, ...]:
 
 def _duration(c: _Checker, value: Any, path: tuple[Any, ...]) -> float:
     try:
-        return parse_duration(value)
+        seconds = parse_duration(value)
     except ValueError as exc:
         c.err(path, str(exc))
         return 0.0
+    if not math.isfinite(seconds):  # .inf or .nan would wait forever
+        c.err(path, f"duration {value!r} is not a finite number of seconds")
+        return 0.0
+    return seconds
 
 
 def _error_expect(c: _Checker, raw: Any, path: tuple[Any, ...]) -> ErrorExpect | None:

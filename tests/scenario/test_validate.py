@@ -158,6 +158,7 @@ GARBLED = {
         "kind: vector\nrequirements: [RPL-DET-001]\nprograms: {main: {steps: [{return: 1}]}}\nvector:\n"
         "  new: [{WorkflowStarted: {}, eventId: 99999999999999999999}, {ExecutionStarted: {name: main}}]\n"
         "  actions: []\n", 5, "eventId 99999999999999999999 must be a whole number"),
+    "infinite-timeout": (GOOD + "timeout: .inf\n", 6, "duration inf is not a finite number of seconds"),
     "bad-date": (GOOD.replace("output: 1", "output: 2026-13-45"), 5, "month must be in 1..12"),
     "binary-junk": (bytes(range(256)) * 4, 2, "not UTF-8: byte 0x80"),  # line 2: after the 0x0a
     "alias-bomb": (
