@@ -11,6 +11,7 @@ The last line is the summary, exactly ``N passed, N failed`` followed by ``, N e
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -44,13 +45,15 @@ class TerminalReporter:
 
     def __init__(self, stream: TextIO, *, verbose: bool = False, color: bool = False, live: bool | None = None,
                  logs: Mapping[tuple[str, str], Path] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, columns: int | None = None) -> None:
         self._out = stream
         self._verbose = verbose
         self._color = color
         self._live = color if live is None else live  # rewrite the status in place (a terminal)
         self._logs = logs if logs is not None else {}  # (pair, scenario) -> its log file
         self._clock = clock
+        # A live row must fit the terminal, or the carriage return lands on its wrapped part.
+        self._columns = columns if columns is not None else shutil.get_terminal_size((80, 24)).columns
         self._began = clock()
         self._total = 0
         self._row = ""  # progress characters (painted) of the current row
@@ -119,7 +122,8 @@ class TerminalReporter:
             return
         self._row += self._paint(_CHAR[r.outcome], _COLOR[r.outcome])
         self._row_count += 1
-        if self._row_count >= _ROW:
+        full = self._row_count >= _ROW or self._live and self._row_count + 3 + len(self.status()) >= self._columns
+        if full:
             self._end_progress_line()
         elif self._live:
             self._write("\r" + self._row + "  " + self.status() + "\x1b[K")

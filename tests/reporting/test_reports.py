@@ -460,6 +460,13 @@ def test_terminal_rows_are_written_whole_for_logs_and_live_on_a_terminal():
     live = _terminal(verbose=False, live=True)
     assert "\r......FN   8/11  1 failed  0:20 elapsed, ~0:08 left\x1b[K" in live
     assert live.split("\n")[1].endswith("......FN.E-  11/11  2 failed  0:28 elapsed\x1b[K")
+    # On a narrow terminal a live row ends before it would wrap.
+    out = io.StringIO()
+    narrow = TerminalReporter(out, live=True, clock=clock, columns=50)
+    narrow.handle(RunStarted(run_id="r", started_at=0.0, pairs=(REF,), scenario_count=120, command="c"))
+    for _ in range(30):
+        narrow.handle(passed)
+    assert all(len(row.split("\r")[-1].removesuffix("\x1b[K")) < 50 for row in out.getvalue().split("\n")[1:-1])
 
 
 def test_terminal_summary_omits_zero_counts_and_colours_on_request():
