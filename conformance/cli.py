@@ -150,12 +150,21 @@ def cmd_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _shipped_scenarios() -> Path:
+    """The scenario library this package ships (found by conformance.library where there is one)."""
+    try:
+        from conformance.library import find_library
+    except ImportError:
+        return DEFAULT_SCENARIOS
+    return find_library().scenarios
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     scenarios, catalogue = _load(args)
     problems = _coverage_problems(scenarios, catalogue)
     covered = {r for s in scenarios for r in s.requirements}
     # Coverage is a property of the shipped library, not of a user's own folder of scenarios.
-    shipped = args.scenarios.resolve() == Path(DEFAULT_SCENARIOS).resolve()
+    shipped = args.scenarios.resolve() == _shipped_scenarios().resolve()
     if args.coverage or shipped and not args.scenario and not args.requirement:
         problems += [f"{CATALOGUE}: requirement {r.id} is covered by no scenario" for r in catalogue
                      if r.id not in covered]

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from conformance import cli
 
-LIBRARY = cli.DEFAULT_SCENARIOS
+LIBRARY = Path(__file__).resolve().parents[2] / "scenarios"  # the shipped files, in this checkout
 FILES = sorted(p.relative_to(LIBRARY).as_posix() for p in LIBRARY.rglob("*.yaml"))
 KEY_LINE = re.compile(rb"^(\s*(?:- )?)([A-Za-z_$][A-Za-z0-9_]*):", re.M)
 
