@@ -75,3 +75,24 @@ def test_a_failure_on_the_terminal_names_its_log_file(tmp_path: Path):
     reporter.handle(RunFinished(run_id="r", finished_at=0.0, duration_s=1.0, counts={}))
     text = out.getvalue()
     assert text.count("log: ") == 1 and f"log: {path}" in text.split("area/two")[0]
+
+
+def test_junit_attaches_a_failed_scenarios_log_as_system_err(tmp_path: Path):
+    import xml.etree.ElementTree as ET
+
+    from conformance.events import RunStarted
+    from conformance.reporting.junit import render_junit
+
+    for name in ("area/one", "area/two"):
+        path = log_path(tmp_path, pair="p+q", scenario=name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"12:00:00.000 WARNING fake_worker [w] line of {name}\n", encoding="utf-8")
+    passed = ScenarioFinished(scenario="area/two", pair="p+q", sidecar="p", worker="q", outcome=Outcome.PASSED,
+                              duration_s=0.1, requirements=())
+    events = [RunStarted(run_id="r", started_at=0.0, pairs=("p+q",), scenario_count=2, command="c"),
+              finished("area/one"), passed, RunFinished(run_id="r", finished_at=1.0, duration_s=1.0, counts={})]
+    cases = {c.get("name"): c for c in ET.fromstring(render_junit(events, reports=tmp_path)).iter("testcase")}
+    err = cases["area/one"].find("system-err")
+    assert err is not None and "line of area/one" in err.text
+    assert cases["area/two"].find("system-err") is None  # a passing scenario's log stays in its file
+    assert ET.fromstring(render_junit(events)).find(".//system-err") is None
