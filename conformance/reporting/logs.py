@@ -6,7 +6,9 @@ ScenarioFinished on it, and the harness starts the targets from it), or an objec
 target adopted for the scenario (its engine, server, worker) found as `self` on the emitting
 thread's stack (the worker's and sidecar's pool threads are not the scenario's). What cannot be
 traced goes to the run's log. Files: `<reports>/logs/<pair>/<scenario id>.log` and
-`<reports>/logs/run.log`; with `-v` warnings and errors are also shown on stderr.
+`<reports>/logs/run.log`; with `-v` warnings and errors are also shown on stderr. A target that
+runs as a process (an SDK driver, durabletask-go) writes its output to files, which are adopted
+the same way and copied into the scenario's log when it finishes.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ DATEFMT = "%H:%M:%S"
 _LOCK = threading.Lock()
 _THREADS: dict[int, tuple[str, str]] = {}
 _OWNERS: dict[int, tuple[weakref.ref[Any], tuple[str, str]]] = {}
+_FILES: dict[tuple[str, str], list[Path]] = {}
+_FILE_LINES = 2000  # the end of each process output file copied into the scenario's log
 
 
 def adopt(*objects: Any) -> None:
@@ -40,6 +44,14 @@ def adopt(*objects: Any) -> None:
         if key is not None:
             for obj in objects:
                 _OWNERS[id(obj)] = (weakref.ref(obj), key)  # weak: a finished scenario's engine is freed
+
+
+def adopt_files(*paths: Path) -> None:
+    """Copy these files (a target process's stdout/stderr) into the log of the scenario running here."""
+    with _LOCK:
+        key = _THREADS.get(threading.get_ident())
+        if key is not None:
+            _FILES.setdefault(key, []).extend(paths)
 
 
 def log_path(out_dir: Path, *, pair: str, scenario: str) -> Path:
@@ -79,6 +91,7 @@ class ScenarioLogs(logging.Handler):
         with _LOCK:
             _OWNERS.clear()
             _THREADS.clear()
+            _FILES.clear()
 
     def __enter__(self) -> "ScenarioLogs":
         return self.install()
@@ -94,6 +107,25 @@ class ScenarioLogs(logging.Handler):
         elif isinstance(event, ScenarioFinished):
             with _LOCK:
                 _THREADS.pop(threading.get_ident(), None)
+                files = _FILES.pop((event.pair, event.scenario), [])
+            self._copy_files((event.pair, event.scenario), files)
+
+    def _copy_files(self, key: tuple[str, str], files: list[Path]) -> None:
+        """The target processes have stopped by now (the harness stops them before the result)."""
+        for path in files:
+            try:
+                lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+            except OSError:
+                continue
+            if not lines:
+                continue
+            cut = f", last {_FILE_LINES} of {len(lines)} lines" if len(lines) > _FILE_LINES else ""
+            self.acquire()
+            try:
+                self._write(key, "\n".join([f"----- {path.name} ({path}{cut})", *lines[-_FILE_LINES:],
+                                             f"----- end of {path.name}"]))
+            finally:
+                self.release()
 
     # ---------------------------------------------------------------- records
 

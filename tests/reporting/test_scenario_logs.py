@@ -9,7 +9,7 @@ from pathlib import Path
 
 from conformance.events import Outcome, RunFinished, ScenarioFinished, ScenarioStarted
 from conformance.reporting import TerminalReporter
-from conformance.reporting.logs import ScenarioLogs, adopt, log_path
+from conformance.reporting.logs import ScenarioLogs, adopt, adopt_files, log_path
 
 log = logging.getLogger("fake_worker.test")
 
@@ -46,6 +46,11 @@ def test_records_go_to_the_scenario_of_the_thread_or_of_the_adopted_object(tmp_p
         log.warning("harness of %s", name)  # on the scenario's own thread
         on_thread(engines[name].work)  # on a thread the scenario did not name
         on_thread(engines[name].crash)  # an exception that ends a thread
+        stderr = tmp_path / f"{name.replace('/', '-')}-driver.stderr.log"  # a target process's output
+        stderr.write_text(f"driver of {name} says hello\n", encoding="utf-8")
+        empty = tmp_path / "driver.stdout.log"
+        empty.write_text("", encoding="utf-8")
+        adopt_files(stderr, empty)
         logs.handle_event(finished(name))
 
     with ScenarioLogs(out_dir=tmp_path, verbose_stream=echo) as logs:
@@ -58,6 +63,8 @@ def test_records_go_to_the_scenario_of_the_thread_or_of_the_adopted_object(tmp_p
     assert "engine of this scenario speaking" in one and "engine of this scenario speaking" in two
     assert "[pool-thread]" in one  # the emitting thread, for reading interleavings
     assert "RuntimeError: a thread of this scenario died" in one and "Traceback" in one
+    assert "driver of area/one says hello" in one and "driver of area/two" not in one
+    assert "area-one-driver.stderr.log" in one and "driver.stdout.log" not in one  # empty files are left out
     assert "nobody's" in (tmp_path / "logs" / "run.log").read_text(encoding="utf-8")
     assert "nobody's" not in one + two
     assert "[area/two on p+q] " in echo.getvalue()  # -v: shown, tagged with the scenario
