@@ -34,6 +34,7 @@ _LOCK = threading.Lock()
 _THREADS: dict[int, tuple[str, str]] = {}
 _OWNERS: dict[int, tuple[weakref.ref[Any], tuple[str, str]]] = {}
 _FILES: dict[tuple[str, str], list[Path]] = {}
+_MARKER = ".conformance-logs"  # in a logs folder this module made (and may replace)
 _FILE_LINES = 2000  # the end of each process output file copied into the scenario's log
 
 
@@ -74,7 +75,13 @@ class ScenarioLogs(logging.Handler):
 
     def install(self) -> "ScenarioLogs":
         if self.out_dir is not None:
-            shutil.rmtree(self.out_dir / "logs", ignore_errors=True)  # a previous run's logs
+            logs = self.out_dir / "logs"
+            if (logs / _MARKER).is_file():  # a previous run's logs; never a folder of the user's
+                shutil.rmtree(logs, ignore_errors=True)
+            if not logs.exists():
+                logs.mkdir(parents=True)
+                (logs / _MARKER).write_text("log files of the last `conformance run`; replaced by the next one\n",
+                                            encoding="utf-8")
         root = logging.getLogger()
         self._saved = (root.level, threading.excepthook)
         root.addHandler(self)  # a root handler also keeps logging's last-resort stderr handler silent

@@ -10,6 +10,7 @@ instead of last-wins, and every reader, scanner and constructor failure turned i
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -160,7 +161,8 @@ _PLAIN_TAGS = ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
 class _Builder:
     """Nodes to plain data, recording spans; bounded in depth and values (aliases expand here)."""
 
-    def __init__(self, file: str, spans: dict[tuple[Any, ...], Span], fail: Any) -> None:
+    def __init__(self, file: str, spans: dict[tuple[Any, ...], Span],
+                 fail: Callable[[int, int, str], YamlSyntaxError]) -> None:
         self.file, self.spans, self.fail = file, spans, fail
         self.values = 0
         self.constructor = yaml.SafeLoader("")

@@ -103,3 +103,18 @@ def test_junit_attaches_a_failed_scenarios_log_as_system_err(tmp_path: Path):
     assert err is not None and "line of area/one" in err.text
     assert cases["area/two"].find("system-err") is None  # a passing scenario's log stays in its file
     assert ET.fromstring(render_junit(events)).find(".//system-err") is None
+
+
+def test_a_runs_logs_replace_the_last_runs_but_never_a_users_folder(tmp_path: Path):
+    with ScenarioLogs(out_dir=tmp_path):
+        on_thread(log.warning, "first run")
+    with ScenarioLogs(out_dir=tmp_path):
+        on_thread(log.warning, "second run")
+    assert "first run" not in (tmp_path / "logs" / "run.log").read_text(encoding="utf-8")
+    mine = tmp_path / "mine"
+    (mine / "logs").mkdir(parents=True)
+    (mine / "logs" / "keep.txt").write_text("the user's", encoding="utf-8")
+    with ScenarioLogs(out_dir=mine):
+        on_thread(log.warning, "a run")
+    assert (mine / "logs" / "keep.txt").read_text(encoding="utf-8") == "the user's"
+    assert "a run" in (mine / "logs" / "run.log").read_text(encoding="utf-8")
