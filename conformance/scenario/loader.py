@@ -96,8 +96,9 @@ class _Checker:
 
 def did_you_mean(word: Any, known: Iterable[str]) -> str:
     """`; did you mean 'x'?` for the closest known name, or nothing."""
-    close = difflib.get_close_matches(str(word), list(known), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    names = {str(k).lower(): str(k) for k in known}  # case is a typo too: Workflow -> workflow
+    close = difflib.get_close_matches(str(word).lower(), list(names), n=1, cutoff=0.6)
+    return f" (did you mean {names[close[0]]!r}?)" if close else ""
 
 
 def _tuple(kind: type | tuple[type, ...]) -> tuple[type, ...]:

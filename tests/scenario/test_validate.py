@@ -135,8 +135,10 @@ def test_duplicate_keys_are_an_error_at_the_second_one(tmp_path):
 
 
 def test_an_unknown_key_is_reported_on_its_own_line_with_did_you_mean(tmp_path):
-    text = GOOD + "steps:\n  - wait:\n      stauts: COMPLETED\n      timeout: 5s\ncheks: []\n"
+    text = GOOD + "steps:\n  - wait:\n      stauts: COMPLETED\n      timeout: 5s\ncheks: []\nTIMEOUT: 5s\n"
     found = problems(tmp_path, text)
+    assert any(line == 11 and m.startswith("unknown key 'TIMEOUT' in a scenario (did you mean 'timeout'?)")
+               for line, m in found), found
     assert (8, "unknown key 'stauts' in step 'wait' (did you mean 'status'?); allowed: instance, status, timeout") \
         in found
     assert any(line == 10 and m.startswith("unknown key 'cheks' in a scenario (did you mean 'checks'?)")
