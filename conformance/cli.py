@@ -82,6 +82,8 @@ def _parser() -> argparse.ArgumentParser:
 
     val = sub.add_parser("validate", help="check scenario files and the catalogue; exit 2 on any problem")
     selection(val)
+    val.add_argument("--coverage", action="store_true",
+                     help="also require every catalogue requirement to be covered (always so for the shipped library)")
 
     rep = sub.add_parser("report", help="rebuild every report from a run's events.jsonl")
     rep.add_argument("--events", type=Path, default=DEFAULT_REPORTS / "events.jsonl")
@@ -117,12 +119,14 @@ def _coverage_problems(scenarios, catalogue) -> list[str]:
     for s in scenarios:
         for r in s.requirements:
             if r not in catalogue:
-                out.append(f"{s.source}: requirement {r!r} is not in conformance/requirements.yaml")
+                out.append(f"{s.requirements_span or s.source}: requirement {r!r} is not in "
+                           "conformance/requirements.yaml")
     return out
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from conformance.reporting import TerminalReporter, write_reports
+    from conformance.reporting.logs import ScenarioLogs
     from conformance.runner import Plan, run_plan
     from conformance.targets.registry import DEFAULT_TARGETS, load_targets
 
@@ -137,14 +141,18 @@ def cmd_run(args: argparse.Namespace) -> int:
              for s in (args.sidecar or ["reference"]) for w in (args.worker or ["reference"])]
     plan = Plan.build(scenarios, pairs)
     events: list = []
-    terminal = TerminalReporter(sys.stdout, verbose=args.verbose, color=sys.stdout.isatty())
+    # Engine, worker and adversary log lines go to each scenario's log file (and with -v to stderr).
+    logs = ScenarioLogs(out_dir=None if args.no_reports else args.reports,
+                        verbose_stream=sys.stderr if args.verbose else None)
+    terminal = TerminalReporter(sys.stdout, verbose=args.verbose, color=sys.stdout.isatty(), logs=logs.written)
     extra = []
     if args.sidecar_address:
         extra += ["--sidecar-address", args.sidecar_address]
     if args.worker_command:
         extra += ["--worker-command", args.worker_command]
-    results = run_plan(plan, sinks=[events.append, terminal.handle], jobs=args.jobs,
-                       command=shlex.join(["conformance", *sys.argv[1:]]), reproduce_extra=extra)
+    with logs:
+        results = run_plan(plan, sinks=[logs.handle_event, events.append, terminal.handle], jobs=args.jobs,
+                           command=shlex.join(["conformance", *sys.argv[1:]]), reproduce_extra=extra)
     if not args.no_reports:
         written = write_reports(events=events, out_dir=args.reports, catalogue=catalogue)
         print("reports: " + ", ".join(str(p) for p in written.values()))
@@ -166,11 +174,22 @@ def cmd_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _shipped_scenarios() -> Path:
+    """The scenario library this package ships (found by conformance.library where there is one)."""
+    try:
+        from conformance.library import find_library
+    except ImportError:
+        return DEFAULT_SCENARIOS
+    return find_library().scenarios
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     scenarios, catalogue = _load(args)
     problems = _coverage_problems(scenarios, catalogue)
     covered = {r for s in scenarios for r in s.requirements}
-    if not args.scenario and not args.requirement:
+    # Coverage is a property of the shipped library, not of a user's own folder of scenarios.
+    shipped = args.scenarios.resolve() == _shipped_scenarios().resolve()
+    if args.coverage or shipped and not args.scenario and not args.requirement:
         # INFO entries are where checks file observations; no scenario needs to name them.
         problems += [f"{CATALOGUE}: requirement {r.id} is covered by no scenario" for r in catalogue
                      if r.id not in covered and r.level != "INFO"]

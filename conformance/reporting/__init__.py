@@ -78,7 +78,7 @@ def write_reports(*, events: Sequence[Event], out_dir: Path, catalogue: Catalogu
     matrix_md, matrix_html = write_matrix(events, out_dir, catalogue=catalogue)
     return {
         "events": write_events(events, out_dir / "events.jsonl"),
-        "junit": write_junit(events, out_dir / "junit.xml"),
+        "junit": write_junit(events, out_dir / "junit.xml", reports=out_dir),
         "allure": write_allure(events, out_dir / "allure-results", catalogue=catalogue),
         "summary": write_summary(events, out_dir / "summary.json", catalogue=catalogue),
         "matrix_md": matrix_md,

@@ -4,7 +4,8 @@ FAILED -> <failure>, ERROR -> <error> (message = first line, text = the full fai
 "Reproduce with:"), KNOWN_FAILURE / NOT_APPLICABLE -> <skipped message="known failure: why">,
 WARNING / OBSERVATION -> a passing case whose <system-out> says what differs.
 Each testcase carries its requirement ids as <property name="requirement" .../>; failing ones
-also carry the protocol transcript in <system-out>.
+also carry the protocol transcript in <system-out> and, given the run's report folder, the log
+lines of the engine, worker and adversary in <system-err> (reporting/logs.py).
 """
 
 from __future__ import annotations
@@ -15,10 +16,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from conformance.events import Event, Outcome, ScenarioFinished
+from conformance.reporting.logs import log_path
 from conformance.reporting.model import RunView, failure_text, first_line, transcript_text, xml_safe
 
 
-def render_junit(events: Iterable[Event]) -> str:
+_LOG_LINES = 400  # the end of a scenario's log in <system-err>; the file has all of it
+
+
+def render_junit(events: Iterable[Event], *, reports: Path | None = None) -> str:
     view = RunView.from_events(events)
     root = ET.Element("testsuites", name="conformance")
     totals = _Totals()
@@ -37,19 +42,19 @@ def render_junit(events: Iterable[Event]) -> str:
             for value in dict.fromkeys(getattr(r, key) for r in results):
                 ET.SubElement(props, "property", name=key, value=xml_safe(value))
         for r in results:
-            _testcase(suite, r)
+            _testcase(suite, r, reports)
     totals.apply(root)
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def write_junit(events: Iterable[Event], path: Path) -> Path:
+def write_junit(events: Iterable[Event], path: Path, *, reports: Path | None = None) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_junit(events), encoding="utf-8")
+    path.write_text(render_junit(events, reports=reports), encoding="utf-8")
     return path
 
 
-def _testcase(suite: ET.Element, r: ScenarioFinished) -> None:
+def _testcase(suite: ET.Element, r: ScenarioFinished, reports: Path | None) -> None:
     case = ET.SubElement(suite, "testcase", classname=r.pair, name=r.scenario, time=f"{r.duration_s:.3f}")
     if r.source:
         case.set("file", r.source)
@@ -67,6 +72,11 @@ def _testcase(suite: ET.Element, r: ScenarioFinished) -> None:
         el.text = xml_safe(text)
         if r.transcript:
             ET.SubElement(case, "system-out").text = xml_safe(transcript_text(r.transcript))
+        log = log_path(reports, pair=r.pair, scenario=r.scenario) if reports is not None else None
+        if log is not None and log.is_file():
+            lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+            head = [f"{log} (last {_LOG_LINES} of {len(lines)} lines)"] if len(lines) > _LOG_LINES else [str(log)]
+            ET.SubElement(case, "system-err").text = xml_safe("\n".join(head + lines[-_LOG_LINES:]))
     elif r.outcome in (Outcome.KNOWN_FAILURE, Outcome.NOT_APPLICABLE):
         why = r.gap_reason or first_line(r.message) or "no reason given"
         label = "known failure" if r.outcome is Outcome.KNOWN_FAILURE else "not applicable"

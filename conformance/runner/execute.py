@@ -30,6 +30,7 @@ from taskhub_wire.rpc import DAPR_WORKFLOW, TASKHUB, TaskHubClient
 
 from conformance.checks import ALWAYS, CHECKS, ConformanceFailure, Observed
 from conformance.events import Outcome, ScenarioFinished, TranscriptEntry
+from conformance.reporting.logs import adopt
 from conformance.scenario.model import MISSING, ErrorExpect, Scenario, StartSpec, Step
 from conformance.scenario.wire import event_dict, message_dict
 from conformance.targets.base import CannotExpress, Gap, Pair, Replayer, WorkerStart
@@ -234,6 +235,7 @@ class _Harness:
         from conformance.proxy import FaultProxy
 
         self.proxy = FaultProxy.start(upstream=self.sidecar.address, rules=sc.faults, t0=run.began)
+        adopt(self.proxy)  # its log lines (and tracebacks) go to this scenario's log
         stack.callback(self.proxy.stop)
         token = sc.sidecar.get("api_token")
         self.client = _Client(self.sidecar.address, (("dapr-api-token", token),) if token else (), run.began)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -25,7 +27,7 @@ STEP_KINDS = {
     "resume": {"instance", "reason"},
     "terminate": {"instance", "output", "recursive"},
     "purge": {"instance", "recursive", "force"},
-    "start": {"workflow", "input", "as", "instance_id", "scheduled_in"},
+    "start": {"workflow", "input", "as", "instance_id", "scheduled_in", "unregistered"},
     "restart_worker": {"programs", "versions"},
     "stop_worker": set(),
     "start_worker": {"programs", "versions"},
@@ -49,7 +51,8 @@ class ScenarioError(Exception):
     """Bad scenario input: every problem, each with `file:line` and the YAML excerpt."""
 
     def __init__(self, problems: Sequence[tuple[Span, str, str]]) -> None:
-        self.problems = list(problems)
+        # In file order (stable: problems on one line keep the order they were found in).
+        self.problems = sorted(problems, key=lambda p: (p[0].file, p[0].line))
         super().__init__(self.render())
 
     def render(self) -> str:
@@ -84,9 +87,18 @@ class _Checker:
         return value
 
     def keys(self, data: Mapping[str, Any], allowed: Iterable[str], path: tuple[Any, ...], what: str) -> None:
-        extra = [k for k in data if k not in allowed]
-        for k in extra:
-            self.err(path + (k,), f"unknown key '{k}' in {what}; allowed: {', '.join(sorted(allowed))}")
+        allowed = sorted(allowed)
+        for k in data:
+            if k not in allowed:
+                self.err(path + (k,), f"unknown key {k!r} in {what}{did_you_mean(k, allowed)}; "
+                                      f"allowed: {', '.join(allowed) or 'none'}")
+
+
+def did_you_mean(word: Any, known: Iterable[str]) -> str:
+    """`; did you mean 'x'?` for the closest known name, or nothing."""
+    names = {str(k).lower(): str(k) for k in known}  # case is a typo too: Workflow -> workflow
+    close = difflib.get_close_matches(str(word).lower(), list(names), n=1, cutoff=0.6)
+    return f" (did you mean {names[close[0]]!r}?)" if close else ""
 
 
 def _tuple(kind: type | tuple[type, ...]) -> tuple[type, ...]:
@@ -95,10 +107,14 @@ def _tuple(kind: type | tuple[type, ...]) -> tuple[type, ...]:
 
 def _duration(c: _Checker, value: Any, path: tuple[Any, ...]) -> float:
     try:
-        return parse_duration(value)
+        seconds = parse_duration(value)
     except ValueError as exc:
         c.err(path, str(exc))
         return 0.0
+    if not math.isfinite(seconds):  # .inf or .nan would wait forever
+        c.err(path, f"duration {value!r} is not a finite number of seconds")
+        return 0.0
+    return seconds
 
 
 def _error_expect(c: _Checker, raw: Any, path: tuple[Any, ...]) -> ErrorExpect | None:
@@ -130,8 +146,46 @@ def _programs(c: _Checker, raw: Any, path: tuple[Any, ...]) -> Any:
     except ProgramError as exc:
         for problem in exc.problems:
             where, _, message = problem.partition(": ")
-            c.err(path + _program_path(where), f"program: {message}")
+            p = path + _program_path(where)
+            keys = _unknown_program_keys(message)
+            if keys is None:
+                c.err(p, f"program: {message}")
+            for key, allowed in keys or ():
+                # On the key's own line, with the closest allowed name.
+                c.err(p + (key,), f"program: unknown key {key!r}{did_you_mean(key, allowed)}; "
+                                  f"allowed: {', '.join(allowed)}")
         return None
+
+
+_PROGRAM_KEYS = (
+    # The program language's messages about keys it does not know (fake_worker/programs.py), and
+    # what is allowed where each is said.
+    (re.compile(r"unknown key\(s\) (\[.*\]); allowed: (\[.*\])$"), None),
+    (re.compile(r"unknown keys (\[.*\]); a versioned program has 'versions' and 'default'$"), ["versions", "default"]),
+    (re.compile(r"unknown keys (\[.*\]); a program has 'steps' \(or 'versions'\)$"), ["steps", "versions"]),
+    (re.compile(r"a step has exactly one of (\[.*\]) \(plus optional 'as'\); got (\[.*\])$"), "step"),
+)
+
+
+def _unknown_program_keys(message: str) -> list[tuple[str, list[str]]] | None:
+    """[(unknown key, allowed keys)] when `message` is about unknown keys; None otherwise."""
+    import ast
+
+    for regex, allowed in _PROGRAM_KEYS:
+        m = regex.match(message)
+        if m is None:
+            continue
+        try:
+            first, *rest = (ast.literal_eval(g) for g in m.groups())
+        except (ValueError, SyntaxError):
+            return None
+        if allowed == "step":  # `first` lists the step kinds, `rest[0]` the keys the step has
+            kinds = [str(k) for k in first]
+            unknown = [str(k) for k in rest[0] if k not in kinds and k != "as"]
+            return [(k, kinds + ["as"]) for k in unknown] if unknown and len(rest[0]) - len(unknown) <= 1 else None
+        keys = [str(k) for k in first]
+        return [(k, [str(a) for a in (rest[0] if allowed is None else allowed)]) for k in keys] or None
+    return None
 
 
 def _program_path(where: str) -> tuple[Any, ...]:
@@ -278,6 +332,19 @@ def load_scenario(path: Path, *, root: Path) -> Scenario:
     except OSError as exc:
         raise ScenarioError([(Span(display, 1, 1), f"cannot read: {exc.strerror}", "")]) from None
     c = _Checker(doc)
+    try:
+        return _scenario(c, doc, path=path, root=root)
+    except ScenarioError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a file the checks did not foresee is still bad input, not a crash
+        span = doc.span(())
+        c.problems.append((span, f"internal error in the validator on this file ({type(exc).__name__}: {exc}); "
+                                 "fix the problems above, or report this file", ""))
+        raise ScenarioError(c.problems) from None
+
+
+def _scenario(c: _Checker, doc: SourceDoc, *, path: Path, root: Path) -> Scenario:
+    display = doc.file
     data = doc.data
     if not isinstance(data, Mapping):
         c.err((), "a scenario file is a YAML mapping (id, requirements, programs, start, steps, expect, ...)")
@@ -375,6 +442,8 @@ def load_scenario(path: Path, *, root: Path) -> Scenario:
                 expect[str(name)] = e
         if "ledger" in data:
             ledger = _ledger(c, data["ledger"], ("ledger",))
+        if isinstance(programs_raw, dict):
+            _program_references(c, data, programs_raw)
     if c.problems:
         raise ScenarioError(c.problems)
     return Scenario(
@@ -382,7 +451,97 @@ def load_scenario(path: Path, *, root: Path) -> Scenario:
         requirements=tuple(map(str, reqs or ())), applies_to=tuple(applies), requires=tuple(map(str, requires)),
         programs=bundle, programs_doc=dict(programs_raw or {}), kind=kind, sidecar=dict(sidecar),
         worker=dict(worker), starts=tuple(starts), steps=tuple(steps), faults=faults, expect=expect, ledger=ledger,
-        checks=tuple(checks), timeout=timeout, vector=vector, span=doc.span(()))
+        checks=tuple(checks), timeout=timeout, vector=vector, span=doc.span(()),
+        requirements_span=doc.span(("requirements",)))
+
+
+def _program_references(c: _Checker, data: Mapping[str, Any], programs: Mapping[str, Any]) -> None:
+    """Every workflow a scenario starts, calls as a child or restricts to versions is defined.
+
+    The worker would only find out at run time (OrchestratorNotRegisteredError, or a stuck
+    child); a start marked `unregistered: true` names a workflow no worker has, on purpose.
+    A restarted worker's programs are laid over the scenario's (as the runner does).
+    """
+    docs: list[tuple[tuple[Any, ...], Mapping[str, Any]]] = [(("programs",), programs)]  # in step order
+    steps = data.get("steps") if isinstance(data.get("steps"), list) else []
+    for i, raw in enumerate(steps):
+        for kind in ("restart_worker", "start_worker"):
+            args = raw.get(kind) if isinstance(raw, Mapping) else None
+            if isinstance(args, Mapping) and isinstance(args.get("programs"), Mapping):
+                docs.append((("steps", i, kind, "programs"), args["programs"]))
+    defined = sorted({name for _, doc in docs for name in doc})
+
+    def check(name: Any, path: tuple[Any, ...], what: str) -> None:
+        if isinstance(name, str) and name not in defined:
+            c.err(path, f"{what} {name!r} is not defined in programs{did_you_mean(name, defined)}; "
+                        f"defined: {', '.join(defined) or 'none'}")
+
+    starts = [(("start",), data.get("start"))] + [
+        (("steps", i, "start"), raw.get("start")) for i, raw in enumerate(steps) if isinstance(raw, Mapping)]
+    for path, start in starts:
+        if isinstance(start, Mapping) and start.get("unregistered") is not True:
+            check(start.get("workflow"), path + ("workflow",), "start of workflow")
+        if isinstance(start, Mapping) and not isinstance(start.get("unregistered", False), bool):
+            c.err(path + ("unregistered",), "unregistered is true (the workflow is deliberately defined nowhere) "
+                                            "or false")
+    for base, doc in docs:
+        for path, child in _children(doc, base):
+            check(child, path, "child workflow")
+    for i, raw in enumerate(steps):
+        for kind in ("restart_worker", "start_worker"):
+            args = raw.get(kind) if isinstance(raw, Mapping) else None
+            if not isinstance(args, Mapping) or "versions" not in args:
+                continue
+            vpath = ("steps", i, kind, "versions")
+            versions = args["versions"]
+            if not isinstance(versions, Mapping):
+                c.err(vpath, "versions maps a workflow name to the list of its versions this worker keeps")
+                continue
+            for name, keep in versions.items():
+                check(name, vpath + (name,), "workflow")
+                # The programs in effect at this step: the latest replacement up to it (its own included).
+                family = next((doc[name] for base, doc in reversed(docs)
+                               if name in doc and (len(base) == 1 or base[1] <= i)), None)
+                if not isinstance(family, Mapping):
+                    continue
+                known = family.get("versions")
+                if not isinstance(known, Mapping):
+                    c.err(vpath + (name,), f"workflow {name!r} has no versions to keep (it is not versioned)")
+                    continue
+                if not isinstance(keep, list) or not all(isinstance(v, str) for v in keep):
+                    c.err(vpath + (name,), "the versions kept are a list of version names, e.g. [v2]")
+                    continue
+                for v in keep:
+                    if v not in known:
+                        c.err(vpath + (name,), f"workflow {name!r} has no version {v!r}{did_you_mean(v, known)}; "
+                                               f"versions: {', '.join(map(str, known))}")
+
+
+def _children(programs: Mapping[str, Any], base: tuple[Any, ...]) -> Iterable[tuple[tuple[Any, ...], Any]]:
+    """(path, workflow name) of every call_child in a programs document, through all/any/if branches."""
+    def steps(raw: Any, path: tuple[Any, ...]) -> Iterable[tuple[tuple[Any, ...], Any]]:
+        for i, step in enumerate(raw if isinstance(raw, list) else []):
+            if not isinstance(step, Mapping):
+                continue
+            for kind, body in step.items():
+                p = path + (i, kind)
+                if kind == "call_child" and isinstance(body, Mapping) and "workflow" in body:
+                    yield p + ("workflow",), body["workflow"]
+                elif kind in ("all", "any"):
+                    yield from steps(body, p)
+                elif kind in ("if", "if_patched") and isinstance(body, Mapping):
+                    for branch in ("then", "else"):
+                        yield from steps(body.get(branch), p + (branch,))
+
+    for name, family in programs.items():
+        if not isinstance(family, Mapping):
+            continue
+        if isinstance(family.get("versions"), Mapping):
+            for vname, version in family["versions"].items():
+                if isinstance(version, Mapping):
+                    yield from steps(version.get("steps"), base + (name, "versions", vname, "steps"))
+        else:
+            yield from steps(family.get("steps"), base + (name, "steps"))
 
 
 def _ledger(c: _Checker, raw: Any, path: tuple[Any, ...]) -> LedgerExpect | None:

@@ -113,3 +113,4 @@ class Scenario:
     timeout: float = 30.0
     vector: Vector | None = None
     span: Span | None = None
+    requirements_span: Span | None = None  # where `requirements:` is, for catalogue problems

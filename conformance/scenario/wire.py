@@ -18,8 +18,16 @@ from taskhub_wire.kinds import action_field, action_kind, event_field, event_kin
 BASE_SECONDS = 1_767_225_600  # 2026-01-01T00:00:00Z: default timestamps of hand-written events
 
 
+_INT32 = (-(1 << 31), (1 << 31) - 1)
+
+
 class WireError(ValueError):
     pass
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def parse_event(raw: Any, *, index: int = 0) -> pb.HistoryEvent:
@@ -36,17 +44,24 @@ def parse_event(raw: Any, *, index: int = 0) -> pb.HistoryEvent:
         field = event_field(kind)
     except (KeyError, ValueError) as exc:
         raise WireError(str(exc).strip("'\"")) from None
-    ev = pb.HistoryEvent(eventId=int(raw.get("eventId", -1)))
+    event_id = raw.get("eventId", -1)
+    if not isinstance(event_id, int) or isinstance(event_id, bool) or not _INT32[0] <= event_id <= _INT32[1]:
+        raise WireError(f"eventId {_short(event_id)} must be a whole number from {_INT32[0]} to {_INT32[1]}")
+    ev = pb.HistoryEvent(eventId=event_id)
     if "timestamp" in raw:
         try:
             ev.timestamp.FromJsonString(str(raw["timestamp"]))
         except ValueError as exc:
-            raise WireError(f"timestamp {raw['timestamp']!r}: {exc}") from None
+            raise WireError(f"timestamp {_short(raw['timestamp'])}: {exc}") from None
     else:
         ev.timestamp.seconds = BASE_SECONDS + index
+    body = raw[kind] or {}
+    if not isinstance(body, Mapping):
+        raise WireError(f"{kind}: the body is a mapping of its fields, e.g. {{{kind}: {{...}}}}, not {_short(body)}")
     try:
-        json_format.ParseDict(raw[kind] or {}, getattr(ev, field))
-    except json_format.ParseError as exc:
+        json_format.ParseDict(body, getattr(ev, field))
+    except (json_format.ParseError, TypeError, ValueError, OverflowError) as exc:
+        # ParseDict reports most problems as ParseError; an out-of-range integer can surface raw.
         raise WireError(f"{kind}: {exc}") from None
     getattr(ev, field).SetInParent()
     return ev

@@ -21,6 +21,8 @@ from typing import BinaryIO, Self
 
 import grpc
 
+from conformance.reporting.logs import adopt_files
+
 HELLO_METHOD = "/TaskHubSidecarService/Hello"
 _POLL_INTERVAL_S = 0.02
 _STDERR_TAIL_LINES = 20
@@ -81,6 +83,7 @@ class ManagedProcess:
             # The child holds its own copies of the descriptors.
             out.close()
             err.close()
+        adopt_files(self.stdout_path, self.stderr_path)  # into the scenario's log when it ends
         # wait_for_line resumes after the last line it matched.
         self._stdout_pos = 0
         self._stdout_partial = b""

@@ -19,6 +19,7 @@ from fake_worker.client import Worker, WorkerOptions
 from fake_worker.programs import Bundle
 from fake_worker.replay import execute
 
+from conformance.reporting.logs import adopt
 from conformance.scenario.wire import action_dict
 from conformance.targets.base import Replayer, WorkerStart
 
@@ -34,10 +35,12 @@ class ReferenceSidecar:
         self.address = self.server.address
 
     def _start(self, *, port: int) -> SidecarServer:
-        return SidecarServer.start(port=port, db=self.db, api_token=self.options.get("api_token"),
-                                   activity_lease=self.options.get("activity_lease"),
-                                   max_payload=self.options.get("max_payload"),
-                                   clock=self.options.get("clock", "real"), engine_class=self.engine_class)
+        server = SidecarServer.start(port=port, db=self.db, api_token=self.options.get("api_token"),
+                                     activity_lease=self.options.get("activity_lease"),
+                                     max_payload=self.options.get("max_payload"),
+                                     clock=self.options.get("clock", "real"), engine_class=self.engine_class)
+        adopt(server, server.engine)  # their log lines belong to the scenario starting them
+        return server
 
     @property
     def engine(self) -> Engine:
@@ -83,6 +86,7 @@ def start_reference_worker(spec: WorkerStart, *, worker_class: type[Worker] = Wo
                           options=WorkerOptions(sidecar=spec.address, api_token=spec.api_token, connect_timeout=15),
                           activities=ActivityRunner(ledger=str(spec.ledger)),
                           adversary=Adversary(rules=parse_rules(list(spec.adversary))) if spec.adversary else Adversary())
+    adopt(worker)
     thread = threading.Thread(target=worker.run, name="reference-worker", daemon=True)
     thread.start()
     if not worker.connected_once.wait(15):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.events import Outcome, ScenarioFinished, TranscriptEntry
+from conformance.events import Outcome, RunStarted, ScenarioFinished, TranscriptEntry
 from conformance.reporting import (
     CatalogueError,
     EventLogError,
@@ -383,10 +383,23 @@ def test_matrix_renders_without_a_run_id(catalogue):
 # -------------------------------------------------------------------------------------- terminal
 
 
-def _terminal(verbose: bool, color: bool = False) -> str:
+class _Clock:
+    """A clock the test moves: 2.5 s per scenario finished."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _terminal(verbose: bool, color: bool = False, live: bool = False) -> str:
     out = io.StringIO()
-    reporter = TerminalReporter(out, verbose=verbose, color=color)
+    clock = _Clock()
+    reporter = TerminalReporter(out, verbose=verbose, color=color, live=live, clock=clock)
     for event in synthetic.events():
+        if isinstance(event, ScenarioFinished):
+            clock.now += 2.5
         reporter.handle(event)
     return out.getvalue()
 
@@ -395,7 +408,7 @@ def test_terminal_progress_failures_and_summary():
     text = _terminal(verbose=False)
     lines = text.splitlines()
     assert lines[0].startswith(f"conformance run {synthetic.RUN_ID}: 11 scenarios on {REF}, {GO}")
-    assert lines[1] == "......FK.E-"
+    assert lines[1] == "......FK.E-  11/11  2 failed  0:28 elapsed"  # F and E count as failed
     assert text.endswith(SUMMARY_LINE + "\n")
     assert lines[-2] == f"run {synthetic.RUN_ID} finished in 41.70s"
     assert text.count("Reproduce with:") == 2
@@ -407,9 +420,53 @@ def test_terminal_progress_failures_and_summary():
 
 def test_terminal_verbose_lines():
     lines = _terminal(verbose=True).splitlines()
-    assert f"KNOWN_FAILURE   {GO}  activities/stale-token  (0.00s): durabletask-go has no completion tokens" in lines
-    assert f"PASSED          {REF}  replay/patch-mismatch  (0.21s)  [declared gap passed: remove it from targets.yaml]" in lines
+    assert re.match(rf"\[ ?\d+/11\] KNOWN_FAILURE   {re.escape(GO)}  activities/stale-token  \(0.00s\): durabletask-go has no "
+                    "completion tokens$", next(ln for ln in lines if "stale-token" in ln and GO in ln))
+    assert f"] PASSED          {REF}  replay/patch-mismatch  (0.21s)  [declared gap passed: remove it from targets.yaml]" \
+        in {ln[6:] for ln in lines}
+    assert lines[1].startswith("[ 1/11] ")
     assert lines[-1] == SUMMARY_LINE
+
+
+def test_terminal_status_counts_failures_so_far_and_estimates_the_rest():
+    out = io.StringIO()
+    clock = _Clock()
+    reporter = TerminalReporter(out, verbose=False, color=False, live=False, clock=clock)
+    events = synthetic.events()
+    reporter.handle(events[0])
+    finished = [e for e in events if isinstance(e, ScenarioFinished)]
+    failed = next(e for e in finished if e.outcome is Outcome.FAILED)
+    passed = next(e for e in finished if e.outcome is Outcome.PASSED)
+    for i in range(3):
+        clock.now += 10
+        reporter.handle(failed if i == 1 else passed)
+    assert reporter.status() == " 3/11  1 failed  0:30 elapsed, ~1:20 left"
+    assert out.getvalue().count("\n") == 1  # not a terminal: nothing but the header until a row is complete
+
+
+def test_terminal_rows_are_written_whole_for_logs_and_live_on_a_terminal():
+    out = io.StringIO()
+    clock = _Clock()
+    reporter = TerminalReporter(out, verbose=False, color=False, live=False, clock=clock)
+    events = synthetic.events()
+    reporter.handle(RunStarted(run_id="r", started_at=0.0, pairs=(REF,), scenario_count=120, command="c"))
+    passed = next(e for e in events if isinstance(e, ScenarioFinished) and e.outcome is Outcome.PASSED)
+    for _ in range(120):
+        clock.now += 1
+        reporter.handle(passed)
+    rows = out.getvalue().splitlines()[1:]
+    assert rows == ["." * 50 + "   50/120  0 failed  0:50 elapsed, ~1:10 left",
+                    "." * 50 + "  100/120  0 failed  1:40 elapsed, ~0:20 left"]
+    live = _terminal(verbose=False, live=True)
+    assert "\r......FK   8/11  1 failed  0:20 elapsed, ~0:08 left\x1b[K" in live
+    assert live.split("\n")[1].endswith("......FK.E-  11/11  2 failed  0:28 elapsed\x1b[K")
+    # On a narrow terminal a live row ends before it would wrap.
+    out = io.StringIO()
+    narrow = TerminalReporter(out, live=True, clock=clock, columns=50)
+    narrow.handle(RunStarted(run_id="r", started_at=0.0, pairs=(REF,), scenario_count=120, command="c"))
+    for _ in range(30):
+        narrow.handle(passed)
+    assert all(len(row.split("\r")[-1].removesuffix("\x1b[K")) < 50 for row in out.getvalue().split("\n")[1:-1])
 
 
 def test_terminal_summary_omits_zero_counts_and_colours_on_request():
@@ -458,7 +515,9 @@ def test_terminal_reporter_takes_events_from_several_threads():
     with ThreadPoolExecutor(max_workers=8) as pool:
         list(pool.map(reporter.handle, middle))
     reporter.handle(events[-1])
-    progress = "".join(line for line in out.getvalue().splitlines()[1:4])
+    rows = out.getvalue().split("\n\n")[0].splitlines()[1:]
+    assert len(rows) == 5  # 220 scenarios: 4 rows of 50, one of 20
+    progress = "".join(line.split("  ")[0] for line in rows)
     assert len(progress) == len(middle) and set(progress) == set(".FKE-")
     assert out.getvalue().endswith("140 passed, 20 failed, 20 errors, 20 known failures, 20 not applicable\n")
 
