@@ -10,6 +10,7 @@ import sys
 import threading
 
 from fake_sidecar.engine.store import StoreError
+from fake_sidecar.limits import DEFAULT_MAX_MESSAGE_BYTES
 
 
 def _positive_float(text: str) -> float:
@@ -56,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="dispatch an activity again if it is not completed within SECONDS (default: never)")
     p.add_argument("--max-payload", type=_positive_int, default=None, metavar="BYTES",
                    help="stall a workflow (PAYLOAD_SIZE_EXCEEDED) whose history exceeds 95%% of BYTES")
+    p.add_argument("--max-message-bytes", type=_positive_int, default=DEFAULT_MAX_MESSAGE_BYTES, metavar="BYTES",
+                   help="largest gRPC message received or sent (default 4194304, daprd's --max-body-size); "
+                        "a workflow whose turn would not fit stalls (PAYLOAD_SIZE_EXCEEDED)")
     p.add_argument("--clock", choices=("real", "virtual"), default="real",
                    help="virtual: when nothing is in flight, jump to the next due timer")
     p.add_argument("--log-level", default="WARNING", type=str.upper,
@@ -72,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         server = SidecarServer.start(host=args.host, port=args.port, db=args.db, api_token=args.api_token,
                                      activity_lease=args.activity_lease, max_payload=args.max_payload,
-                                     clock=args.clock)
+                                     max_message_bytes=args.max_message_bytes, clock=args.clock)
     except StoreError as exc:
         print(f"fake-sidecar: {exc}", file=sys.stderr)
         return 2

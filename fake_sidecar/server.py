@@ -27,6 +27,7 @@ from fake_sidecar.engine.errors import ShuttingDown
 from fake_sidecar.engine.model import InstanceView, ts, ts_ns
 from fake_sidecar.engine.store import open_store
 from fake_sidecar.engine.turns import status_name
+from fake_sidecar.limits import DEFAULT_MAX_MESSAGE_BYTES
 
 log = logging.getLogger("fake_sidecar.server")
 
@@ -364,19 +365,27 @@ class SidecarServer:
     @classmethod
     def start(cls, *, host: str = "127.0.0.1", port: int = 0, db: str = ":memory:",
               api_token: str | None = None, activity_lease: float | None = None,
-              max_payload: int | None = None, clock: str = "real", max_workers: int = 512,
+              max_payload: int | None = None, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+              clock: str = "real", max_workers: int = 512,
               engine_class: type[Engine] = Engine) -> "SidecarServer":
-        """`engine_class` lets the harness's tests run deliberately broken engines (mutants)."""
+        """`engine_class` lets the harness's tests run deliberately broken engines (mutants).
+
+        `max_message_bytes` bounds every gRPC message both ways: a bigger request is refused
+        with RESOURCE_EXHAUSTED before it is read, and a workflow whose turn would not fit
+        stalls with PAYLOAD_SIZE_EXCEEDED instead of being dispatched.
+        """
         if clock not in ("real", "virtual"):
             raise ValueError(f"unknown clock {clock!r}; known: real, virtual")
+        if max_message_bytes <= 0:
+            raise ValueError(f"max_message_bytes must be greater than 0, not {max_message_bytes}")
         engine = engine_class(store=open_store(db), clock=VirtualClock() if clock == "virtual" else RealClock(),
-                              config=EngineConfig(activity_lease_s=activity_lease, max_payload=max_payload))
-        limit = max(64 * 1024 * 1024, 2 * (max_payload or 0))
+                              config=EngineConfig(activity_lease_s=activity_lease, max_payload=max_payload,
+                                                  max_message_bytes=max_message_bytes))
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="sidecar-rpc"),
             options=[
-                ("grpc.max_receive_message_length", limit),
-                ("grpc.max_send_message_length", limit),
+                ("grpc.max_receive_message_length", max_message_bytes),
+                ("grpc.max_send_message_length", max_message_bytes),
                 # The Dapr SDKs send HTTP/2 pings every 30 s even when idle (sdk-behaviour.md §2.2).
                 ("grpc.keepalive_permit_without_calls", 1),
                 ("grpc.http2.min_recv_ping_interval_without_data_ms", 5000),

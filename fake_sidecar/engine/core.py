@@ -27,7 +27,7 @@ from fake_sidecar.engine.model import (
 )
 from fake_sidecar.engine.store import LoadedInstance, MemoryStore, SqliteStore, Tx
 from fake_sidecar.engine.turns import (
-    ABANDON, STALL, Outcome, absorb, decide_turn, describe_oversize, first_version_name, payload_size,
+    ABANDON, STALL, Outcome, PayloadLimit, absorb, decide_turn, first_version_name, payload_size,
     resolution_key, status_name,
 )
 
@@ -43,6 +43,15 @@ _IDLE_JUMP_NS = 50_000_000  # virtual clock: stay idle this long before jumping 
 class EngineConfig:
     activity_lease_s: float | None = None
     max_payload: int | None = None
+    # The transport's message limit: nothing bigger may be dispatched, or the worker refuses it
+    # and gets it again on every reconnect (issue 11).
+    max_message_bytes: int | None = None
+
+    def payload_limit(self) -> PayloadLimit | None:
+        """The tighter of --max-payload and --max-message-bytes, named by its flag."""
+        limits = [PayloadLimit(limit=n, flag=flag) for n, flag in
+                  ((self.max_payload, "--max-payload"), (self.max_message_bytes, "--max-message-bytes")) if n]
+        return min(limits, key=lambda lim: lim.limit) if limits else None
 
 
 @dataclass
@@ -62,6 +71,7 @@ class Engine:
         self.store = store
         self.clock = clock
         self.config = config
+        self._payload = config.payload_limit()
         self.counters = Counters()
         self._lock = threading.RLock()
         self._work = threading.Condition(self._lock)
@@ -730,11 +740,10 @@ class Engine:
         if inst.terminal:
             self._drop_for_terminal(inst, visible)
             return None
-        if self.config.max_payload:
-            size = payload_size(inst)
-            if size > 0.95 * self.config.max_payload:
-                self._stall(inst, (pb.PAYLOAD_SIZE_EXCEEDED, describe_oversize(size, self.config.max_payload)))
-                return None
+        oversize = self._payload.workflow_oversize(payload_size(inst)) if self._payload else None
+        if oversize is not None:
+            self._stall(inst, (pb.PAYLOAD_SIZE_EXCEEDED, oversize))
+            return None
         ws = pb.HistoryEvent(eventId=-1, timestamp=ts(self.now()))
         ws.workflowStarted.SetInParent()
         delivered: list[pb.HistoryEvent] = [ws]
@@ -767,6 +776,11 @@ class Engine:
         else:
             req.pastEvents.extend(past)
         req.newEvents.extend(delivered)
+        # The message as sent (framing included) must fit too, or the worker refuses it on every dispatch.
+        oversize = self._payload.workflow_oversize(req.ByteSize() + len(token) + 8) if self._payload else None
+        if oversize is not None:
+            self._stall(inst, (pb.PAYLOAD_SIZE_EXCEEDED, oversize))
+            return None
         if stream.stateful:
             stream.warm[inst.iid] = len(past)
         inst.turn = Turn(token=token, stream=sid, new_events=delivered, consumed=consumed, past_len=len(past))
@@ -862,13 +876,11 @@ class Engine:
                 assert outcome.stall is not None
                 self._stall(inst, outcome.stall)
                 return "stalled"
-            if self.config.max_payload:
+            if self._payload:
                 for req in outcome.activities:
-                    if req.ByteSize() > 0.95 * self.config.max_payload:
-                        desc = (f"activity '{req.name}::{req.taskId}' payload {req.ByteSize()} bytes exceeds 95% "
-                                f"of max gRPC body size {self.config.max_payload} bytes; increase --max-payload "
-                                "and restart to resume")
-                        self._stall(inst, (pb.PAYLOAD_SIZE_EXCEEDED, desc))
+                    oversize = self._payload.activity_oversize(req)
+                    if oversize is not None:
+                        self._stall(inst, (pb.PAYLOAD_SIZE_EXCEEDED, oversize))
                         return "stalled"
             self._apply(inst, turn, outcome)
             return "applied"

@@ -1,0 +1,115 @@
+"""Hostile conditions against the reference sidecar (issue 11): oversized messages, forged tokens,
+stream floods. Each test repeats an attack that once hung, froze or fooled the sidecar.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterator
+
+import grpc
+import pytest
+
+from fake_sidecar.limits import DEFAULT_MAX_MESSAGE_BYTES
+from fake_sidecar.server import SidecarServer
+from fake_worker.activities import ActivityRunner
+from fake_worker.client import Worker, WorkerOptions
+from fake_worker.programs import parse_bundle
+from taskhub_wire import pb
+from taskhub_wire.rpc import TaskHubClient
+
+# The client may send any size: the sidecar, not the client, must refuse.
+UNLIMITED = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
+
+
+def _wait_for(predicate, what: str, timeout: float = 60.0) -> None:
+    """Poll a cheap condition until it holds (a deadline for a hang, not a timing assertion)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"{what} did not happen within {timeout}s"
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def server() -> Iterator[SidecarServer]:
+    srv = SidecarServer.start(port=0, db=":memory:")
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.fixture
+def big_client(server: SidecarServer) -> Iterator[TaskHubClient]:
+    channel = grpc.insecure_channel(server.address, options=UNLIMITED)
+    try:
+        yield TaskHubClient(channel)
+    finally:
+        channel.close()
+
+
+# ----------------------------------------------------------------------------- message size
+
+def test_default_message_limit_is_daprds_max_body_size():
+    assert DEFAULT_MAX_MESSAGE_BYTES == 4 * 1024 * 1024
+
+
+@pytest.mark.parametrize("megabytes", [5, 10])
+def test_oversized_start_instance_is_refused_at_once(server, big_client, megabytes):
+    req = pb.CreateInstanceRequest(instanceId="huge", name="W")
+    req.input.value = json.dumps("x" * (megabytes * 1_000_000))
+    # Before the limit the sidecar stored it and waited for a worker until the deadline.
+    with pytest.raises(grpc.RpcError) as err:
+        big_client.call("StartInstance", req, timeout=120)
+    assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, err.value.details()
+    assert str(DEFAULT_MAX_MESSAGE_BYTES) in err.value.details()
+    assert not big_client.call("GetInstance", pb.GetInstanceRequest(instanceId="huge"), timeout=10).exists
+
+
+def test_cli_takes_max_message_bytes():
+    from fake_sidecar.__main__ import build_parser
+
+    assert build_parser().parse_args([]).max_message_bytes == DEFAULT_MAX_MESSAGE_BYTES
+    assert build_parser().parse_args(["--max-message-bytes", "1000"]).max_message_bytes == 1000
+
+
+GROWING = parse_bundle({"programs": {"grow": {"steps": [
+    {"call_activity": {"name": "echo", "input": "${input}"}, "as": "a"},
+    {"call_activity": {"name": "echo", "input": "${a}"}},
+    {"return": "done"},
+]}}})
+
+
+def test_history_over_the_limit_stalls_instead_of_looping(server, big_client, caplog):
+    """Each message fits, but the history outgrows 4 MiB: the sidecar stalls the instance with a
+    message naming the size and the flag, instead of sending a turn the worker must refuse
+    (it used to be refused and sent again on every reconnect, 116 times in 30 s)."""
+    worker = Worker(bundle=GROWING, options=WorkerOptions(sidecar=server.address), activities=ActivityRunner())
+    thread = threading.Thread(target=worker.run, name="reference-worker", daemon=True)
+    thread.start()
+    caplog.set_level(logging.WARNING, logger="fake_sidecar")
+    try:
+        assert worker.connected_once.wait(15), "the reference worker did not connect"
+        req = pb.CreateInstanceRequest(instanceId="grow", name="grow")
+        req.input.value = json.dumps("y" * 1_500_000)
+        big_client.call("StartInstance", req, timeout=60)
+
+        def stalled() -> bool:
+            view = big_client.call("GetInstance", pb.GetInstanceRequest(instanceId="grow"), timeout=10)
+            return view.workflowState.workflowStatus == pb.ORCHESTRATION_STATUS_STALLED
+
+        _wait_for(stalled, "the stall of the oversized workflow")
+        history = big_client.call("GetInstanceHistory", pb.GetInstanceHistoryRequest(instanceId="grow"),
+                                  timeout=10).events
+        desc = history[-1].executionStalled.description
+        assert history[-1].executionStalled.reason == pb.PAYLOAD_SIZE_EXCEEDED
+        assert f"max gRPC body size {DEFAULT_MAX_MESSAGE_BYTES} bytes" in desc and "--max-message-bytes" in desc
+        assert [r for r in caplog.records if r.levelno == logging.WARNING and "--max-message-bytes" in r.getMessage()]
+        # No turn was sent and lost: the work item never went out.
+        assert server.engine.counters.abandoned_turns == 0
+    finally:
+        worker.stop()
+        thread.join(timeout=15)
