@@ -60,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-message-bytes", type=_positive_int, default=DEFAULT_MAX_MESSAGE_BYTES, metavar="BYTES",
                    help="largest gRPC message received or sent (default 4194304, daprd's --max-body-size); "
                         "a workflow whose turn would not fit stalls (PAYLOAD_SIZE_EXCEEDED)")
+    p.add_argument("--strict-tokens", action="store_true",
+                   help="ignore completions without a completionToken, as stale ones are (default: accept them, "
+                        "as durabletask-go and daprd do, for workers that lack the field)")
     p.add_argument("--clock", choices=("real", "virtual"), default="real",
                    help="virtual: when nothing is in flight, jump to the next due timer")
     p.add_argument("--log-level", default="WARNING", type=str.upper,
@@ -76,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         server = SidecarServer.start(host=args.host, port=args.port, db=args.db, api_token=args.api_token,
                                      activity_lease=args.activity_lease, max_payload=args.max_payload,
-                                     max_message_bytes=args.max_message_bytes, clock=args.clock)
+                                     max_message_bytes=args.max_message_bytes, strict_tokens=args.strict_tokens,
+                                     clock=args.clock)
     except StoreError as exc:
         print(f"fake-sidecar: {exc}", file=sys.stderr)
         return 2

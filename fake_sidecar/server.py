@@ -8,6 +8,7 @@ malformed payload gets INVALID_ARGUMENT with a clear message, not INTERNAL.
 
 from __future__ import annotations
 
+import hmac
 import logging
 import threading
 from collections.abc import Callable, Iterator
@@ -301,7 +302,7 @@ def _prepare(raw: bytes, request_type: type[Message], context: grpc.ServicerCont
              api_token: str | None) -> Message:
     if api_token is not None:
         sent = dict(context.invocation_metadata()).get(TOKEN_HEADER)
-        if sent != api_token:
+        if not isinstance(sent, str) or not hmac.compare_digest(sent.encode(), api_token.encode()):
             raise _Abort(grpc.StatusCode.UNAUTHENTICATED,
                          f"missing or invalid '{TOKEN_HEADER}' metadata; this sidecar was started with an API token")
     try:
@@ -366,7 +367,7 @@ class SidecarServer:
     def start(cls, *, host: str = "127.0.0.1", port: int = 0, db: str = ":memory:",
               api_token: str | None = None, activity_lease: float | None = None,
               max_payload: int | None = None, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-              clock: str = "real", max_workers: int = 512,
+              strict_tokens: bool = False, clock: str = "real", max_workers: int = 512,
               engine_class: type[Engine] = Engine) -> "SidecarServer":
         """`engine_class` lets the harness's tests run deliberately broken engines (mutants).
 
@@ -380,7 +381,8 @@ class SidecarServer:
             raise ValueError(f"max_message_bytes must be greater than 0, not {max_message_bytes}")
         engine = engine_class(store=open_store(db), clock=VirtualClock() if clock == "virtual" else RealClock(),
                               config=EngineConfig(activity_lease_s=activity_lease, max_payload=max_payload,
-                                                  max_message_bytes=max_message_bytes))
+                                                  max_message_bytes=max_message_bytes,
+                                                  strict_tokens=strict_tokens))
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="sidecar-rpc"),
             options=[

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import heapq
+import hmac
 import logging
 import threading
 import time
@@ -46,6 +47,7 @@ class EngineConfig:
     # The transport's message limit: nothing bigger may be dispatched, or the worker refuses it
     # and gets it again on every reconnect (issue 11).
     max_message_bytes: int | None = None
+    strict_tokens: bool = False  # refuse completions without a token (see _token_ok)
 
     def payload_limit(self) -> PayloadLimit | None:
         """The tighter of --max-payload and --max-message-bytes, named by its flag."""
@@ -658,10 +660,22 @@ class Engine:
                 self.counters.redispatched_activities += 1
                 self._queue_activity(inst, act)
 
-    @staticmethod
-    def _token_ok(current: str | None, sent: str) -> bool:
-        """An empty token is accepted (legacy workers); any other must be the current dispatch's."""
-        return not sent or sent == current
+    def _token_ok(self, current: str | None, sent: str) -> bool:
+        """Any non-empty token must be the current dispatch's (compared in constant time).
+
+        An empty token is accepted (legacy workers lack the field; durabletask-go and daprd accept
+        it too) unless the engine runs with strict_tokens: then it is refused like a stale one.
+        """
+        if not sent:
+            return not self.config.strict_tokens
+        return current is not None and hmac.compare_digest(sent.encode(), current.encode())
+
+    def _ignore_completion(self, what: str, sent: str) -> None:
+        if sent:
+            log.info("ignored stale %s (zombie token)", what)
+        else:
+            log.warning("ignored %s without a completionToken (--strict-tokens); a worker that lacks the "
+                        "field needs a sidecar without --strict-tokens", what)
 
     @staticmethod
     def _duplicate(inst: Instance, key: tuple[str, int], seen: set[tuple[str, int]]) -> bool:
@@ -820,7 +834,8 @@ class Engine:
                 return "unknown"
             if not self._token_ok(act.token, resp.completionToken):
                 self.counters.zombie_activity += 1
-                log.info("ignored stale CompleteActivityTask for %s/%s (zombie token)", resp.instanceId, resp.taskId)
+                self._ignore_completion(f"CompleteActivityTask for {resp.instanceId}/{resp.taskId}",
+                                        resp.completionToken)
                 return "stale"
             ev = pb.HistoryEvent(eventId=-1, timestamp=ts(self.now()))
             if resp.HasField("failureDetails"):
@@ -859,7 +874,7 @@ class Engine:
             turn = inst.turn
             if not self._token_ok(turn.token, resp.completionToken):
                 self.counters.zombie_turn += 1
-                log.info("ignored stale CompleteWorkflowTask for %s (zombie token)", resp.instanceId)
+                self._ignore_completion(f"CompleteWorkflowTask for {resp.instanceId}", resp.completionToken)
                 return "stale"
             inst.turn = None
             if turn.stream in self._streams:

@@ -113,3 +113,109 @@ def test_history_over_the_limit_stalls_instead_of_looping(server, big_client, ca
     finally:
         worker.stop()
         thread.join(timeout=15)
+
+
+# ----------------------------------------------------------------------------- forged completions
+
+def _forge_and_finish(srv: SidecarServer) -> tuple[str, object]:
+    """A genuine worker runs one activity; a second client answers the same work with an empty token
+    first. Returns the instance output and the engine's counters."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.sidecar.rawworker import RawWorker, complete, schedule
+
+    channel = grpc.insecure_channel(srv.address)
+    forger = TaskHubClient(channel)
+    worker = RawWorker(srv.address)
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            started = pool.submit(forger.call, "StartInstance", pb.CreateInstanceRequest(instanceId="t", name="W"),
+                                  timeout=30)
+            worker.answer(worker.next_workflow(), schedule(1, "A", '"in"'))
+            started.result(timeout=30)
+        act = worker.next_activity()
+        forged = pb.ActivityResponse(instanceId="t", taskId=act.activityRequest.taskId, completionToken="")
+        forged.result.value = '"forged"'
+        forger.call("CompleteActivityTask", forged, timeout=10)  # answered OK either way
+        if srv.engine.counters.zombie_activity == 0:
+            turn = worker.next_workflow()  # the forged result was applied
+        else:
+            worker.complete_activity(act, '"genuine"')
+            turn = worker.next_workflow()
+        pwned = pb.WorkflowResponse(instanceId="t", completionToken="")
+        pwned.actions.append(complete(2, '"pwned"'))
+        forger.call("CompleteOrchestratorTask", pwned, timeout=10)
+        if srv.engine.counters.zombie_turn:
+            worker.answer(turn, complete(2, '"ok"'))
+        done = forger.call("WaitForInstanceCompletion",
+                           pb.GetInstanceRequest(instanceId="t", getInputsAndOutputs=True), timeout=30)
+        return done.workflowState.output.value, srv.engine.counters
+    finally:
+        worker.cancel()
+        channel.close()
+
+
+def test_strict_tokens_ignore_an_empty_token_like_a_stale_one(caplog):
+    srv = SidecarServer.start(port=0, db=":memory:", strict_tokens=True)
+    caplog.set_level(logging.WARNING, logger="fake_sidecar")
+    try:
+        output, counters = _forge_and_finish(srv)
+    finally:
+        srv.stop()
+    assert output == '"ok"'
+    assert (counters.zombie_activity, counters.zombie_turn) == (1, 1)
+    assert [r for r in caplog.records if "without a completionToken" in r.getMessage()]
+
+
+def test_by_default_an_empty_token_is_accepted_as_both_real_engines_do():
+    srv = SidecarServer.start(port=0, db=":memory:")
+    try:
+        output, counters = _forge_and_finish(srv)
+    finally:
+        srv.stop()
+    assert output == '"pwned"'
+    assert (counters.zombie_activity, counters.zombie_turn) == (0, 0)
+
+
+def test_a_non_ascii_token_is_ignored_not_an_internal_error(server):
+    from tests.sidecar.rawworker import RawWorker, complete
+
+    channel = grpc.insecure_channel(server.address)
+    client = TaskHubClient(channel)
+    worker = RawWorker(server.address)
+    try:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(1) as pool:
+            started = pool.submit(client.call, "StartInstance", pb.CreateInstanceRequest(instanceId="u", name="W"),
+                                  timeout=30)
+            turn = worker.next_workflow()
+            worker.answer(turn, complete(1, '"x"'), token="zombie-\u00e9\u4e2d")
+            assert server.engine.counters.zombie_turn == 1
+            worker.answer(turn, complete(1, '"x"'))
+            started.result(timeout=30)
+    finally:
+        worker.cancel()
+        channel.close()
+
+
+def test_api_token_is_checked_in_constant_time():
+    srv = SidecarServer.start(port=0, db=":memory:", api_token="secret")
+    channel = grpc.insecure_channel(srv.address)
+    try:
+        from google.protobuf import empty_pb2
+
+        for metadata, code in ((None, grpc.StatusCode.UNAUTHENTICATED), ((("dapr-api-token", "secreT"),),
+                                                                         grpc.StatusCode.UNAUTHENTICATED)):
+            with pytest.raises(grpc.RpcError) as err:
+                TaskHubClient(channel, metadata=metadata or ()).call("Hello", empty_pb2.Empty(), timeout=10)
+            assert err.value.code() == code
+        TaskHubClient(channel, metadata=(("dapr-api-token", "secret"),)).call("Hello", empty_pb2.Empty(), timeout=10)
+    finally:
+        channel.close()
+        srv.stop()
+    import inspect
+
+    from fake_sidecar import server as server_module
+
+    assert "compare_digest" in inspect.getsource(server_module._prepare)
