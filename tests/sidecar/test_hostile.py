@@ -218,4 +218,45 @@ def test_api_token_is_checked_in_constant_time():
 
     from fake_sidecar import server as server_module
 
-    assert "compare_digest" in inspect.getsource(server_module._prepare)
+    assert "compare_digest" in inspect.getsource(server_module._Edge._check_token)
+
+
+# ----------------------------------------------------------------------------- stream floods
+
+def test_a_thousand_idle_streams_do_not_freeze_the_sidecar(server):
+    """Each stream used to hold one of 512 threads: 530 idle streams and Hello timed out.
+    (bench/stream_flood.py measures the latency; this test only asks for an answer.)"""
+    from google.protobuf import empty_pb2
+
+    from tests.sidecar.rawworker import RawWorker, complete
+
+    flood = grpc.insecure_channel(server.address)
+    channel = grpc.insecure_channel(server.address)
+    client = TaskHubClient(channel)
+    streams = []
+    try:
+        open_stream = flood.unary_stream("/TaskHubSidecarService/GetWorkItems")
+        streams = [open_stream(pb.GetWorkItemsRequest().SerializeToString()) for _ in range(1000)]
+        _wait_for(lambda: server.engine.connected_streams() >= 1000, "1,000 open streams", timeout=120)
+        client.call("Hello", empty_pb2.Empty(), timeout=30)
+        assert not client.call("GetInstance", pb.GetInstanceRequest(instanceId="none"), timeout=30).exists
+        for call in streams:
+            call.cancel()
+        _wait_for(lambda: server.engine.connected_streams() == 0, "the streams to close", timeout=120)
+        # The cancelled streams left nothing wedged: the next worker gets the next turn.
+        worker = RawWorker(server.address)
+        try:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(1) as pool:
+                started = pool.submit(client.call, "StartInstance", pb.CreateInstanceRequest(instanceId="f", name="W"),
+                                      timeout=60)
+                worker.answer(worker.next_workflow(timeout=60), complete(1, '"ok"'))
+                started.result(timeout=60)
+        finally:
+            worker.cancel()
+    finally:
+        for call in streams:
+            call.cancel()
+        flood.close()
+        channel.close()
