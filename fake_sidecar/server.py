@@ -18,7 +18,7 @@ import functools
 import hmac
 import logging
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from concurrent import futures
 from dataclasses import dataclass, field
 from typing import Any
@@ -349,10 +349,10 @@ class _Edge:
         return handler
 
     def _work_items(self, request_type: type[Message],
-                    ) -> Callable[[bytes, grpc.aio.ServicerContext], AsyncIterator[bytes]]:
+                    ) -> Callable[[bytes, grpc.aio.ServicerContext], Awaitable[None]]:
         engine = self.engine
 
-        async def handler(raw: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+        async def handler(raw: bytes, context: grpc.aio.ServicerContext) -> None:
             failure: _Abort | None = None
             sid: int | None = None
             try:
@@ -362,7 +362,13 @@ class _Edge:
                 sid = await self.loop.run_in_executor(
                     self.quick, functools.partial(engine.open_stream, stateful=stateful))
                 while True:
-                    yield await self.pump.next_item(sid)
+                    item = await self.pump.next_item(sid)
+                    try:
+                        await context.write(item)
+                    except Exception:  # noqa: BLE001 - the client went away or refused the item
+                        log.info("work item stream %s ended while a work item was sent; it is redelivered", sid)
+                        # Ends the call as cancelled: returning would make grpc send a status on a dead call.
+                        raise asyncio.CancelledError() from None
             except ShuttingDown as exc:
                 failure = _Abort(grpc.StatusCode.CANCELLED, exc.message)
             except Exception as exc:  # noqa: BLE001

@@ -26,6 +26,7 @@ from fake_sidecar.engine.clock import Clock
 from fake_sidecar.engine.model import (
     NEVER_NS, Instance, InstanceView, InboxEntry, PendingActivity, Stream, Turn, ts, ts_ns,
 )
+from fake_sidecar.engine.refusals import RefusalTracker
 from fake_sidecar.engine.store import LoadedInstance, MemoryStore, SqliteStore, Tx
 from fake_sidecar.engine.turns import (
     ABANDON, STALL, Outcome, PayloadLimit, absorb, decide_turn, first_version_name, payload_size,
@@ -89,6 +90,7 @@ class Engine:
         self._closed = False
         self._ticker: threading.Thread | None = None
         self._vectors: dict[str, _Vector] = {}
+        self._refusals = RefusalTracker()
         self._load()
 
     # ----------------------------------------------------------------- lifecycle
@@ -653,12 +655,21 @@ class Engine:
         if kind == "wf" and inst.turn is not None and inst.turn.stream == sid:
             inst.turn = None
             self.counters.abandoned_turns += 1
+            self._refusals.lost((kind, inst.iid, 0))
             self._maybe_queue(inst)
         elif kind == "act":
             act = inst.activities.get(task_id)
             if act is not None and act.stream == sid:
                 self.counters.redispatched_activities += 1
+                self._refusals.lost((kind, inst.iid, task_id))
                 self._queue_activity(inst, act)
+
+    def _refused(self, inst: Instance, key: tuple[str, str, int], size: int) -> bool:
+        """Hold back a big item that its streams kept dropping unanswered (see refusals.py)."""
+        held = self._refusals.dispatching(key, size, limit=self.config.max_message_bytes)
+        if held is not None:
+            self._stall(inst, (pb.PAYLOAD_SIZE_EXCEEDED, held))
+        return held is not None
 
     def _token_ok(self, current: str | None, sent: str) -> bool:
         """Any non-empty token must be the current dispatch's (compared in constant time).
@@ -724,6 +735,8 @@ class Engine:
                 if act is None or not act.queued:
                     continue
                 act.queued = False
+                if self._refused(inst, ("act", iid, task_id), act.request.ByteSize()):
+                    continue
                 return self._dispatch_activity(sid, inst, act)
             if not inst.queued:
                 continue
@@ -791,9 +804,12 @@ class Engine:
             req.pastEvents.extend(past)
         req.newEvents.extend(delivered)
         # The message as sent (framing included) must fit too, or the worker refuses it on every dispatch.
-        oversize = self._payload.workflow_oversize(req.ByteSize() + len(token) + 8) if self._payload else None
+        size = req.ByteSize() + len(token) + 8
+        oversize = self._payload.workflow_oversize(size) if self._payload else None
         if oversize is not None:
             self._stall(inst, (pb.PAYLOAD_SIZE_EXCEEDED, oversize))
+            return None
+        if self._refused(inst, ("wf", inst.iid, 0), size):
             return None
         if stream.stateful:
             stream.warm[inst.iid] = len(past)
@@ -847,6 +863,7 @@ class Engine:
                 if resp.HasField("result"):
                     ev.taskCompleted.result.CopyFrom(resp.result)
                 ev.taskCompleted.taskExecutionId = act.request.taskExecutionId
+            self._refusals.answered(("act", inst.iid, resp.taskId))
             tx = Tx()
             del inst.activities[resp.taskId]
             tx.activity_delete.append((inst.iid, resp.taskId))
@@ -877,6 +894,7 @@ class Engine:
                 self._ignore_completion(f"CompleteWorkflowTask for {resp.instanceId}", resp.completionToken)
                 return "stale"
             inst.turn = None
+            self._refusals.answered(("wf", inst.iid, 0))
             if turn.stream in self._streams:
                 self._streams[turn.stream].out.discard(("wf", inst.iid, 0))
             try:

@@ -260,3 +260,76 @@ def test_a_thousand_idle_streams_do_not_freeze_the_sidecar(server):
             call.cancel()
         flood.close()
         channel.close()
+
+
+def test_a_work_item_the_worker_keeps_refusing_is_held_back():
+    """The sidecar allows 16 MiB, the reference worker receives 4 MiB (gRPC's default): a 5 MB
+    turn ends the worker's stream each time. It is sent a few times, then the instance stalls with
+    a message naming the size and the flags, instead of being sent again on every reconnect."""
+    srv = SidecarServer.start(port=0, db=":memory:", max_message_bytes=16 * 1024 * 1024)
+    worker = Worker(bundle=GROWING, options=WorkerOptions(sidecar=srv.address), activities=ActivityRunner())
+    thread = threading.Thread(target=worker.run, name="reference-worker", daemon=True)
+    thread.start()
+    channel = grpc.insecure_channel(srv.address, options=UNLIMITED)
+    client = TaskHubClient(channel)
+    try:
+        assert worker.connected_once.wait(15), "the reference worker did not connect"
+        req = pb.CreateInstanceRequest(instanceId="refused", name="grow")
+        req.input.value = json.dumps("z" * 5_000_000)
+        # StartInstance returns once the instance is no longer PENDING: here, once it stalls.
+        client.call("StartInstance", req, timeout=120)
+        view = client.call("GetInstance", pb.GetInstanceRequest(instanceId="refused"), timeout=10)
+        assert view.workflowState.workflowStatus == pb.ORCHESTRATION_STATUS_STALLED
+        stalled = client.call("GetInstanceHistory", pb.GetInstanceHistoryRequest(instanceId="refused"),
+                              timeout=10).events[-1].executionStalled
+        assert stalled.reason == pb.PAYLOAD_SIZE_EXCEEDED
+        assert "--max-message-bytes" in stalled.description and "worker refuses" in stalled.description
+        lost = srv.engine.counters.abandoned_turns
+        assert lost == 3
+        # A new stream (here one that could take it) does not bring the item back: the first
+        # item it gets is the turn of an instance started after it connected.
+        worker.stop()
+        thread.join(timeout=15)
+        _wait_for(lambda: srv.engine.connected_streams() == 0, "the worker's stream to close")
+        stream = channel.unary_stream("/TaskHubSidecarService/GetWorkItems")(b"")
+        _wait_for(lambda: srv.engine.connected_streams() == 1, "the new stream")
+        from concurrent.futures import ThreadPoolExecutor
+
+        from tests.sidecar.rawworker import complete
+
+        with ThreadPoolExecutor(1) as pool:
+            probe = pool.submit(client.call, "StartInstance", pb.CreateInstanceRequest(instanceId="probe", name="grow"),
+                                timeout=30)
+            first = pb.WorkItem.FromString(next(stream))
+            answer = pb.WorkflowResponse(instanceId="probe", completionToken=first.completionToken)
+            answer.actions.append(complete(1, '"ok"'))
+            client.call("CompleteOrchestratorTask", answer, timeout=10)
+            probe.result(timeout=30)
+            stream.cancel()
+        assert srv.engine.counters.abandoned_turns == lost
+        assert first.workflowRequest.instanceId == "probe"
+        events = client.call("GetInstanceHistory", pb.GetInstanceHistoryRequest(instanceId="refused"), timeout=10).events
+        assert sum(e.HasField("executionStalled") for e in events) == 1
+    finally:
+        worker.stop()
+        thread.join(timeout=15)
+        channel.close()
+        srv.stop()
+
+
+def test_small_items_lost_again_and_again_are_always_redelivered():
+    """Worker kills lose small items: those must be redelivered however often it happens."""
+    from fake_sidecar.engine.refusals import REFUSABLE_BYTES, REFUSALS, RefusalTracker
+
+    tracker = RefusalTracker()
+    key = ("wf", "i", 0)
+    for _ in range(REFUSALS * 3):
+        assert tracker.dispatching(key, 1000, limit=None) is None
+        tracker.lost(key)
+    big = REFUSABLE_BYTES + 1
+    for _ in range(REFUSALS):
+        assert tracker.dispatching(key, big, limit=None) is None
+        tracker.lost(key)
+    assert "dispatched 3 times" in (tracker.dispatching(key, big, limit=None) or "")
+    tracker.answered(key)
+    assert tracker.dispatching(key, big, limit=None) is None
