@@ -69,11 +69,17 @@ def test_oversized_start_instance_is_refused_at_once(server, big_client, megabyt
     assert not big_client.call("GetInstance", pb.GetInstanceRequest(instanceId="huge"), timeout=10).exists
 
 
-def test_cli_takes_max_message_bytes():
+def test_cli_takes_max_message_bytes(capsys):
     from fake_sidecar.__main__ import build_parser
 
     assert build_parser().parse_args([]).max_message_bytes == DEFAULT_MAX_MESSAGE_BYTES
     assert build_parser().parse_args(["--max-message-bytes", "1000"]).max_message_bytes == 1000
+    for bad in ("0", "-1", "4Mi"):
+        with pytest.raises(SystemExit) as exit_:
+            build_parser().parse_args(["--max-message-bytes", bad])
+        assert exit_.value.code == 2 and "--max-message-bytes" in capsys.readouterr().err
+    assert build_parser().parse_args(["--strict-tokens"]).strict_tokens
+    assert not build_parser().parse_args([]).strict_tokens
 
 
 GROWING = parse_bundle({"programs": {"grow": {"steps": [

@@ -261,8 +261,8 @@ def raw_payloads(cls: type[Message]) -> st.SearchStrategy[bytes]:
 
 # ----------------------------------------------------------------------------- environment
 
-# Random histories can hold many huge strings: read up to what the sidecar may send (64 MiB),
-# not gRPC's default 4 MiB, so a big reply is not mistaken for a broken server.
+# Random histories can hold many huge strings: read more than the sidecar may send (its
+# --max-message-bytes, 4 MiB by default), so a big reply is not mistaken for a broken server.
 BIG = [("grpc.max_receive_message_length", 64 * 1024 * 1024),
        ("grpc.max_send_message_length", 64 * 1024 * 1024)]
 
