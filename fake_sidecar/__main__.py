@@ -70,10 +70,26 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _lift_open_files_limit() -> None:
+    """Each client connection is a file descriptor: lift the soft limit to the hard one, as Go
+    programs such as durabletask-go do, so a thousand workers do not exhaust a default of 1024."""
+    try:
+        import resource
+    except ImportError:  # not a POSIX system
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else 65536, hard))
+        except (ValueError, OSError):
+            logging.getLogger("fake_sidecar").info("could not raise the open-files limit from %s", soft)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _lift_open_files_limit()
     from fake_sidecar.server import SidecarServer
 
     try:

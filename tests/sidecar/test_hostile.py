@@ -339,3 +339,33 @@ def test_small_items_lost_again_and_again_are_always_redelivered():
     assert "dispatched 3 times" in (tracker.dispatching(key, big, limit=None) or "")
     tracker.answered(key)
     assert tracker.dispatching(key, big, limit=None) is None
+
+
+def test_the_sidecar_process_lifts_its_open_files_limit(tmp_path):
+    """A thousand workers are a thousand connections: a soft limit of 1024 must not cap them."""
+    import os
+    import re
+    import resource
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and hard <= 256:
+        pytest.fail(f"this machine's hard open-files limit is {hard}; the test needs more than 256")
+    repo = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(repo), os.environ.get("PYTHONPATH")) if p))
+    env.pop("DAPR_API_TOKEN", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fake_sidecar", "--port", "0", "--db", ":memory:"], cwd=repo, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard)))
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("listening on ")
+        limits = Path(f"/proc/{proc.pid}/limits").read_text()
+        soft = re.search(r"^Max open files\s+(\S+)", limits, re.M).group(1)
+        assert soft != "256" and (soft == "unlimited" or int(soft) > 256), limits
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
