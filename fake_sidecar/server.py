@@ -8,7 +8,7 @@ malformed payload gets INVALID_ARGUMENT with a clear message, not INTERNAL.
 The edge is `grpc.aio` on one event-loop thread, so an open GetWorkItems stream costs no
 thread (`streams.WorkItemPump`). The engine stays threaded: unary calls run in a thread pool,
 and calls that wait for an instance (StartInstance, WaitFor*, Terminate, ...) in a separate
-one, so that many waiting callers cannot starve Hello or GetInstance.
+one, so that many waiting callers cannot starve GetInstance; Hello answers on the loop itself.
 """
 
 from __future__ import annotations
@@ -71,12 +71,19 @@ def _waits(fn: Callable[..., Message]) -> Callable[..., Message]:
     return fn
 
 
+def _inline(fn: Callable[..., Message]) -> Callable[..., Message]:
+    """Marks a handler that never touches the engine: it answers on the event loop, needing no thread."""
+    fn.inline = True  # type: ignore[attr-defined]
+    return fn
+
+
 class TaskHubServicer:
     """TaskHubSidecarService, Dapr dialect (protocol-facts.md §2.1)."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
+    @_inline
     def Hello(self, req: Message, context: Call) -> Message:
         return empty_pb2.Empty()
 
@@ -309,7 +316,7 @@ class _Edge:
     def handlers(self, table: ServiceTable, servicer: Any, stem: Callable[[str], str]) -> grpc.GenericRpcHandler:
         handlers: dict[str, grpc.RpcMethodHandler] = {}
         for method in table.methods.values():
-            if method.kind is Kind.SERVER_STREAM:
+            if method.kind is Kind.SERVER_STREAM:  # GetWorkItems, the only stream of either service
                 handlers[method.name] = grpc.unary_stream_rpc_method_handler(self._work_items(method.request))
             else:
                 fn = getattr(servicer, stem(method.name))
@@ -337,9 +344,13 @@ class _Edge:
                              "and outputs) or raise the limit on both sides")
             return reply
 
+        inline = getattr(fn, "inline", False)
+
         async def handler(raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
             try:
                 self._check_token(context)
+                if inline:
+                    return run(raw, Call(context))
                 return await self.loop.run_in_executor(pool, run, raw, Call(context))
             except Exception as exc:  # noqa: BLE001 - every failure becomes a status, never a crash
                 failure = _translate(exc)
