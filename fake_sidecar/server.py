@@ -320,7 +320,8 @@ class _Edge:
                 handlers[method.name] = grpc.unary_stream_rpc_method_handler(self._work_items(method.request))
             else:
                 fn = getattr(servicer, stem(method.name))
-                handlers[method.name] = grpc.unary_unary_rpc_method_handler(self._unary(method.name, fn, method.request))
+                handlers[method.name] = grpc.unary_unary_rpc_method_handler(
+                    self._unary(method.name, fn, method.request))
         return grpc.method_handlers_generic_handler(table.name, handlers)
 
     def _check_token(self, context: grpc.aio.ServicerContext) -> None:

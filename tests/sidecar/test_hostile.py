@@ -4,15 +4,27 @@ stream floods. Each test repeats an attack that once hung, froze or fooled the s
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
+import os
+import re
+import resource
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import grpc
 import pytest
+from google.protobuf import empty_pb2
 
+from fake_sidecar import server as server_module
+from fake_sidecar.__main__ import build_parser
+from fake_sidecar.engine.refusals import REFUSABLE_BYTES, REFUSALS, RefusalTracker
 from fake_sidecar.limits import DEFAULT_MAX_MESSAGE_BYTES
 from fake_sidecar.server import SidecarServer
 from fake_worker.activities import ActivityRunner
@@ -20,6 +32,7 @@ from fake_worker.client import Worker, WorkerOptions
 from fake_worker.programs import parse_bundle
 from taskhub_wire import pb
 from taskhub_wire.rpc import TaskHubClient
+from tests.sidecar.rawworker import RawWorker, complete, schedule
 
 # The client may send any size: the sidecar, not the client, must refuse.
 UNLIMITED = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
@@ -70,8 +83,6 @@ def test_oversized_start_instance_is_refused_at_once(server, big_client, megabyt
 
 
 def test_cli_takes_max_message_bytes(capsys):
-    from fake_sidecar.__main__ import build_parser
-
     assert build_parser().parse_args([]).max_message_bytes == DEFAULT_MAX_MESSAGE_BYTES
     assert build_parser().parse_args(["--max-message-bytes", "1000"]).max_message_bytes == 1000
     for bad in ("0", "-1", "4Mi"):
@@ -126,9 +137,7 @@ def test_history_over_the_limit_stalls_instead_of_looping(server, big_client, ca
 def _forge_and_finish(srv: SidecarServer) -> tuple[str, object]:
     """A genuine worker runs one activity; a second client answers the same work with an empty token
     first. Returns the instance output and the engine's counters."""
-    from concurrent.futures import ThreadPoolExecutor
 
-    from tests.sidecar.rawworker import RawWorker, complete, schedule
 
     channel = grpc.insecure_channel(srv.address)
     forger = TaskHubClient(channel)
@@ -184,14 +193,10 @@ def test_by_default_an_empty_token_is_accepted_as_both_real_engines_do():
 
 
 def test_a_non_ascii_token_is_ignored_not_an_internal_error(server):
-    from tests.sidecar.rawworker import RawWorker, complete
-
     channel = grpc.insecure_channel(server.address)
     client = TaskHubClient(channel)
     worker = RawWorker(server.address)
     try:
-        from concurrent.futures import ThreadPoolExecutor
-
         with ThreadPoolExecutor(1) as pool:
             started = pool.submit(client.call, "StartInstance", pb.CreateInstanceRequest(instanceId="u", name="W"),
                                   timeout=30)
@@ -209,21 +214,15 @@ def test_api_token_is_checked_in_constant_time():
     srv = SidecarServer.start(port=0, db=":memory:", api_token="secret")
     channel = grpc.insecure_channel(srv.address)
     try:
-        from google.protobuf import empty_pb2
-
-        for metadata, code in ((None, grpc.StatusCode.UNAUTHENTICATED), ((("dapr-api-token", "secreT"),),
-                                                                         grpc.StatusCode.UNAUTHENTICATED)):
+        for metadata in ((), (("dapr-api-token", "secreT"),), (("dapr-api-token", "secret-and-more"),)):
             with pytest.raises(grpc.RpcError) as err:
-                TaskHubClient(channel, metadata=metadata or ()).call("Hello", empty_pb2.Empty(), timeout=10)
-            assert err.value.code() == code
+                TaskHubClient(channel, metadata=metadata).call("Hello", empty_pb2.Empty(), timeout=10)
+            assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
         TaskHubClient(channel, metadata=(("dapr-api-token", "secret"),)).call("Hello", empty_pb2.Empty(), timeout=10)
     finally:
         channel.close()
         srv.stop()
-    import inspect
-
-    from fake_sidecar import server as server_module
-
+    # A timing difference is not testable without timed tests; the comparison itself is pinned.
     assert "compare_digest" in inspect.getsource(server_module._Edge._check_token)
 
 
@@ -232,9 +231,7 @@ def test_api_token_is_checked_in_constant_time():
 def test_a_thousand_idle_streams_do_not_freeze_the_sidecar(server):
     """Each stream used to hold one of 512 threads: 530 idle streams and Hello timed out.
     (bench/stream_flood.py measures the latency; this test only asks for an answer.)"""
-    from google.protobuf import empty_pb2
 
-    from tests.sidecar.rawworker import RawWorker, complete
 
     flood = grpc.insecure_channel(server.address)
     channel = grpc.insecure_channel(server.address)
@@ -252,8 +249,6 @@ def test_a_thousand_idle_streams_do_not_freeze_the_sidecar(server):
         # The cancelled streams left nothing wedged: the next worker gets the next turn.
         worker = RawWorker(server.address)
         try:
-            from concurrent.futures import ThreadPoolExecutor
-
             with ThreadPoolExecutor(1) as pool:
                 started = pool.submit(client.call, "StartInstance", pb.CreateInstanceRequest(instanceId="f", name="W"),
                                       timeout=60)
@@ -299,9 +294,7 @@ def test_a_work_item_the_worker_keeps_refusing_is_held_back():
         _wait_for(lambda: srv.engine.connected_streams() == 0, "the worker's stream to close")
         stream = channel.unary_stream("/TaskHubSidecarService/GetWorkItems")(b"")
         _wait_for(lambda: srv.engine.connected_streams() == 1, "the new stream")
-        from concurrent.futures import ThreadPoolExecutor
 
-        from tests.sidecar.rawworker import complete
 
         with ThreadPoolExecutor(1) as pool:
             probe = pool.submit(client.call, "StartInstance", pb.CreateInstanceRequest(instanceId="probe", name="grow"),
@@ -314,7 +307,8 @@ def test_a_work_item_the_worker_keeps_refusing_is_held_back():
             stream.cancel()
         assert srv.engine.counters.abandoned_turns == lost
         assert first.workflowRequest.instanceId == "probe"
-        events = client.call("GetInstanceHistory", pb.GetInstanceHistoryRequest(instanceId="refused"), timeout=10).events
+        events = client.call("GetInstanceHistory", pb.GetInstanceHistoryRequest(instanceId="refused"),
+                             timeout=10).events
         assert sum(e.HasField("executionStalled") for e in events) == 1
     finally:
         worker.stop()
@@ -325,7 +319,6 @@ def test_a_work_item_the_worker_keeps_refusing_is_held_back():
 
 def test_small_items_lost_again_and_again_are_always_redelivered():
     """Worker kills lose small items: those must be redelivered however often it happens."""
-    from fake_sidecar.engine.refusals import REFUSABLE_BYTES, REFUSALS, RefusalTracker
 
     tracker = RefusalTracker()
     key = ("wf", "i", 0)
@@ -343,12 +336,6 @@ def test_small_items_lost_again_and_again_are_always_redelivered():
 
 def test_the_sidecar_process_lifts_its_open_files_limit(tmp_path):
     """A thousand workers are a thousand connections: a soft limit of 1024 must not cap them."""
-    import os
-    import re
-    import resource
-    import subprocess
-    import sys
-    from pathlib import Path
 
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     if hard != resource.RLIM_INFINITY and hard <= 256:
