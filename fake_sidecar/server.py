@@ -337,7 +337,7 @@ class _Edge:
         pool = self.waiting if getattr(fn, "waits", False) else self.quick
 
         def run(raw: bytes, call: Call) -> bytes:
-            reply = fn(_parse(raw, request_type), call).SerializeToString()
+            reply = fn(_parse(raw, request_type), call).SerializeToString(deterministic=True)  # maps in key order
             if len(reply) > self.max_message_bytes:
                 raise _Abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
                              f"the answer to {name} is {len(reply)} bytes, more than this sidecar's "

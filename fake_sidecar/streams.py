@@ -93,7 +93,7 @@ class WorkItemPump:
             if item is not None:
                 # If the stream died meanwhile the item is lost here, but the engine still has it
                 # out on `sid` and redelivers it when the stream's close_stream runs.
-                self._settle(fut, result=item.SerializeToString())
+                self._settle(fut, result=item.SerializeToString(deterministic=True))
                 return
 
     def _settle(self, fut: "asyncio.Future[bytes]", *, result: bytes | None = None,
