@@ -10,6 +10,7 @@ import sys
 import threading
 
 from fake_sidecar.engine.store import StoreError
+from fake_sidecar.limits import DEFAULT_MAX_MESSAGE_BYTES
 
 
 def _positive_float(text: str) -> float:
@@ -56,6 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="dispatch an activity again if it is not completed within SECONDS (default: never)")
     p.add_argument("--max-payload", type=_positive_int, default=None, metavar="BYTES",
                    help="stall a workflow (PAYLOAD_SIZE_EXCEEDED) whose history exceeds 95%% of BYTES")
+    p.add_argument("--max-message-bytes", type=_positive_int, default=DEFAULT_MAX_MESSAGE_BYTES, metavar="BYTES",
+                   help="largest gRPC message received or sent (default 4194304, daprd's --max-body-size); "
+                        "a workflow whose turn would not fit stalls (PAYLOAD_SIZE_EXCEEDED)")
+    p.add_argument("--strict-tokens", action="store_true",
+                   help="ignore completions without a completionToken, as stale ones are (default: accept them, "
+                        "as durabletask-go and daprd do, for workers that lack the field)")
     p.add_argument("--clock", choices=("real", "virtual"), default="real",
                    help="virtual: when nothing is in flight, jump to the next due timer")
     p.add_argument("--log-level", default="WARNING", type=str.upper,
@@ -63,15 +70,32 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _lift_open_files_limit() -> None:
+    """Each client connection is a file descriptor: lift the soft limit to the hard one, as Go
+    programs such as durabletask-go do, so a thousand workers do not exhaust a default of 1024."""
+    try:
+        import resource
+    except ImportError:  # not a POSIX system
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else 65536, hard))
+        except (ValueError, OSError):
+            logging.getLogger("fake_sidecar").info("could not raise the open-files limit from %s", soft)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _lift_open_files_limit()
     from fake_sidecar.server import SidecarServer
 
     try:
         server = SidecarServer.start(host=args.host, port=args.port, db=args.db, api_token=args.api_token,
                                      activity_lease=args.activity_lease, max_payload=args.max_payload,
+                                     max_message_bytes=args.max_message_bytes, strict_tokens=args.strict_tokens,
                                      clock=args.clock)
     except StoreError as exc:
         print(f"fake-sidecar: {exc}", file=sys.stderr)

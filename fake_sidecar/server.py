@@ -4,15 +4,23 @@ Both services are served through generic handlers on their upstream paths
 (`/TaskHubSidecarService/<Method>` and `/dapr.proto.runtime.v1.Dapr/<Method>`);
 any other method answers UNIMPLEMENTED. Requests arrive as raw bytes so that a
 malformed payload gets INVALID_ARGUMENT with a clear message, not INTERNAL.
+
+The edge is `grpc.aio` on one event-loop thread, so an open GetWorkItems stream costs no
+thread (`streams.WorkItemPump`). The engine stays threaded: unary calls run in a thread pool,
+and calls that wait for an instance (StartInstance, WaitFor*, Terminate, ...) in a separate
+one, so that many waiting callers cannot starve GetInstance; Hello answers on the loop itself.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import hmac
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable
 from concurrent import futures
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
@@ -27,6 +35,8 @@ from fake_sidecar.engine.errors import ShuttingDown
 from fake_sidecar.engine.model import InstanceView, ts, ts_ns
 from fake_sidecar.engine.store import open_store
 from fake_sidecar.engine.turns import status_name
+from fake_sidecar.limits import DEFAULT_MAX_MESSAGE_BYTES
+from fake_sidecar.streams import Call, WorkItemPump
 
 log = logging.getLogger("fake_sidecar.server")
 
@@ -47,12 +57,24 @@ def _deadline_exceeded(what: str) -> _Abort:
                   f"{what} did not happen before the caller's deadline; is a worker connected?")
 
 
-def _wait(engine: Engine, context: grpc.ServicerContext, iid: str, pred: Callable[[InstanceView], bool],
+def _wait(engine: Engine, context: Call, iid: str, pred: Callable[[InstanceView], bool],
           what: str) -> InstanceView:
     view = engine.wait(iid, pred, timeout=context.time_remaining(), is_active=context.is_active)
     if view is None:
         raise _deadline_exceeded(what)
     return view
+
+
+def _waits(fn: Callable[..., Message]) -> Callable[..., Message]:
+    """Marks a handler that blocks until an instance changes: it runs in the pool for waiting calls."""
+    fn.waits = True  # type: ignore[attr-defined]
+    return fn
+
+
+def _inline(fn: Callable[..., Message]) -> Callable[..., Message]:
+    """Marks a handler that never touches the engine: it answers on the event loop, needing no thread."""
+    fn.inline = True  # type: ignore[attr-defined]
+    return fn
 
 
 class TaskHubServicer:
@@ -61,10 +83,12 @@ class TaskHubServicer:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
-    def Hello(self, req: Message, context: grpc.ServicerContext) -> Message:
+    @_inline
+    def Hello(self, req: Message, context: Call) -> Message:
         return empty_pb2.Empty()
 
-    def StartInstance(self, req: pb.CreateInstanceRequest, context: grpc.ServicerContext) -> Message:
+    @_waits
+    def StartInstance(self, req: pb.CreateInstanceRequest, context: Call) -> Message:
         scheduled = ts_ns(req.scheduledStartTimestamp) if req.HasField("scheduledStartTimestamp") else 0
         iid = self.engine.start_instance(
             instance_id=req.instanceId, name=req.name,
@@ -77,48 +101,53 @@ class TaskHubServicer:
                   f"the start of workflow instance '{iid}'")
         return pb.CreateInstanceResponse(instanceId=iid)
 
-    def GetInstance(self, req: pb.GetInstanceRequest, context: grpc.ServicerContext) -> Message:
+    def GetInstance(self, req: pb.GetInstanceRequest, context: Call) -> Message:
         view = self.engine.get_instance(req.instanceId)
         return _instance_response(view, with_payloads=req.getInputsAndOutputs)
 
-    def WaitForInstanceStart(self, req: pb.GetInstanceRequest, context: grpc.ServicerContext) -> Message:
+    @_waits
+    def WaitForInstanceStart(self, req: pb.GetInstanceRequest, context: Call) -> Message:
         view = _wait(self.engine, context, req.instanceId,
                      lambda v: v.status != pb.ORCHESTRATION_STATUS_PENDING,
                      f"the start of workflow instance '{req.instanceId}'")
         return _instance_response(view, with_payloads=req.getInputsAndOutputs)
 
-    def WaitForInstanceCompletion(self, req: pb.GetInstanceRequest, context: grpc.ServicerContext) -> Message:
+    @_waits
+    def WaitForInstanceCompletion(self, req: pb.GetInstanceRequest, context: Call) -> Message:
         view = _wait(self.engine, context, req.instanceId, lambda v: v.status in _TERMINAL,
                      f"the completion of workflow instance '{req.instanceId}'")
         return _instance_response(view, with_payloads=req.getInputsAndOutputs)
 
-    def RaiseEvent(self, req: pb.RaiseEventRequest, context: grpc.ServicerContext) -> Message:
+    def RaiseEvent(self, req: pb.RaiseEventRequest, context: Call) -> Message:
         self.engine.raise_event(iid=req.instanceId, name=req.name,
                                 input=req.input.value if req.HasField("input") else None)
         return pb.RaiseEventResponse()
 
-    def TerminateInstance(self, req: pb.TerminateRequest, context: grpc.ServicerContext) -> Message:
+    @_waits
+    def TerminateInstance(self, req: pb.TerminateRequest, context: Call) -> Message:
         self.engine.terminate(iid=req.instanceId, output=req.output.value if req.HasField("output") else None,
                               recursive=req.recursive)
         _wait(self.engine, context, req.instanceId, lambda v: v.status in _TERMINAL,
               f"the termination of workflow instance '{req.instanceId}'")
         return pb.TerminateResponse()
 
-    def SuspendInstance(self, req: pb.SuspendRequest, context: grpc.ServicerContext) -> Message:
+    @_waits
+    def SuspendInstance(self, req: pb.SuspendRequest, context: Call) -> Message:
         self.engine.suspend(iid=req.instanceId, reason=req.reason.value if req.HasField("reason") else None)
         _wait(self.engine, context, req.instanceId,
               lambda v: v.status == pb.ORCHESTRATION_STATUS_SUSPENDED or v.status in _TERMINAL,
               f"the suspension of workflow instance '{req.instanceId}'")
         return pb.SuspendResponse()
 
-    def ResumeInstance(self, req: pb.ResumeRequest, context: grpc.ServicerContext) -> Message:
+    @_waits
+    def ResumeInstance(self, req: pb.ResumeRequest, context: Call) -> Message:
         if self.engine.resume(iid=req.instanceId, reason=req.reason.value if req.HasField("reason") else None):
             _wait(self.engine, context, req.instanceId,
                   lambda v: v.status != pb.ORCHESTRATION_STATUS_SUSPENDED,
                   f"the resumption of workflow instance '{req.instanceId}'")
         return pb.ResumeResponse()
 
-    def PurgeInstances(self, req: pb.PurgeInstancesRequest, context: grpc.ServicerContext) -> Message:
+    def PurgeInstances(self, req: pb.PurgeInstancesRequest, context: Call) -> Message:
         which = req.WhichOneof("request")
         if which == "purgeInstanceFilter":
             raise _Abort(grpc.StatusCode.UNIMPLEMENTED,
@@ -128,34 +157,18 @@ class TaskHubServicer:
         count = self.engine.purge(iid=req.instanceId, recursive=req.recursive, force=req.force)
         return pb.PurgeInstancesResponse(deletedInstanceCount=count)
 
-    def GetWorkItems(self, req: pb.GetWorkItemsRequest, context: grpc.ServicerContext) -> Iterator[Message]:
-        stateful = pb.WORKER_CAPABILITY_STATEFUL_HISTORY in req.capabilities
-        sid = self.engine.open_stream(stateful=stateful)
-        # Runs when the client goes away, even while the generator is blocked in take().
-        context.add_callback(lambda: self.engine.close_stream(sid))
-        try:
-            while context.is_active():
-                try:
-                    item = self.engine.take(sid, timeout=1.0)
-                except ShuttingDown as exc:
-                    raise _Abort(grpc.StatusCode.CANCELLED, exc.message) from None
-                if item is not None:
-                    yield item
-        finally:
-            self.engine.close_stream(sid)
-
-    def CompleteActivityTask(self, req: pb.ActivityResponse, context: grpc.ServicerContext) -> Message:
+    def CompleteActivityTask(self, req: pb.ActivityResponse, context: Call) -> Message:
         self.engine.complete_activity(req)
         return pb.CompleteTaskResponse()
 
-    def CompleteWorkflowTask(self, req: pb.WorkflowResponse, context: grpc.ServicerContext) -> Message:
+    def CompleteWorkflowTask(self, req: pb.WorkflowResponse, context: Call) -> Message:
         self.engine.complete_turn(req)
         return pb.CompleteTaskResponse()
 
     # Deprecated alias with the same handler (R0.2): the Python SDKs call this one.
     CompleteOrchestratorTask = CompleteWorkflowTask
 
-    def RerunWorkflowFromEvent(self, req: pb.RerunWorkflowFromEventRequest, context: grpc.ServicerContext) -> Message:
+    def RerunWorkflowFromEvent(self, req: pb.RerunWorkflowFromEventRequest, context: Call) -> Message:
         new_id = self.engine.rerun(
             source=req.sourceInstanceID, event_id=req.eventID,
             new_iid=req.newInstanceID if req.HasField("newInstanceID") else None,
@@ -163,7 +176,7 @@ class TaskHubServicer:
             new_child_iid=req.newChildWorkflowInstanceID if req.HasField("newChildWorkflowInstanceID") else None)
         return pb.RerunWorkflowFromEventResponse(newInstanceID=new_id)
 
-    def ListInstanceIDs(self, req: pb.ListInstanceIDsRequest, context: grpc.ServicerContext) -> Message:
+    def ListInstanceIDs(self, req: pb.ListInstanceIDsRequest, context: Call) -> Message:
         ids, token = self.engine.list_instance_ids(
             page_size=req.pageSize if req.HasField("pageSize") else 0,
             token=req.continuationToken if req.HasField("continuationToken") else None)
@@ -172,7 +185,7 @@ class TaskHubServicer:
             resp.continuationToken = token
         return resp
 
-    def GetInstanceHistory(self, req: pb.GetInstanceHistoryRequest, context: grpc.ServicerContext) -> Message:
+    def GetInstanceHistory(self, req: pb.GetInstanceHistoryRequest, context: Call) -> Message:
         return pb.GetInstanceHistoryResponse(events=self.engine.history(req.instanceId))
 
 
@@ -211,7 +224,8 @@ class DaprWorkflowServicer:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
-    def StartWorkflow(self, req: rt.StartWorkflowRequest, context: grpc.ServicerContext) -> Message:
+    @_waits
+    def StartWorkflow(self, req: rt.StartWorkflowRequest, context: Call) -> Message:
         if not req.workflow_name:
             raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, "StartWorkflow needs workflow_name")
         iid = self.engine.start_instance(instance_id=req.instance_id, name=req.workflow_name,
@@ -220,7 +234,7 @@ class DaprWorkflowServicer:
               f"the start of workflow instance '{iid}'")
         return rt.StartWorkflowResponse(instance_id=iid)
 
-    def GetWorkflow(self, req: rt.GetWorkflowRequest, context: grpc.ServicerContext) -> Message:
+    def GetWorkflow(self, req: rt.GetWorkflowRequest, context: Call) -> Message:
         view = self.engine.get_instance(req.instance_id)
         if view is None:
             raise _Abort(grpc.StatusCode.NOT_FOUND, f"workflow instance '{req.instance_id}' not found")
@@ -240,32 +254,35 @@ class DaprWorkflowServicer:
             props["dapr.workflow.failure.error_message"] = view.failure.errorMessage
         return resp
 
-    def TerminateWorkflow(self, req: rt.TerminateWorkflowRequest, context: grpc.ServicerContext) -> Message:
+    @_waits
+    def TerminateWorkflow(self, req: rt.TerminateWorkflowRequest, context: Call) -> Message:
         self.engine.terminate(iid=req.instance_id, output=None, recursive=True)
         _wait(self.engine, context, req.instance_id, lambda v: v.status in _TERMINAL,
               f"the termination of workflow instance '{req.instance_id}'")
         return empty_pb2.Empty()
 
-    def RaiseEventWorkflow(self, req: rt.RaiseEventWorkflowRequest, context: grpc.ServicerContext) -> Message:
+    def RaiseEventWorkflow(self, req: rt.RaiseEventWorkflowRequest, context: Call) -> Message:
         data = _utf8(req.event_data, "event_data")
         self.engine.raise_event(iid=req.instance_id, name=req.event_name, input=data or None)
         return empty_pb2.Empty()
 
-    def PauseWorkflow(self, req: rt.PauseWorkflowRequest, context: grpc.ServicerContext) -> Message:
+    @_waits
+    def PauseWorkflow(self, req: rt.PauseWorkflowRequest, context: Call) -> Message:
         self.engine.suspend(iid=req.instance_id, reason=None)
         _wait(self.engine, context, req.instance_id,
               lambda v: v.status == pb.ORCHESTRATION_STATUS_SUSPENDED or v.status in _TERMINAL,
               f"the suspension of workflow instance '{req.instance_id}'")
         return empty_pb2.Empty()
 
-    def ResumeWorkflow(self, req: rt.ResumeWorkflowRequest, context: grpc.ServicerContext) -> Message:
+    @_waits
+    def ResumeWorkflow(self, req: rt.ResumeWorkflowRequest, context: Call) -> Message:
         if self.engine.resume(iid=req.instance_id, reason=None):
             _wait(self.engine, context, req.instance_id,
                   lambda v: v.status != pb.ORCHESTRATION_STATUS_SUSPENDED,
                   f"the resumption of workflow instance '{req.instance_id}'")
         return empty_pb2.Empty()
 
-    def PurgeWorkflow(self, req: rt.PurgeWorkflowRequest, context: grpc.ServicerContext) -> Message:
+    def PurgeWorkflow(self, req: rt.PurgeWorkflowRequest, context: Call) -> Message:
         self.engine.purge(iid=req.instance_id, recursive=True, force=False)
         return empty_pb2.Empty()
 
@@ -282,27 +299,104 @@ _CODES = {name: getattr(grpc.StatusCode, name) for name in (
     "UNKNOWN")}
 
 
-def _handlers(table: ServiceTable, servicer: Any, api_token: str | None,
-              stem: Callable[[str], str]) -> grpc.GenericRpcHandler:
-    handlers: dict[str, grpc.RpcMethodHandler] = {}
-    for method in table.methods.values():
-        fn = getattr(servicer, stem(method.name))
-        if method.kind is Kind.SERVER_STREAM:
-            handlers[method.name] = grpc.unary_stream_rpc_method_handler(
-                _wrap_stream(fn, method.request, api_token))
-        else:
-            handlers[method.name] = grpc.unary_unary_rpc_method_handler(
-                _wrap_unary(fn, method.request, api_token))
-    return grpc.method_handlers_generic_handler(table.name, handlers)
+class _Edge:
+    """The asyncio side of every RPC: check the API token, then hand the call to the engine."""
 
+    def __init__(self, *, engine: Engine, loop: asyncio.AbstractEventLoop, api_token: str | None,
+                 max_message_bytes: int, quick: futures.ThreadPoolExecutor,
+                 waiting: futures.ThreadPoolExecutor) -> None:
+        self.engine = engine
+        self.loop = loop
+        self.api_token = api_token
+        self.max_message_bytes = max_message_bytes
+        self.quick = quick
+        self.waiting = waiting
+        self.pump = WorkItemPump(engine, loop)
 
-def _prepare(raw: bytes, request_type: type[Message], context: grpc.ServicerContext,
-             api_token: str | None) -> Message:
-    if api_token is not None:
-        sent = dict(context.invocation_metadata()).get(TOKEN_HEADER)
-        if sent != api_token:
+    def handlers(self, table: ServiceTable, servicer: Any, stem: Callable[[str], str]) -> grpc.GenericRpcHandler:
+        handlers: dict[str, grpc.RpcMethodHandler] = {}
+        for method in table.methods.values():
+            if method.kind is Kind.SERVER_STREAM:  # GetWorkItems, the only stream of either service
+                handlers[method.name] = grpc.unary_stream_rpc_method_handler(self._work_items(method.request))
+            else:
+                fn = getattr(servicer, stem(method.name))
+                handlers[method.name] = grpc.unary_unary_rpc_method_handler(
+                    self._unary(method.name, fn, method.request))
+        return grpc.method_handlers_generic_handler(table.name, handlers)
+
+    def _check_token(self, context: grpc.aio.ServicerContext) -> None:
+        if self.api_token is None:
+            return
+        sent = dict(context.invocation_metadata() or ()).get(TOKEN_HEADER)
+        if not isinstance(sent, str) or not hmac.compare_digest(sent.encode(), self.api_token.encode()):
             raise _Abort(grpc.StatusCode.UNAUTHENTICATED,
                          f"missing or invalid '{TOKEN_HEADER}' metadata; this sidecar was started with an API token")
+
+    def _unary(self, name: str, fn: Callable[[Any, Call], Message], request_type: type[Message],
+               ) -> Callable[[bytes, grpc.aio.ServicerContext], Awaitable[bytes]]:
+        pool = self.waiting if getattr(fn, "waits", False) else self.quick
+
+        def run(raw: bytes, call: Call) -> bytes:
+            reply = fn(_parse(raw, request_type), call).SerializeToString(deterministic=True)  # maps in key order
+            if len(reply) > self.max_message_bytes:
+                raise _Abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                             f"the answer to {name} is {len(reply)} bytes, more than this sidecar's "
+                             f"--max-message-bytes {self.max_message_bytes}; ask for less (e.g. without inputs "
+                             "and outputs) or raise the limit on both sides")
+            return reply
+
+        inline = getattr(fn, "inline", False)
+
+        async def handler(raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
+            try:
+                self._check_token(context)
+                if inline:
+                    return run(raw, Call(context))
+                return await self.loop.run_in_executor(pool, run, raw, Call(context))
+            except Exception as exc:  # noqa: BLE001 - every failure becomes a status, never a crash
+                failure = _translate(exc)
+            await context.abort(failure.code, failure.message)
+            raise AssertionError("unreachable")
+
+        return handler
+
+    def _work_items(self, request_type: type[Message],
+                    ) -> Callable[[bytes, grpc.aio.ServicerContext], Awaitable[None]]:
+        engine = self.engine
+
+        async def handler(raw: bytes, context: grpc.aio.ServicerContext) -> None:
+            failure: _Abort | None = None
+            sid: int | None = None
+            try:
+                self._check_token(context)
+                req = _parse(raw, request_type)
+                stateful = pb.WORKER_CAPABILITY_STATEFUL_HISTORY in req.capabilities
+                sid = await self.loop.run_in_executor(
+                    self.quick, functools.partial(engine.open_stream, stateful=stateful))
+                while True:
+                    item = await self.pump.next_item(sid)
+                    try:
+                        await context.write(item)
+                    except Exception:  # noqa: BLE001 - the client went away or refused the item
+                        log.info("work item stream %s ended while a work item was sent; it is redelivered", sid)
+                        # Ends the call as cancelled: returning would make grpc send a status on a dead call.
+                        raise asyncio.CancelledError() from None
+            except ShuttingDown as exc:
+                failure = _Abort(grpc.StatusCode.CANCELLED, exc.message)
+            except Exception as exc:  # noqa: BLE001
+                failure = _translate(exc)
+            finally:
+                if sid is not None:
+                    # Not awaited: this also runs when the stream is cancelled. The engine then
+                    # redelivers whatever was out on the stream.
+                    self.loop.run_in_executor(self.quick, engine.close_stream, sid)
+            if failure is not None:
+                await context.abort(failure.code, failure.message)
+
+        return handler
+
+
+def _parse(raw: bytes, request_type: type[Message]) -> Message:
     try:
         return request_type.FromString(raw)
     except (DecodeError, ValueError, RuntimeError) as exc:
@@ -320,42 +414,21 @@ def _translate(exc: BaseException) -> _Abort:
     return _Abort(grpc.StatusCode.INTERNAL, f"internal error in the reference sidecar: {exc!r} (see its log)")
 
 
-def _wrap_unary(fn: Callable[[Any, grpc.ServicerContext], Message], request_type: type[Message],
-                api_token: str | None) -> Callable[[bytes, grpc.ServicerContext], bytes]:
-    def handler(raw: bytes, context: grpc.ServicerContext) -> bytes:
-        try:
-            return fn(_prepare(raw, request_type, context, api_token), context).SerializeToString()
-        except Exception as exc:  # noqa: BLE001 - every failure becomes a status, never a crash
-            failure = _translate(exc)
-        context.abort(failure.code, failure.message)
-        raise AssertionError("unreachable")
-
-    return handler
-
-
-def _wrap_stream(fn: Callable[[Any, grpc.ServicerContext], Iterator[Message]], request_type: type[Message],
-                 api_token: str | None) -> Callable[[bytes, grpc.ServicerContext], Iterator[bytes]]:
-    def handler(raw: bytes, context: grpc.ServicerContext) -> Iterator[bytes]:
-        failure: _Abort | None = None
-        try:
-            for item in fn(_prepare(raw, request_type, context, api_token), context):
-                yield item.SerializeToString()
-        except Exception as exc:  # noqa: BLE001
-            failure = _translate(exc)
-        if failure is not None:
-            context.abort(failure.code, failure.message)
-
-    return handler
+# Threads for unary calls that do not wait; a GetInstance needs one only for a moment.
+_QUICK_THREADS = 32
 
 
 @dataclass
 class SidecarServer:
     """A running reference sidecar (in-process). Use `SidecarServer.start(...)`."""
 
-    server: grpc.Server
+    server: grpc.aio.Server
     engine: Engine
     host: str
     port: int
+    _loop: asyncio.AbstractEventLoop = field(repr=False)
+    _loop_thread: threading.Thread = field(repr=False)
+    _edge: _Edge = field(repr=False)
 
     @property
     def address(self) -> str:
@@ -364,41 +437,61 @@ class SidecarServer:
     @classmethod
     def start(cls, *, host: str = "127.0.0.1", port: int = 0, db: str = ":memory:",
               api_token: str | None = None, activity_lease: float | None = None,
-              max_payload: int | None = None, clock: str = "real", max_workers: int = 512,
+              max_payload: int | None = None, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+              strict_tokens: bool = False, clock: str = "real", max_workers: int = 512,
               engine_class: type[Engine] = Engine) -> "SidecarServer":
-        """`engine_class` lets the harness's tests run deliberately broken engines (mutants)."""
+        """`engine_class` lets the harness's tests run deliberately broken engines (mutants).
+
+        `max_message_bytes` bounds every gRPC message both ways: a bigger request is refused
+        with RESOURCE_EXHAUSTED before it is read, and a workflow whose turn would not fit
+        stalls with PAYLOAD_SIZE_EXCEEDED instead of being dispatched. `max_workers` bounds the
+        calls that wait for an instance at once; work-item streams take no thread.
+        """
         if clock not in ("real", "virtual"):
             raise ValueError(f"unknown clock {clock!r}; known: real, virtual")
+        if max_message_bytes <= 0:
+            raise ValueError(f"max_message_bytes must be greater than 0, not {max_message_bytes}")
         engine = engine_class(store=open_store(db), clock=VirtualClock() if clock == "virtual" else RealClock(),
-                              config=EngineConfig(activity_lease_s=activity_lease, max_payload=max_payload))
-        limit = max(64 * 1024 * 1024, 2 * (max_payload or 0))
-        server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="sidecar-rpc"),
-            options=[
-                ("grpc.max_receive_message_length", limit),
-                ("grpc.max_send_message_length", limit),
+                              config=EngineConfig(activity_lease_s=activity_lease, max_payload=max_payload,
+                                                  max_message_bytes=max_message_bytes,
+                                                  strict_tokens=strict_tokens))
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(target=loop.run_forever, name="sidecar-grpc-loop", daemon=True)
+        thread.start()
+        edge = _Edge(engine=engine, loop=loop, api_token=api_token, max_message_bytes=max_message_bytes,
+                     quick=futures.ThreadPoolExecutor(max_workers=_QUICK_THREADS, thread_name_prefix="sidecar-rpc"),
+                     waiting=futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="sidecar-wait"))
+
+        async def serve() -> tuple[grpc.aio.Server, int]:
+            server = grpc.aio.server(options=[
+                ("grpc.max_receive_message_length", max_message_bytes),
+                ("grpc.max_send_message_length", max_message_bytes),
                 # The Dapr SDKs send HTTP/2 pings every 30 s even when idle (sdk-wire-behaviour.md §2.2).
                 ("grpc.keepalive_permit_without_calls", 1),
                 ("grpc.http2.min_recv_ping_interval_without_data_ms", 5000),
                 ("grpc.http2.max_ping_strikes", 0),
                 ("grpc.so_reuseport", 0),
-            ],
-        )
-        server.add_generic_rpc_handlers([
-            _handlers(TASKHUB, TaskHubServicer(engine), api_token, stem=lambda n: n),
-            _handlers(DAPR_WORKFLOW, DaprWorkflowServicer(engine), api_token,
-                      stem=lambda n: n.removesuffix("Beta1").removesuffix("Alpha1")),
-        ])
-        try:
-            bound = server.add_insecure_port(f"{host}:{port}")
-        except RuntimeError:  # grpcio raises where older versions returned 0
-            bound = 0
+            ])
+            server.add_generic_rpc_handlers([
+                edge.handlers(TASKHUB, TaskHubServicer(engine), stem=lambda n: n),
+                edge.handlers(DAPR_WORKFLOW, DaprWorkflowServicer(engine),
+                              stem=lambda n: n.removesuffix("Beta1").removesuffix("Alpha1")),
+            ])
+            try:
+                bound = server.add_insecure_port(f"{host}:{port}")
+            except RuntimeError:  # grpcio raises where older versions returned 0
+                bound = 0
+            if bound:
+                await server.start()
+            return server, bound
+
+        server, bound = asyncio.run_coroutine_threadsafe(serve(), loop).result(timeout=60)
         if bound == 0:
+            _shutdown(edge, loop, thread)
             engine.close()
             raise OSError(f"cannot listen on {host}:{port}: the address is in use or not available here")
         engine.start()
-        server.start()
-        return cls(server=server, engine=engine, host=host, port=bound)
+        return cls(server=server, engine=engine, host=host, port=bound, _loop=loop, _loop_thread=thread, _edge=edge)
 
     def stop(self, grace: float = 2.0) -> None:
         """Stop serving: open streams end with CANCELLED "shutting down", then the store closes."""
@@ -408,8 +501,23 @@ class SidecarServer:
             self.engine.close()
             done.set()
 
-        closer = threading.Thread(target=_close_engine, daemon=True)
         # Close the engine first so blocked streams and waits return at once.
-        closer.start()
-        self.server.stop(grace).wait(grace + 5)
+        self._edge.pump.close()
+        threading.Thread(target=_close_engine, daemon=True).start()
+        try:
+            asyncio.run_coroutine_threadsafe(self.server.stop(grace), self._loop).result(timeout=grace + 5)
+        except (futures.TimeoutError, RuntimeError):
+            log.warning("the gRPC server did not stop within %.1fs", grace + 5)
         done.wait(10)
+        _shutdown(self._edge, self._loop, self._loop_thread)
+
+
+def _shutdown(edge: _Edge, loop: asyncio.AbstractEventLoop, thread: threading.Thread) -> None:
+    edge.pump.close()
+    edge.pump.join(5)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(5)
+    if not thread.is_alive():
+        loop.close()
+    edge.quick.shutdown(wait=False, cancel_futures=True)
+    edge.waiting.shutdown(wait=False, cancel_futures=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import heapq
+import hmac
 import logging
 import threading
 import time
@@ -25,9 +26,10 @@ from fake_sidecar.engine.clock import Clock
 from fake_sidecar.engine.model import (
     NEVER_NS, Instance, InstanceView, InboxEntry, PendingActivity, Stream, Turn, ts, ts_ns,
 )
+from fake_sidecar.engine.refusals import RefusalTracker
 from fake_sidecar.engine.store import LoadedInstance, MemoryStore, SqliteStore, Tx
 from fake_sidecar.engine.turns import (
-    ABANDON, STALL, Outcome, absorb, decide_turn, describe_oversize, first_version_name, payload_size,
+    ABANDON, STALL, Outcome, PayloadLimit, absorb, decide_turn, first_version_name, payload_size,
     resolution_key, status_name,
 )
 
@@ -43,6 +45,16 @@ _IDLE_JUMP_NS = 50_000_000  # virtual clock: stay idle this long before jumping 
 class EngineConfig:
     activity_lease_s: float | None = None
     max_payload: int | None = None
+    # The transport's message limit: nothing bigger may be dispatched, or the worker refuses it
+    # and gets it again on every reconnect (issue 11).
+    max_message_bytes: int | None = None
+    strict_tokens: bool = False  # refuse completions without a token (see _token_ok)
+
+    def payload_limit(self) -> PayloadLimit | None:
+        """The tighter of --max-payload and --max-message-bytes, named by its flag."""
+        limits = [PayloadLimit(limit=n, flag=flag) for n, flag in
+                  ((self.max_payload, "--max-payload"), (self.max_message_bytes, "--max-message-bytes")) if n]
+        return min(limits, key=lambda lim: lim.limit) if limits else None
 
 
 @dataclass
@@ -62,6 +74,7 @@ class Engine:
         self.store = store
         self.clock = clock
         self.config = config
+        self._payload = config.payload_limit()
         self.counters = Counters()
         self._lock = threading.RLock()
         self._work = threading.Condition(self._lock)
@@ -77,6 +90,7 @@ class Engine:
         self._closed = False
         self._ticker: threading.Thread | None = None
         self._vectors: dict[str, _Vector] = {}
+        self._refusals = RefusalTracker()
         self._load()
 
     # ----------------------------------------------------------------- lifecycle
@@ -637,17 +651,38 @@ class Engine:
         if kind == "wf" and inst.turn is not None and inst.turn.stream == sid:
             inst.turn = None
             self.counters.abandoned_turns += 1
+            self._refusals.lost((kind, inst.iid, 0))
             self._maybe_queue(inst)
         elif kind == "act":
             act = inst.activities.get(task_id)
             if act is not None and act.stream == sid:
                 self.counters.redispatched_activities += 1
+                self._refusals.lost((kind, inst.iid, task_id))
                 self._queue_activity(inst, act)
 
-    @staticmethod
-    def _token_ok(current: str | None, sent: str) -> bool:
-        """An empty token is accepted (legacy workers); any other must be the current dispatch's."""
-        return not sent or sent == current
+    def _refused(self, inst: Instance, key: tuple[str, str, int], size: int) -> bool:
+        """Hold back a big item that its streams kept dropping unanswered (see refusals.py)."""
+        held = self._refusals.dispatching(key, size, limit=self.config.max_message_bytes)
+        if held is not None:
+            self._stall(inst, (pb.PAYLOAD_SIZE_EXCEEDED, held))
+        return held is not None
+
+    def _token_ok(self, current: str | None, sent: str) -> bool:
+        """Any non-empty token must be the current dispatch's (compared in constant time).
+
+        An empty token is accepted (legacy workers lack the field; durabletask-go and daprd accept
+        it too) unless the engine runs with strict_tokens: then it is refused like a stale one.
+        """
+        if not sent:
+            return not self.config.strict_tokens
+        return current is not None and hmac.compare_digest(sent.encode(), current.encode())
+
+    def _ignore_completion(self, what: str, sent: str) -> None:
+        if sent:
+            log.info("ignored stale %s (zombie token)", what)
+        else:
+            log.warning("ignored %s without a completionToken (--strict-tokens); a worker that lacks the "
+                        "field needs a sidecar without --strict-tokens", what)
 
     @staticmethod
     def _duplicate(inst: Instance, key: tuple[str, int], seen: set[tuple[str, int]]) -> bool:
@@ -696,6 +731,8 @@ class Engine:
                 if act is None or not act.queued:
                     continue
                 act.queued = False
+                if self._refused(inst, ("act", iid, task_id), act.request.ByteSize()):
+                    continue
                 return self._dispatch_activity(sid, inst, act)
             if not inst.queued:
                 continue
@@ -726,11 +763,10 @@ class Engine:
         if inst.terminal:
             self._drop_for_terminal(inst, visible)
             return None
-        if self.config.max_payload:
-            size = payload_size(inst)
-            if size > 0.95 * self.config.max_payload:
-                self._stall(inst, (pb.PAYLOAD_SIZE_EXCEEDED, describe_oversize(size, self.config.max_payload)))
-                return None
+        oversize = self._payload.workflow_oversize(payload_size(inst)) if self._payload else None
+        if oversize is not None:
+            self._stall(inst, (pb.PAYLOAD_SIZE_EXCEEDED, oversize))
+            return None
         ws = pb.HistoryEvent(eventId=-1, timestamp=ts(self.now()))
         ws.workflowStarted.SetInParent()
         delivered: list[pb.HistoryEvent] = [ws]
@@ -763,6 +799,14 @@ class Engine:
         else:
             req.pastEvents.extend(past)
         req.newEvents.extend(delivered)
+        # The message as sent (framing included) must fit too, or the worker refuses it on every dispatch.
+        size = req.ByteSize() + len(token) + 8
+        oversize = self._payload.workflow_oversize(size) if self._payload else None
+        if oversize is not None:
+            self._stall(inst, (pb.PAYLOAD_SIZE_EXCEEDED, oversize))
+            return None
+        if self._refused(inst, ("wf", inst.iid, 0), size):
+            return None
         if stream.stateful:
             stream.warm[inst.iid] = len(past)
         inst.turn = Turn(token=token, stream=sid, new_events=delivered, consumed=consumed, past_len=len(past))
@@ -802,7 +846,8 @@ class Engine:
                 return "unknown"
             if not self._token_ok(act.token, resp.completionToken):
                 self.counters.zombie_activity += 1
-                log.info("ignored stale CompleteActivityTask for %s/%s (zombie token)", resp.instanceId, resp.taskId)
+                self._ignore_completion(f"CompleteActivityTask for {resp.instanceId}/{resp.taskId}",
+                                        resp.completionToken)
                 return "stale"
             ev = pb.HistoryEvent(eventId=-1, timestamp=ts(self.now()))
             if resp.HasField("failureDetails"):
@@ -814,6 +859,7 @@ class Engine:
                 if resp.HasField("result"):
                     ev.taskCompleted.result.CopyFrom(resp.result)
                 ev.taskCompleted.taskExecutionId = act.request.taskExecutionId
+            self._refusals.answered(("act", inst.iid, resp.taskId))
             tx = Tx()
             del inst.activities[resp.taskId]
             tx.activity_delete.append((inst.iid, resp.taskId))
@@ -841,9 +887,10 @@ class Engine:
             turn = inst.turn
             if not self._token_ok(turn.token, resp.completionToken):
                 self.counters.zombie_turn += 1
-                log.info("ignored stale CompleteWorkflowTask for %s (zombie token)", resp.instanceId)
+                self._ignore_completion(f"CompleteWorkflowTask for {resp.instanceId}", resp.completionToken)
                 return "stale"
             inst.turn = None
+            self._refusals.answered(("wf", inst.iid, 0))
             if turn.stream in self._streams:
                 self._streams[turn.stream].out.discard(("wf", inst.iid, 0))
             try:
@@ -858,13 +905,11 @@ class Engine:
                 assert outcome.stall is not None
                 self._stall(inst, outcome.stall)
                 return "stalled"
-            if self.config.max_payload:
+            if self._payload:
                 for req in outcome.activities:
-                    if req.ByteSize() > 0.95 * self.config.max_payload:
-                        desc = (f"activity '{req.name}::{req.taskId}' payload {req.ByteSize()} bytes exceeds 95% "
-                                f"of max gRPC body size {self.config.max_payload} bytes; increase --max-payload "
-                                "and restart to resume")
-                        self._stall(inst, (pb.PAYLOAD_SIZE_EXCEEDED, desc))
+                    oversize = self._payload.activity_oversize(req)
+                    if oversize is not None:
+                        self._stall(inst, (pb.PAYLOAD_SIZE_EXCEEDED, oversize))
                         return "stalled"
             self._apply(inst, turn, outcome)
             return "applied"

@@ -358,9 +358,26 @@ def payload_size(inst: Instance) -> int:
     return sum(e.ByteSize() for e in inst.history) + sum(e.event.ByteSize() for e in inst.inbox)
 
 
-def describe_oversize(size: int, limit: int) -> str:
-    return (f"Workflow payload size {size} bytes exceeds 95% of max gRPC body size {limit} bytes; "
-            "increase --max-payload and restart to resume")
+@dataclass(frozen=True)
+class PayloadLimit:
+    """The PAYLOAD_SIZE_EXCEEDED rule (daprd's 95 % of --max-body-size) and the flag that sets it."""
+
+    limit: int
+    flag: str
+
+    def workflow_oversize(self, size: int) -> str | None:
+        """The stall description when a turn of `size` bytes is too big to dispatch, else None."""
+        if size <= 0.95 * self.limit:
+            return None
+        return (f"Workflow payload size {size} bytes exceeds 95% of max gRPC body size {self.limit} bytes; "
+                f"increase {self.flag} and restart to resume")
+
+    def activity_oversize(self, req: pb.ActivityRequest) -> str | None:
+        size = req.ByteSize()
+        if size <= 0.95 * self.limit:
+            return None
+        return (f"activity '{req.name}::{req.taskId}' payload {size} bytes exceeds 95% of max gRPC body size "
+                f"{self.limit} bytes; increase {self.flag} and restart to resume")
 
 
 def status_name(value: int) -> str:

@@ -261,10 +261,11 @@ def raw_payloads(cls: type[Message]) -> st.SearchStrategy[bytes]:
 
 # ----------------------------------------------------------------------------- environment
 
-# Random histories can hold many huge strings: read up to what the sidecar may send (64 MiB),
-# not gRPC's default 4 MiB, so a big reply is not mistaken for a broken server.
-BIG = [("grpc.max_receive_message_length", 64 * 1024 * 1024),
-       ("grpc.max_send_message_length", 64 * 1024 * 1024)]
+# Random histories can hold many huge strings: the fuzzed sidecar allows 64 MiB messages (not
+# its 4 MiB default; test_hostile.py tests that limit) and the client reads as much, so a big
+# history is not mistaken for a broken server.
+BIG_BYTES = 64 * 1024 * 1024
+BIG = [("grpc.max_receive_message_length", BIG_BYTES), ("grpc.max_send_message_length", BIG_BYTES)]
 
 
 class BigWorker(RawWorker):
@@ -384,7 +385,7 @@ def seed(env: Env) -> None:
 
 
 def make_env(tmp_path: Path, *, seeded: bool, db: str | None = None) -> Env:
-    srv = SidecarServer.start(port=0, db=db or str(tmp_path / "fuzz.db"))
+    srv = SidecarServer.start(port=0, db=db or str(tmp_path / "fuzz.db"), max_message_bytes=BIG_BYTES)
     channel = grpc.insecure_channel(srv.address, options=BIG)
     env = Env(srv=srv, channel=channel, client=TaskHubClient(channel), dapr=DaprWorkflowClient(channel))
     if seeded:
