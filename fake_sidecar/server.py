@@ -24,7 +24,7 @@ from taskhub_wire.rpc import DAPR_WORKFLOW, TASKHUB, Kind, ServiceTable
 
 from fake_sidecar.engine import Engine, EngineConfig, EngineError, RealClock, VirtualClock
 from fake_sidecar.engine.errors import ShuttingDown
-from fake_sidecar.engine.model import InstanceView, ts, ts_ns
+from fake_sidecar.engine.model import InstanceView, ts, ts_ns, wire
 from fake_sidecar.engine.store import open_store
 from fake_sidecar.engine.turns import status_name
 
@@ -279,7 +279,7 @@ def _utf8(data: bytes, field: str) -> str:
 
 _CODES = {name: getattr(grpc.StatusCode, name) for name in (
     "NOT_FOUND", "ALREADY_EXISTS", "INVALID_ARGUMENT", "FAILED_PRECONDITION", "UNIMPLEMENTED", "CANCELLED",
-    "UNKNOWN")}
+    "RESOURCE_EXHAUSTED", "UNAVAILABLE", "DATA_LOSS", "UNKNOWN")}
 
 
 def _handlers(table: ServiceTable, servicer: Any, api_token: str | None,
@@ -324,7 +324,7 @@ def _wrap_unary(fn: Callable[[Any, grpc.ServicerContext], Message], request_type
                 api_token: str | None) -> Callable[[bytes, grpc.ServicerContext], bytes]:
     def handler(raw: bytes, context: grpc.ServicerContext) -> bytes:
         try:
-            return fn(_prepare(raw, request_type, context, api_token), context).SerializeToString()
+            return wire(fn(_prepare(raw, request_type, context, api_token), context))
         except Exception as exc:  # noqa: BLE001 - every failure becomes a status, never a crash
             failure = _translate(exc)
         context.abort(failure.code, failure.message)
@@ -339,7 +339,7 @@ def _wrap_stream(fn: Callable[[Any, grpc.ServicerContext], Iterator[Message]], r
         failure: _Abort | None = None
         try:
             for item in fn(_prepare(raw, request_type, context, api_token), context):
-                yield item.SerializeToString()
+                yield wire(item)
         except Exception as exc:  # noqa: BLE001
             failure = _translate(exc)
         if failure is not None:

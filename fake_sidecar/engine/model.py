@@ -7,7 +7,7 @@ goes through `InstanceView` (frozen).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -23,6 +23,13 @@ TERMINAL = frozenset({
     pb.ORCHESTRATION_STATUS_TERMINATED,
     pb.ORCHESTRATION_STATUS_CANCELED,
 })
+
+
+def wire(msg: Any) -> bytes:
+    """The bytes of `msg`, map entries in key order. Plain serialisation writes a map in the order of
+    its hash table, which differs between a message built by insertion and the same message parsed
+    back from the database: the same committed event would change bytes across a restart."""
+    return msg.SerializeToString(deterministic=True)
 
 
 def ts(ns: int) -> Any:
@@ -65,6 +72,12 @@ class Turn:
     past_len: int
 
 
+# `history` and what `absorb` derives from it: a cold instance (restored without its history,
+# so that a restart reads no history at all) loads them on first use.
+HISTORY_FIELDS = frozenset({"history", "started", "completed", "suspended", "resolved", "opened",
+                            "timer_event_names", "children", "patches"})
+
+
 @dataclass
 class Instance:
     iid: str
@@ -96,6 +109,41 @@ class Instance:
     parked: bool = False
     retries: int = 0
     retry_at: int = 0
+
+    def cool(self, warm: Callable[["Instance"], None]) -> None:
+        """Forget the history fields; the first read of one calls `warm(self)`, which must call `warm_up`."""
+        for name in HISTORY_FIELDS:
+            self.__dict__.pop(name, None)
+        self.__dict__["_warm"] = warm
+
+    @property
+    def cold(self) -> bool:
+        return "_warm" in self.__dict__
+
+    def warm_up(self, events: list[pb.HistoryEvent], absorb: Callable[["Instance", pb.HistoryEvent], None]) -> None:
+        """Fill the history fields of a cold instance from its committed `events`."""
+        self.__dict__.pop("_warm", None)
+        for name, value in _fresh_history_fields().items():
+            self.__dict__[name] = value
+        # The stored meta is written with every commit: it already holds what absorbing gives.
+        keep = self.stalled, self.continuing
+        for ev in events:
+            self.history.append(ev)
+            absorb(self, ev)
+        self.stalled, self.continuing = keep
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for attributes that are not set: the history fields of a cold instance.
+        warm = self.__dict__.get("_warm")
+        if warm is None or name not in HISTORY_FIELDS:
+            raise AttributeError(f"'Instance' object has no attribute {name!r}")
+        warm(self)  # fills the fields, or raises (a clean store error) leaving the instance cold
+        return self.__dict__[name]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in HISTORY_FIELDS and name not in self.__dict__ and "_warm" in self.__dict__:
+            getattr(self, name)  # warm up first, or the other fields would overwrite this one later
+        object.__setattr__(self, name, value)
 
     def meta(self) -> dict[str, Any]:
         return {
@@ -131,6 +179,12 @@ class Instance:
             if entry.event.HasField("executionStarted"):
                 return entry.event
         return None
+
+
+def _fresh_history_fields() -> dict[str, Any]:
+    return {"history": [], "started": False, "completed": None, "suspended": False, "resolved": set(),
+            "opened": {"task": set(), "timer": set(), "child": set()}, "timer_event_names": {},
+            "children": [], "patches": []}
 
 
 @dataclass(frozen=True)

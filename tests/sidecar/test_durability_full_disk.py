@@ -1,0 +1,131 @@
+"""A full disk: a refused write reaches the caller as RESOURCE_EXHAUSTED with SQLite's own message,
+memory stays exactly as the database, and a restart shows what callers were told.
+
+The database lives on a 3 MB tmpfs when this process may mount one (root); otherwise on the
+ordinary disk with SQLite's `PRAGMA max_page_count`, which fails writes with the same
+SQLITE_FULL ("database or disk is full"). The test names the variant it ran in its output.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import pytest
+
+from fake_sidecar.engine import Engine, RealClock
+from fake_sidecar.engine.errors import StoreFull
+from fake_sidecar.engine.store import SqliteStore
+from fake_sidecar.server import SidecarServer
+from taskhub_wire import pb
+from taskhub_wire.rpc import TaskHubClient
+
+PAYLOAD = "x" * 100_000
+STARTS = 60
+PAGE_LIMIT = 700  # pages of 4 KiB: about 2.8 MB, like the tmpfs
+
+
+@dataclass(frozen=True)
+class SmallDisk:
+    db: Path
+    tmpfs: bool
+
+    def limit(self, store: SqliteStore) -> None:
+        """Cap the database where no tmpfs does it."""
+        if not self.tmpfs:
+            store._db.execute(f"PRAGMA max_page_count = {PAGE_LIMIT}")
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[SmallDisk]:
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    mounted = False
+    if os.geteuid() == 0:
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mnt)],
+                              capture_output=True, text=True)
+        mounted = done.returncode == 0
+    print(f"full disk simulated with {'a 3 MB tmpfs' if mounted else 'PRAGMA max_page_count'}")
+    try:
+        yield SmallDisk(db=mnt / "s.db", tmpfs=mounted)
+    finally:
+        if mounted:
+            subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def _open(disk: SmallDisk) -> Engine:
+    store = SqliteStore(disk.db)
+    disk.limit(store)
+    return Engine(store=store, clock=RealClock())
+
+
+def test_a_refused_start_is_not_reported_and_a_restart_shows_what_callers_were_told(small_disk: SmallDisk) -> None:
+    engine = _open(small_disk)
+    started: list[str] = []
+    refused: dict[str, StoreFull] = {}
+    try:
+        for i in range(STARTS):
+            iid = f"big-{i:02d}"
+            try:
+                engine.start_instance(instance_id=iid, name="wf", input=PAYLOAD,
+                                      scheduled_start_ns=engine.clock.now_ns() + 3600 * 10**9)
+            except StoreFull as exc:
+                refused[iid] = exc
+            else:
+                started.append(iid)
+        assert refused, f"all {STARTS} starts of 100 KB fitted; the disk was not filled"
+        assert started, "not one start fitted on the disk"
+        for iid, exc in refused.items():
+            assert "database or disk is full" in exc.message, exc.message
+            assert engine.get_instance(iid) is None, f"{iid}: its start was refused, yet GetInstance reports it"
+        for iid in started:
+            view = engine.get_instance(iid)
+            assert view is not None and view.input == PAYLOAD, f"{iid}: its start was acknowledged, yet it is gone"
+        assert sorted(engine.instance_ids()) == sorted(started)
+    finally:
+        engine.close()
+    again = _open(small_disk)
+    try:
+        assert sorted(again.instance_ids()) == sorted(started), "after a restart the state is not what callers were told"
+        for iid in started:
+            view = again.get_instance(iid)
+            assert view is not None and view.input == PAYLOAD
+    finally:
+        again.close()
+
+
+def test_start_instance_on_a_full_disk_answers_resource_exhausted_with_sqlite_s_message(small_disk: SmallDisk) -> None:
+    server = SidecarServer.start(port=0, db=str(small_disk.db))
+    assert isinstance(server.engine.store, SqliteStore)
+    small_disk.limit(server.engine.store)
+    channel = grpc.insecure_channel(server.address)
+    client = TaskHubClient(channel)
+    errors: list[grpc.RpcError] = []
+    acknowledged: list[str] = []
+    try:
+        for i in range(STARTS):
+            req = pb.CreateInstanceRequest(instanceId=f"rpc-{i:02d}", name="wf")
+            req.input.value = PAYLOAD
+            req.scheduledStartTimestamp.seconds = 4_000_000_000  # in the future: no worker needed
+            try:
+                client.call("StartInstance", req, timeout=30)
+            except grpc.RpcError as exc:
+                errors.append(exc)
+            else:
+                acknowledged.append(req.instanceId)
+        assert errors, "the disk was not filled"
+        for exc in errors:
+            assert exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, (exc.code(), exc.details())
+            assert "database or disk is full" in exc.details(), exc.details()
+            assert "rollback" not in exc.details(), exc.details()
+        for i in range(STARTS):
+            iid = f"rpc-{i:02d}"
+            got = client.call("GetInstance", pb.GetInstanceRequest(instanceId=iid), timeout=10)
+            assert got.exists == (iid in acknowledged), f"{iid}: exists={got.exists}, acknowledged={iid in acknowledged}"
+    finally:
+        channel.close()
+        server.stop()
