@@ -952,7 +952,6 @@ class Engine:
 
     def _apply(self, inst: Instance, turn: Turn, out: Outcome) -> None:
         tx = Tx()
-        inst.retries = 0
         inst.custom_status = out.custom_status
         consumed = set(turn.consumed)
         for entry in [e for e in inst.inbox if e.seq in consumed]:
@@ -992,6 +991,7 @@ class Engine:
             if restored is not None:  # redeliver the turn later, not in a tight loop against a full disk
                 self._abandon(restored, "the database refused to commit it")
             raise
+        inst.retries = 0  # only now: a refused commit keeps backing off
         self._maybe_queue(inst)
         self._notify(inst.iid)
 

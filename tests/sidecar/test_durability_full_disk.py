@@ -129,3 +129,67 @@ def test_start_instance_on_a_full_disk_answers_resource_exhausted_with_sqlite_s_
     finally:
         channel.close()
         server.stop()
+
+
+def _snapshot(engine: Engine) -> dict[str, tuple[int, str | None, int]]:
+    """What GetInstance would tell a caller about every instance: status, output, history length."""
+    out = {}
+    for iid in engine.instance_ids():
+        view = engine.get_instance(iid)
+        assert view is not None
+        out[iid] = (view.status, view.output, len(engine.history(iid)))
+    return out
+
+
+def test_turns_refused_by_a_full_disk_leave_memory_as_the_database(small_disk: SmallDisk) -> None:
+    """With a worker: first turns (each stores the 100 KB input again) hit the full disk too. The
+    worker's CompleteOrchestratorTask gets RESOURCE_EXHAUSTED, the engine keeps the turn undone
+    (redelivered with back-off), and a restart shows exactly what memory showed."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from fake_worker.client import Worker, WorkerOptions
+    from fake_worker.programs import parse_bundle
+
+    server = SidecarServer.start(port=0, db=str(small_disk.db))
+    assert isinstance(server.engine.store, SqliteStore)
+    small_disk.limit(server.engine.store)
+    worker = Worker(bundle=parse_bundle({"programs": {"wf": {"steps": [{"return": "done"}]}}}),
+                    options=WorkerOptions(sidecar=server.address))
+    runner = ThreadPoolExecutor(max_workers=1)
+    runner.submit(worker.run)
+    codes: dict[str, str] = {}
+
+    def start(i: int) -> None:
+        req = pb.CreateInstanceRequest(instanceId=f"turn-{i:02d}", name="wf")
+        req.input.value = f'"{PAYLOAD}"'  # JSON, as the worker's program reads it
+        with grpc.insecure_channel(server.address) as ch:
+            try:
+                TaskHubClient(ch).call("StartInstance", req, timeout=8)
+                codes[req.instanceId] = "OK"
+            except grpc.RpcError as exc:
+                codes[req.instanceId] = exc.code().name
+                assert exc.code() in (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.DEADLINE_EXCEEDED), \
+                    (exc.code(), exc.details())
+
+    try:
+        assert worker.connected_once.wait(10)
+        with ThreadPoolExecutor(max_workers=6) as pool:
+            list(pool.map(start, range(30)))
+        assert "OK" in codes.values() and set(codes.values()) != {"OK"}, codes
+        worker.stop()
+        runner.shutdown(wait=True)
+        before = _snapshot(server.engine)
+    finally:
+        worker.stop()
+        runner.shutdown(wait=True)
+        server.stop()
+    for iid, code in codes.items():
+        if code == "OK":
+            assert before[iid][0] == pb.ORCHESTRATION_STATUS_COMPLETED, (iid, before[iid])
+        elif code == "RESOURCE_EXHAUSTED":
+            assert iid not in before, f"{iid}: its start was refused, yet it is reported"
+    again = _open(small_disk)
+    try:
+        assert _snapshot(again) == before, "after a restart the instances differ from what callers were shown"
+    finally:
+        again.close()
