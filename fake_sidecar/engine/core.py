@@ -248,10 +248,11 @@ class Engine:
     @staticmethod
     def _startable(inst: Instance, now: int) -> bool:
         """No turn before the instance's ExecutionStarted is due: events wait for a scheduled start."""
-        if inst.started or inst.terminal:
+        # The inbox decides first: reading `started` makes a cold instance read its history.
+        starts = [e for e in inst.inbox if e.event.HasField("executionStarted")]
+        if not starts or any(e.visible_at <= now for e in starts):
             return True
-        return any(e.event.HasField("executionStarted") and e.visible_at <= now for e in inst.inbox) \
-            or not any(e.event.HasField("executionStarted") for e in inst.inbox)
+        return inst.started or inst.terminal
 
     def _queue_activity(self, inst: Instance, act: PendingActivity) -> None:
         if act.queued:
