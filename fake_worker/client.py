@@ -153,7 +153,7 @@ class Worker:
                 return
             try:
                 client.call("Hello", empty_pb2.Empty(), timeout=10)
-            except grpc.RpcError:
+            except (grpc.RpcError, ValueError):  # ValueError: the run ended and closed the channel
                 pass
 
     def _handle(self, client: TaskHubClient, call: grpc.Future, item: pb.WorkItem) -> None:
