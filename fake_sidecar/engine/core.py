@@ -144,13 +144,13 @@ class Engine:
             inst.activities[task_id] = PendingActivity(
                 task_id=task_id, gen=gen, request=self._parse(pb.ActivityRequest, raw, li.iid, f"activity {task_id}"))
         if self.store.durable:
-            inst.cool(self._warm)
+            inst.cool(warm=self._warm)
         return inst
 
     def _warm(self, inst: Instance) -> None:
         raws = self.store.load_history(inst.iid)
-        inst.warm_up([self._parse(pb.HistoryEvent, raw, inst.iid, f"history event #{i}") for i, raw in enumerate(raws)],
-                     absorb)
+        inst.warm_up(events=[self._parse(pb.HistoryEvent, raw, inst.iid, f"history event #{i}")
+                             for i, raw in enumerate(raws)], absorb=absorb)
 
     def _parse(self, kind: type[_M], raw: bytes, iid: str, what: str) -> _M:
         try:

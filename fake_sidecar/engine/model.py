@@ -110,7 +110,7 @@ class Instance:
     retries: int = 0
     retry_at: int = 0
 
-    def cool(self, warm: Callable[["Instance"], None]) -> None:
+    def cool(self, *, warm: Callable[["Instance"], None]) -> None:
         """Forget the history fields; the first read of one calls `warm(self)`, which must call `warm_up`."""
         for name in HISTORY_FIELDS:
             self.__dict__.pop(name, None)
@@ -120,7 +120,8 @@ class Instance:
     def cold(self) -> bool:
         return "_warm" in self.__dict__
 
-    def warm_up(self, events: list[pb.HistoryEvent], absorb: Callable[["Instance", pb.HistoryEvent], None]) -> None:
+    def warm_up(self, *, events: list[pb.HistoryEvent],
+                absorb: Callable[["Instance", pb.HistoryEvent], None]) -> None:
         """Fill the history fields of a cold instance from its committed `events`."""
         self.__dict__.pop("_warm", None)
         for name, value in _fresh_history_fields().items():
