@@ -193,3 +193,36 @@ def test_turns_refused_by_a_full_disk_leave_memory_as_the_database(small_disk: S
         assert _snapshot(again) == before, "after a restart the instances differ from what callers were shown"
     finally:
         again.close()
+
+
+def test_a_refused_write_keeps_the_turn_out_on_a_stream(tmp_path: Path) -> None:
+    """A RaiseEvent refused while a turn is out: the rollback reloads the instance from the db but
+    keeps that turn, so the worker's answer still applies; the refused event exists nowhere."""
+    store = SqliteStore(tmp_path / "s.db")
+    engine = Engine(store=store, clock=RealClock())
+    try:
+        engine.start_instance(instance_id="a", name="wf", input=None)
+        sid = engine.open_stream()
+        item = engine.take(sid, timeout=5)
+        assert item is not None and item.HasField("workflowRequest")
+        pages = store._db.execute("PRAGMA page_count").fetchone()[0]
+        store._db.execute(f"PRAGMA max_page_count = {pages}")  # the next growth of the file fails
+        with pytest.raises(StoreFull):
+            engine.raise_event(iid="a", name="ev", input="x" * 100_000)
+        store._db.execute("PRAGMA max_page_count = 1073741823")
+        resp = pb.WorkflowResponse(instanceId="a", completionToken=item.completionToken)
+        done = resp.actions.add(id=1)
+        done.completeWorkflow.workflowStatus = pb.ORCHESTRATION_STATUS_COMPLETED
+        assert engine.complete_turn(resp) == "applied"
+        view = engine.get_instance("a")
+        assert view is not None and view.status == pb.ORCHESTRATION_STATUS_COMPLETED
+        kinds = [e.WhichOneof("eventType") for e in engine.history("a")]
+        assert "eventRaised" not in kinds, kinds
+    finally:
+        engine.close()
+    again = Engine(store=SqliteStore(tmp_path / "s.db"), clock=RealClock())
+    try:
+        assert [e.WhichOneof("eventType") for e in again.history("a")] == kinds
+        assert again.get_instance("a").status == pb.ORCHESTRATION_STATUS_COMPLETED
+    finally:
+        again.close()
