@@ -30,9 +30,12 @@ from fake_worker.replay import TurnResult, execute
 
 log = logging.getLogger("fake_worker")
 
-# A completion that failed with one of these may not have reached the sidecar: it is kept and sent
-# again after reconnecting (the engine accepts it, or ignores it by its token if it moved on).
-_TRANSIENT = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED})
+# A completion that failed with one of these may not have reached the sidecar, or was refused for
+# now (RESOURCE_EXHAUSTED: the sidecar's disk is full): it is kept and sent again after reconnecting
+# and every few seconds (the engine accepts it, or ignores it by its token if it moved on).
+_TRANSIENT = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED,
+                        grpc.StatusCode.RESOURCE_EXHAUSTED})
+_RETRY_S = (1.0, 5.0)  # first and longest pause between attempts to send kept completions
 
 
 class ConnectError(Exception):
@@ -92,6 +95,7 @@ class Worker:
         client = TaskHubClient(channel, metadata=self._metadata)
         first_deadline = time.monotonic() + self.options.connect_timeout
         backoff = 0.05
+        threading.Thread(target=self._retry_kept, args=(client,), name="worker-retry", daemon=True).start()
         try:
             while not self._stop.is_set():
                 try:
@@ -146,6 +150,19 @@ class Worker:
         finally:
             with self._lock:
                 self._call = None
+
+    def _retry_kept(self, client: TaskHubClient) -> None:
+        """Send kept completions again while connected, backing off while the sidecar refuses them."""
+        pause = _RETRY_S[0]
+        while not self._stop.wait(pause):
+            if not self._undelivered or self._call is None:
+                pause = _RETRY_S[0]
+                continue
+            try:
+                ok = self._redeliver(client)
+            except ValueError:  # the run ended and closed the channel
+                return
+            pause = _RETRY_S[0] if ok else min(_RETRY_S[1], pause * 2)
 
     def _keepalive(self, client: TaskHubClient, call: grpc.Future) -> None:
         while not self._stop.wait(self.options.keepalive_interval):
@@ -213,15 +230,17 @@ class Worker:
             time.sleep(send.delay)
         self._deliver(client, rpc, send.message)
 
-    def _deliver(self, client: TaskHubClient, rpc: str, message: Message) -> bool:
-        """Send one completion; one that may not have arrived is kept for after the reconnect."""
+    def _deliver(self, client: TaskHubClient, rpc: str, message: Message, *, again: bool = False) -> bool:
+        """Send one completion; one that may not have arrived, or was refused for now, is kept."""
         try:
             client.call(rpc, message, timeout=30)
             return True
         except grpc.RpcError as exc:
             if exc.code() not in _TRANSIENT:
                 raise
-            log.info("%s did not reach the sidecar (%s); sending it again after reconnecting", rpc, exc.code().name)
+            refused = exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            log.log(logging.WARNING if refused and not again else logging.INFO,
+                    "%s was not taken (%s %s); keeping it to send again", rpc, exc.code().name, exc.details())
             self._undelivered.append((rpc, message))
             return False
 
@@ -233,7 +252,7 @@ class Worker:
             except IndexError:
                 break
             try:
-                if not self._deliver(client, rpc, message):
+                if not self._deliver(client, rpc, message, again=True):
                     return False
             except grpc.RpcError as exc:
                 log.warning("the sidecar refused a kept %s (%s %s); it will dispatch that work again",

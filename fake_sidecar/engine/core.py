@@ -132,19 +132,18 @@ class Engine:
     def _restore(self, li: LoadedInstance) -> Instance:
         """An instance from its stored rows; its history is read on first use (see `_warm`)."""
         m = li.meta
-        inst = Instance(iid=li.iid, seq=m["seq"], name=m["name"], generation=m["generation"],
-                        execution_id=m["execution_id"], created_ns=m["created_ns"],
-                        last_updated_ns=m["last_updated_ns"], custom_status=m["custom_status"],
-                        stalled=tuple(m["stalled"]) if m["stalled"] else None, parent=m["parent"],
-                        continuing=m.get("continuing", False))
+        fields = dict(iid=li.iid, seq=m["seq"], name=m["name"], generation=m["generation"],
+                      execution_id=m["execution_id"], created_ns=m["created_ns"],
+                      last_updated_ns=m["last_updated_ns"], custom_status=m["custom_status"],
+                      stalled=tuple(m["stalled"]) if m["stalled"] else None, parent=m["parent"],
+                      continuing=m.get("continuing", False))
+        inst = Instance.restored(warm=self._warm, **fields) if self.store.durable else Instance(**fields)
         for seq, vis, gen, raw in li.inbox:
             inst.inbox.append(InboxEntry(seq=seq, visible_at=vis, gen=gen,
                                          event=self._parse(pb.HistoryEvent, raw, li.iid, f"inbox event seq {seq}")))
         for task_id, gen, raw in li.activities:
             inst.activities[task_id] = PendingActivity(
                 task_id=task_id, gen=gen, request=self._parse(pb.ActivityRequest, raw, li.iid, f"activity {task_id}"))
-        if self.store.durable:
-            inst.cool(warm=self._warm)
         return inst
 
     def _warm(self, inst: Instance) -> None:

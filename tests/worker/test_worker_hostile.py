@@ -159,7 +159,7 @@ def test_a_result_the_sidecar_did_not_receive_is_sent_again_after_reconnecting(t
         assert w.runner.entered.acquire(timeout=20), "the gate activity never ran"
         srv.stop()
         w.runner.release.set()
-        _wait(lambda: any("after reconnecting" in r.getMessage() for r in caplog.records),
+        _wait(lambda: any("keeping it to send again" in r.getMessage() for r in caplog.records),
               "the worker to keep the result it could not send")
         srv = SidecarServer.start(port=port, db=db)
         counters = srv.engine.counters
