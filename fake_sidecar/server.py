@@ -32,7 +32,7 @@ from taskhub_wire.rpc import DAPR_WORKFLOW, TASKHUB, Kind, ServiceTable
 
 from fake_sidecar.engine import Engine, EngineConfig, EngineError, RealClock, VirtualClock
 from fake_sidecar.engine.errors import ShuttingDown
-from fake_sidecar.engine.model import InstanceView, ts, ts_ns
+from fake_sidecar.engine.model import InstanceView, ts, ts_ns, wire
 from fake_sidecar.engine.store import open_store
 from fake_sidecar.engine.turns import status_name
 from fake_sidecar.limits import DEFAULT_MAX_MESSAGE_BYTES
@@ -296,7 +296,7 @@ def _utf8(data: bytes, field: str) -> str:
 
 _CODES = {name: getattr(grpc.StatusCode, name) for name in (
     "NOT_FOUND", "ALREADY_EXISTS", "INVALID_ARGUMENT", "FAILED_PRECONDITION", "UNIMPLEMENTED", "CANCELLED",
-    "UNKNOWN")}
+    "RESOURCE_EXHAUSTED", "UNAVAILABLE", "DATA_LOSS", "UNKNOWN")}
 
 
 class _Edge:
@@ -337,7 +337,7 @@ class _Edge:
         pool = self.waiting if getattr(fn, "waits", False) else self.quick
 
         def run(raw: bytes, call: Call) -> bytes:
-            reply = fn(_parse(raw, request_type), call).SerializeToString(deterministic=True)  # maps in key order
+            reply = wire(fn(_parse(raw, request_type), call))
             if len(reply) > self.max_message_bytes:
                 raise _Abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
                              f"the answer to {name} is {len(reply)} bytes, more than this sidecar's "

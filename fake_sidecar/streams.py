@@ -16,6 +16,7 @@ from typing import Any
 
 from fake_sidecar.engine import Engine
 from fake_sidecar.engine.errors import ShuttingDown
+from fake_sidecar.engine.model import wire
 
 _POLL_S = 0.5  # re-check a waiting stream's future this often (a cancelled one is skipped)
 
@@ -93,7 +94,7 @@ class WorkItemPump:
             if item is not None:
                 # If the stream died meanwhile the item is lost here, but the engine still has it
                 # out on `sid` and redelivers it when the stream's close_stream runs.
-                self._settle(fut, result=item.SerializeToString(deterministic=True))
+                self._settle(fut, result=wire(item))
                 return
 
     def _settle(self, fut: "asyncio.Future[bytes]", *, result: bytes | None = None,

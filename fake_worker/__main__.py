@@ -9,10 +9,21 @@ import signal
 import sys
 import threading
 
+from fake_sidecar.limits import DEFAULT_MAX_MESSAGE_BYTES
 from fake_worker.activities import ActivityRunner
 from fake_worker.adversary import Adversary, AdversaryError, load_rules
 from fake_worker.client import ConnectError, Worker, WorkerOptions
 from fake_worker.programs import ProgramError, load_bundle
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of bytes") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="CompleteOrchestratorTask (as the Python SDKs) or CompleteWorkflowTask (as Go)")
     p.add_argument("--connect-timeout", type=float, default=10.0, metavar="SECONDS",
                    help="give up when the sidecar cannot be reached within SECONDS (default 10)")
+    p.add_argument("--max-message-bytes", type=_positive_int, default=DEFAULT_MAX_MESSAGE_BYTES, metavar="BYTES",
+                   help=f"largest gRPC message received or sent (default {DEFAULT_MAX_MESSAGE_BYTES}, daprd's "
+                        "--max-body-size, as the reference sidecar's --max-message-bytes)")
     p.add_argument("--adversary", metavar="RULES", help="misbehave: a JSON/YAML file or inline JSON list of rules")
     p.add_argument("--ledger", metavar="FILE", help="ledger file for the record activity (default: env CONFORMANCE_LEDGER)")
     p.add_argument("--log-level", default="WARNING", type=str.upper, choices=("DEBUG", "INFO", "WARNING", "ERROR"))
@@ -48,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     worker = Worker(bundle=bundle,
                     options=WorkerOptions(sidecar=args.sidecar, api_token=args.api_token, concurrency=args.concurrency,
-                                          complete_rpc=args.complete_rpc, connect_timeout=args.connect_timeout),
+                                          complete_rpc=args.complete_rpc, connect_timeout=args.connect_timeout,
+                                          max_message_bytes=args.max_message_bytes),
                     activities=ActivityRunner(ledger=args.ledger), adversary=Adversary(rules=rules),
                     on_connect=lambda: print(f"connected to {args.sidecar}", flush=True))
     for sig in (signal.SIGTERM, signal.SIGINT):

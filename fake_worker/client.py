@@ -11,21 +11,31 @@ import json
 import logging
 import threading
 import time
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import grpc
 from google.protobuf import empty_pb2
+from google.protobuf.message import Message
 
 from taskhub_wire import pb
 from taskhub_wire.rpc import TaskHubClient
 
+from fake_sidecar.limits import DEFAULT_MAX_MESSAGE_BYTES
 from fake_worker.activities import ActivityFailure, ActivityRunner
 from fake_worker.adversary import Adversary, Send
 from fake_worker.programs import Bundle
 from fake_worker.replay import TurnResult, execute
 
 log = logging.getLogger("fake_worker")
+
+# A completion that failed with one of these may not have reached the sidecar, or was refused for
+# now (RESOURCE_EXHAUSTED: the sidecar's disk is full): it is kept and sent again after reconnecting
+# and every few seconds (the engine accepts it, or ignores it by its token if it moved on).
+_TRANSIENT = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED,
+                        grpc.StatusCode.RESOURCE_EXHAUSTED})
+_RETRY_S = (1.0, 5.0)  # first and longest pause between attempts to send kept completions
 
 
 class ConnectError(Exception):
@@ -40,6 +50,7 @@ class WorkerOptions:
     complete_rpc: str = "orchestrator"  # or "workflow": CompleteOrchestratorTask vs CompleteWorkflowTask
     connect_timeout: float = 10.0
     keepalive_interval: float = 30.0
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES  # as the sidecar's, so it can take what it is sent
 
 
 @dataclass
@@ -54,6 +65,7 @@ class Worker:
         self._stop = threading.Event()
         self._call: grpc.Future | None = None
         self._lock = threading.Lock()
+        self._undelivered: deque[tuple[str, Message]] = deque()
         self.connected_once = threading.Event()
 
     @property
@@ -67,19 +79,29 @@ class Worker:
                 self._call.cancel()
 
     def run(self) -> None:
-        """Serve until stop(); raises ConnectError if the first connection fails within connect_timeout."""
+        """Serve until stop(); raises ConnectError if the first connection fails within connect_timeout.
+
+        One channel for the whole run: work items still being handled when a stream breaks answer
+        on it after the reconnect. It is closed only once no pool thread can use it any more.
+        """
         pool = ThreadPoolExecutor(max_workers=self.options.concurrency, thread_name_prefix="worker-item")
+        limit = self.options.max_message_bytes
+        channel = grpc.insecure_channel(self.options.sidecar, options=[
+            ("grpc.keepalive_time_ms", 30000), ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit),
+            # Reconnect soon after a sidecar restart, not after gRPC's backoff of up to 2 minutes.
+            ("grpc.initial_reconnect_backoff_ms", 100), ("grpc.min_reconnect_backoff_ms", 100),
+            ("grpc.max_reconnect_backoff_ms", 1000)])
+        client = TaskHubClient(channel, metadata=self._metadata)
         first_deadline = time.monotonic() + self.options.connect_timeout
         backoff = 0.05
+        threading.Thread(target=self._retry_kept, args=(client,), name="worker-retry", daemon=True).start()
         try:
             while not self._stop.is_set():
-                channel = grpc.insecure_channel(self.options.sidecar, options=[
-                    ("grpc.keepalive_time_ms", 30000), ("grpc.keepalive_permit_without_calls", 1)])
-                client = TaskHubClient(channel, metadata=self._metadata)
                 try:
-                    client.call("Hello", empty_pb2.Empty(), timeout=5, wait_for_ready=not self.connected_once.is_set())
+                    wait = 5.0 if self.connected_once.is_set() else max(0.05, min(5.0, first_deadline - time.monotonic()))
+                    client.call("Hello", empty_pb2.Empty(), timeout=wait, wait_for_ready=True)
                 except grpc.RpcError as exc:
-                    channel.close()
                     if not self.connected_once.is_set() and time.monotonic() >= first_deadline:
                         raise ConnectError(
                             f"cannot reach the sidecar at {self.options.sidecar} within "
@@ -90,10 +112,14 @@ class Worker:
                     backoff = min(2.0, backoff * 2)
                     continue
                 backoff = 0.05
-                self._serve(client, pool)
-                channel.close()
+                if self._redeliver(client):
+                    self._serve(client, pool)
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+            channel.close()
+            if self._undelivered:
+                log.warning("stopped with %d result(s) the sidecar did not receive; it will dispatch them again",
+                            len(self._undelivered))
 
     def _serve(self, client: TaskHubClient, pool: ThreadPoolExecutor) -> None:
         call = client.stream("GetWorkItems", pb.GetWorkItemsRequest())
@@ -107,6 +133,8 @@ class Worker:
         keepalive.start()
         try:
             for item in call:
+                if self._undelivered:
+                    self._redeliver(client)
                 self.adversary.seen(item)
                 if self.adversary.disconnect_after(item):
                     log.warning("adversary: disconnecting right after a dispatch")
@@ -114,11 +142,27 @@ class Worker:
                     break
                 pool.submit(self._handle, client, call, item)
         except grpc.RpcError as exc:
-            if not self._stop.is_set() and exc.code() != grpc.StatusCode.CANCELLED:
+            if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                log.warning("work item stream ended: %s; a work item may exceed --max-message-bytes %d; reconnecting",
+                            exc.details(), self.options.max_message_bytes)
+            elif not self._stop.is_set() and exc.code() != grpc.StatusCode.CANCELLED:
                 log.info("work item stream ended: %s %s; reconnecting", exc.code().name, exc.details())
         finally:
             with self._lock:
                 self._call = None
+
+    def _retry_kept(self, client: TaskHubClient) -> None:
+        """Send kept completions again while connected, backing off while the sidecar refuses them."""
+        pause = _RETRY_S[0]
+        while not self._stop.wait(pause):
+            if not self._undelivered or self._call is None:
+                pause = _RETRY_S[0]
+                continue
+            try:
+                ok = self._redeliver(client)
+            except ValueError:  # the run ended and closed the channel
+                return
+            pause = _RETRY_S[0] if ok else min(_RETRY_S[1], pause * 2)
 
     def _keepalive(self, client: TaskHubClient, call: grpc.Future) -> None:
         while not self._stop.wait(self.options.keepalive_interval):
@@ -126,7 +170,7 @@ class Worker:
                 return
             try:
                 client.call("Hello", empty_pb2.Empty(), timeout=10)
-            except grpc.RpcError:
+            except (grpc.RpcError, ValueError):  # ValueError: the run ended and closed the channel
                 pass
 
     def _handle(self, client: TaskHubClient, call: grpc.Future, item: pb.WorkItem) -> None:
@@ -135,6 +179,9 @@ class Worker:
                 self._turn(client, item)
             elif item.HasField("activityRequest"):
                 self._activity(client, call, item)
+            else:
+                log.warning("ignored a work item with neither a workflow nor an activity request (token %r, "
+                            "%d bytes); is the sidecar newer than this worker?", item.completionToken, item.ByteSize())
         except grpc.RpcError as exc:
             log.warning("completion failed (%s %s); the sidecar will re-dispatch", exc.code().name, exc.details())
         except Exception:  # noqa: BLE001 - a bad item must not kill the worker
@@ -142,7 +189,10 @@ class Worker:
 
     def _turn(self, client: TaskHubClient, item: pb.WorkItem) -> None:
         req = item.workflowRequest
-        resp = self.answer(req).response(instance_id=req.instanceId, completion_token=item.completionToken)
+        result = self.answer(req)
+        for note in result.notes:
+            log.warning("workflow %s: %s", req.instanceId, note)
+        resp = result.response(instance_id=req.instanceId, completion_token=item.completionToken)
         rpc = "CompleteWorkflowTask" if self.options.complete_rpc == "workflow" else "CompleteOrchestratorTask"
         for send in self.adversary.turn(item, resp):
             self._send(client, rpc, send)
@@ -178,7 +228,36 @@ class Worker:
     def _send(self, client: TaskHubClient, rpc: str, send: Send) -> None:
         if send.delay:
             time.sleep(send.delay)
-        client.call(rpc, send.message, timeout=30)
+        self._deliver(client, rpc, send.message)
+
+    def _deliver(self, client: TaskHubClient, rpc: str, message: Message, *, again: bool = False) -> bool:
+        """Send one completion; one that may not have arrived, or was refused for now, is kept."""
+        try:
+            client.call(rpc, message, timeout=30)
+            return True
+        except grpc.RpcError as exc:
+            if exc.code() not in _TRANSIENT:
+                raise
+            refused = exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            log.log(logging.WARNING if refused and not again else logging.INFO,
+                    "%s was not taken (%s %s); keeping it to send again", rpc, exc.code().name, exc.details())
+            self._undelivered.append((rpc, message))
+            return False
+
+    def _redeliver(self, client: TaskHubClient) -> bool:
+        """Send the kept completions, oldest first; False if the sidecar is gone again."""
+        for _ in range(len(self._undelivered)):
+            try:
+                rpc, message = self._undelivered.popleft()
+            except IndexError:
+                break
+            try:
+                if not self._deliver(client, rpc, message, again=True):
+                    return False
+            except grpc.RpcError as exc:
+                log.warning("the sidecar refused a kept %s (%s %s); it will dispatch that work again",
+                            rpc, exc.code().name, exc.details())
+        return True
 
 
 def _encode(value: object) -> str:

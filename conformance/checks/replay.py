@@ -132,8 +132,8 @@ def vector(obs: Observed) -> None:
         out.append(f"expected {len(expected)} action(s), got {len(actions)}: {json.dumps(actions)}")
     for i, (want, got) in enumerate(zip(expected, actions)):
         out += [classify_answer_mismatch(x) for x in m.match(want, got, f"actions[{i}]")]
-    why = ("a history built from the reference worker's answers, which this SDK numbers differently"
-           if obs.vector_foreign else
+    why = ("a history no engine writes for this worker (built from the reference worker's answers, which it numbers "
+           "differently, or impossible for any worker)" if obs.vector_foreign else
            "the turn delivers ExecutionTerminated: the engine terminates the instance and applies none of the "
            "answer (R3.16)" if obs.vector_overridden else "")
     if why and out:

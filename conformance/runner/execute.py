@@ -578,7 +578,7 @@ def _run_vector(run: _Run, stack: ExitStack) -> Observed:
     # A fuzz finding's history was built from the reference's answers; in_dialect shifts ids and strips wait
     # timers for the worker, but a worker whose event waits take ids of their own (event_wait_ids) is never
     # sent such a history by an engine.
-    foreign = vec.compare == "fuzz" and "event_wait_ids" in run.pair.worker.capabilities
+    foreign = (vec.compare == "fuzz" and "event_wait_ids" in run.pair.worker.capabilities) or vec.history == "impossible"
     # A turn that delivers ExecutionTerminated ends the instance whatever the answer: the engine drops the
     # turn's actions and the termination wins over a continue-as-new (R3.16), so no answer differs there.
     terminated = any(e.WhichOneof("eventType") == "executionTerminated" for e in turn.new)

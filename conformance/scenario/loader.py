@@ -560,7 +560,12 @@ def _vector(c: _Checker, raw: Any, path: tuple[Any, ...]) -> Vector | None:
     if not isinstance(raw, Mapping):
         c.err(path, "a vector is {instance_id, past: [events], new: [events], actions: [patterns]}")
         return None
-    c.keys(raw, {"instance_id", "past", "new", "actions", "custom_status", "version", "compare"}, path, "vector")
+    c.keys(raw, {"instance_id", "past", "new", "actions", "custom_status", "version", "compare", "history"}, path,
+           "vector")
+    history = raw.get("history", "reachable")
+    if history not in ("reachable", "impossible"):
+        c.err(path + ("history",), f"history {history!r}; use reachable (default: an engine can write it) or impossible "
+                                   "(no engine writes it: the answer is only an observation, no answer a SHOULD)")
     compare = raw.get("compare", "exact")
     if compare not in ("exact", "fuzz"):
         c.err(path + ("compare",), f"compare {compare!r}; use exact (default) or fuzz (the worker's comparison "
@@ -584,7 +589,7 @@ def _vector(c: _Checker, raw: Any, path: tuple[Any, ...]) -> Vector | None:
         actions = []
     return Vector(instance_id=str(raw.get("instance_id", "vector")), past=tuple(events["past"]),
                   new=tuple(events["new"]), actions=tuple(actions), custom_status=raw.get("custom_status", MISSING),
-                  version=raw.get("version"), compare=str(compare))
+                  version=raw.get("version"), compare=str(compare), history=str(history))
 
 
 def discover(root: Path, *, patterns: Sequence[str] = ()) -> list[Path]:

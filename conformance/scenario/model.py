@@ -89,6 +89,9 @@ class Vector:
     # exact: the patterns as written. fuzz: also by the worker's comparison profile, as the fuzzer
     # compared when it found the vector (conformance/fuzz/compare.py; regression scenarios).
     compare: str = "exact"
+    # reachable: a history an engine can write. impossible: one no engine writes (a dropped or doubled
+    # ExecutionStarted, reordered markers): what the worker answers is an observation, no answer a SHOULD.
+    history: str = "reachable"
 
 
 @dataclass(frozen=True)

@@ -17,23 +17,26 @@ import time
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, TypeVar
+
+from google.protobuf.message import DecodeError, Message
 
 from taskhub_wire import pb
 
 from fake_sidecar.engine import errors
 from fake_sidecar.engine.clock import Clock
 from fake_sidecar.engine.model import (
-    NEVER_NS, Instance, InstanceView, InboxEntry, PendingActivity, Stream, Turn, ts, ts_ns,
+    NEVER_NS, Instance, InstanceView, InboxEntry, PendingActivity, Stream, Turn, ts, ts_ns, wire,
 )
 from fake_sidecar.engine.refusals import RefusalTracker
-from fake_sidecar.engine.store import LoadedInstance, MemoryStore, SqliteStore, Tx
+from fake_sidecar.engine.store import LoadedInstance, MemoryStore, SqliteStore, StoreError, Tx, damaged
 from fake_sidecar.engine.turns import (
     ABANDON, STALL, Outcome, PayloadLimit, absorb, decide_turn, first_version_name, payload_size,
     resolution_key, status_name,
 )
 
 log = logging.getLogger("fake_sidecar.engine")
+_M = TypeVar("_M", bound=Message)
 
 MAX_INSTANCE_ID = 1024
 MAX_TIMESTAMP_NS = 253402300799_999999999  # 9999-12-31T23:59:59.999999999Z
@@ -123,32 +126,51 @@ class Engine:
             inst = self._restore(li)
             self._instances[inst.iid] = inst
         for inst in self._instances.values():
-            for act in inst.activities.values():
+            self._requeue(inst)
+
+    def _requeue(self, inst: Instance) -> None:
+        """Queue what a just-restored instance has pending: activities, due inbox events, a turn."""
+        for act in inst.activities.values():
+            if act.stream is None:
                 self._queue_activity(inst, act)
-            for entry in inst.inbox:
-                if entry.visible_at < NEVER_NS:
-                    heapq.heappush(self._due, (entry.visible_at, inst.iid))
-            if inst.stalled is not None:
-                inst.parked = True
+        for entry in inst.inbox:
+            if entry.visible_at < NEVER_NS:
+                heapq.heappush(self._due, (entry.visible_at, inst.iid))
+        if inst.stalled is not None:
+            inst.parked = True
+        try:
             self._maybe_queue(inst)
+        except StoreError as exc:  # a damaged history: the instance waits, the others are served
+            log.error("%s", exc.message)
 
     def _restore(self, li: LoadedInstance) -> Instance:
+        """An instance from its stored rows; its history is read on first use (see `_warm`)."""
         m = li.meta
-        inst = Instance(iid=li.iid, seq=m["seq"], name=m["name"], generation=m["generation"],
-                        execution_id=m["execution_id"], created_ns=m["created_ns"],
-                        last_updated_ns=m["last_updated_ns"], custom_status=m["custom_status"],
-                        stalled=tuple(m["stalled"]) if m["stalled"] else None, parent=m["parent"],
-                        continuing=m.get("continuing", False))
-        for raw in li.history:
-            ev = pb.HistoryEvent.FromString(raw)
-            inst.history.append(ev)
-            absorb(inst, ev)
+        fields = dict(iid=li.iid, seq=m["seq"], name=m["name"], generation=m["generation"],
+                      execution_id=m["execution_id"], created_ns=m["created_ns"],
+                      last_updated_ns=m["last_updated_ns"], custom_status=m["custom_status"],
+                      stalled=tuple(m["stalled"]) if m["stalled"] else None, parent=m["parent"],
+                      continuing=m.get("continuing", False))
+        inst = Instance.restored(warm=self._warm, **fields) if self.store.durable else Instance(**fields)
         for seq, vis, gen, raw in li.inbox:
-            inst.inbox.append(InboxEntry(seq=seq, visible_at=vis, gen=gen, event=pb.HistoryEvent.FromString(raw)))
+            inst.inbox.append(InboxEntry(seq=seq, visible_at=vis, gen=gen,
+                                         event=self._parse(pb.HistoryEvent, raw, li.iid, f"inbox event seq {seq}")))
         for task_id, gen, raw in li.activities:
-            inst.activities[task_id] = PendingActivity(task_id=task_id, gen=gen,
-                                                       request=pb.ActivityRequest.FromString(raw))
+            inst.activities[task_id] = PendingActivity(
+                task_id=task_id, gen=gen, request=self._parse(pb.ActivityRequest, raw, li.iid, f"activity {task_id}"))
         return inst
+
+    def _warm(self, inst: Instance) -> None:
+        raws = self.store.load_history(inst.iid)
+        inst.warm_up(events=[self._parse(pb.HistoryEvent, raw, inst.iid, f"history event #{i}")
+                             for i, raw in enumerate(raws)], absorb=absorb)
+
+    def _parse(self, kind: type[_M], raw: bytes, iid: str, what: str) -> _M:
+        try:
+            return kind.FromString(raw)
+        except (DecodeError, TypeError) as exc:
+            raise StoreError(damaged(getattr(self.store, "path", ":memory:"), iid,
+                                     f"its {what} is not a valid {kind.DESCRIPTOR.name} ({exc})")) from None
 
     # ----------------------------------------------------------------- helpers
 
@@ -188,14 +210,36 @@ class Engine:
         )
 
     def _commit(self, tx: Tx, *touched: Instance) -> None:
+        """Write `tx`; if the store refuses it, memory goes back to what the database holds."""
         for inst in touched:
             tx.instances[inst.iid] = inst.meta()
-        self.store.apply(tx)
+        try:
+            self.store.apply(tx)
+        except errors.StoreFailed as exc:
+            log.warning("%s", exc.message)
+            self._roll_back(tx)
+            raise
+
+    def _roll_back(self, tx: Tx) -> None:
+        """Reload every instance `tx` touched from the store, keeping what is out on streams."""
+        iids = tx.touched()
+        loaded, _ = self.store.load(iids)
+        by_iid = {li.iid: li for li in loaded}
+        for iid in iids:
+            old = self._instances.pop(iid, None)
+            li = by_iid.get(iid)
+            if li is not None:
+                inst = self._restore(li)
+                if old is not None:
+                    _keep_volatile(old, inst)
+                self._instances[iid] = inst
+                self._requeue(inst)
+            self._notify(iid)
 
     def _add_inbox(self, inst: Instance, ev: pb.HistoryEvent, tx: Tx, *, visible_at: int = 0) -> None:
         entry = InboxEntry(seq=self._next_seq(tx), visible_at=visible_at, gen=inst.generation, event=ev)
         inst.inbox.append(entry)
-        tx.inbox_add.append((inst.iid, entry.seq, entry.visible_at, entry.gen, ev.SerializeToString()))
+        tx.inbox_add.append((inst.iid, entry.seq, entry.visible_at, entry.gen, wire(ev)))
         if visible_at and visible_at < NEVER_NS:
             heapq.heappush(self._due, (visible_at, inst.iid))
             self._tick.notify_all()
@@ -209,7 +253,7 @@ class Engine:
             heapq.heappush(self._due, (inst.retry_at, inst.iid))
             self._tick.notify_all()
             return
-        if self._startable(inst, now) and any(e.visible_at <= now for e in inst.inbox):
+        if any(e.visible_at <= now for e in inst.inbox) and self._startable(inst, now):
             inst.queued = True
             self._ready.append(("wf", inst.iid, 0))
             self._work.notify()
@@ -217,10 +261,11 @@ class Engine:
     @staticmethod
     def _startable(inst: Instance, now: int) -> bool:
         """No turn before the instance's ExecutionStarted is due: events wait for a scheduled start."""
-        if inst.started or inst.terminal:
+        # The inbox decides first: reading `started` makes a cold instance read its history.
+        starts = [e for e in inst.inbox if e.event.HasField("executionStarted")]
+        if not starts or any(e.visible_at <= now for e in starts):
             return True
-        return any(e.event.HasField("executionStarted") and e.visible_at <= now for e in inst.inbox) \
-            or not any(e.event.HasField("executionStarted") for e in inst.inbox)
+        return inst.started or inst.terminal
 
     def _queue_activity(self, inst: Instance, act: PendingActivity) -> None:
         if act.queued:
@@ -375,19 +420,23 @@ class Engine:
                 return  # R3.17: terminating a finished instance changes nothing
             self._enqueue_terminate(inst, output=output, recurse=recursive)
 
-    def _enqueue_terminate(self, inst: Instance, *, output: str | None, recurse: bool) -> None:
+    def _enqueue_terminate(self, inst: Instance, *, output: str | None, recurse: bool,
+                           tx: Tx | None = None) -> None:
+        """Queue ExecutionTerminated; written in `tx` if given (a cascade commits with its cause)."""
         ev = pb.HistoryEvent(eventId=-1, timestamp=ts(self.now()))
         if output is not None:
             ev.executionTerminated.input.value = output
         ev.executionTerminated.recurse = recurse
-        tx = Tx()
+        own = tx is None
+        tx = Tx() if tx is None else tx
         # A not-yet-due scheduled start becomes due: the termination needs a turn to take effect.
         for entry in inst.inbox:
             if entry.event.HasField("executionStarted") and entry.visible_at:
                 entry.visible_at = 0
-                tx.inbox_add.append((inst.iid, entry.seq, 0, entry.gen, entry.event.SerializeToString()))
+                tx.inbox_add.append((inst.iid, entry.seq, 0, entry.gen, wire(entry.event)))
         self._add_inbox(inst, ev, tx)
-        self._commit(tx)
+        if own:
+            self._commit(tx)
         self._maybe_queue(inst)
 
     def suspend(self, *, iid: str, reason: str | None) -> None:
@@ -579,7 +628,7 @@ class Engine:
                 new_ev.childWorkflowInstanceCreated.instanceId = f"{new_id}:{ev.eventId & 0xFFFF:04x}"
             inst.history.append(new_ev)
             absorb(inst, new_ev)
-            tx.history_append.append((new_id, len(inst.history) - 1, new_ev.SerializeToString()))
+            tx.history_append.append((new_id, len(inst.history) - 1, wire(new_ev)))
         self._instances[new_id] = inst
         for ev in inst.history[len(copied):]:
             self._reissue(inst, ev, tx)
@@ -823,14 +872,14 @@ class Engine:
             tx.inbox_delete.append((inst.iid, entry.seq))
             et = entry.event.executionTerminated if entry.event.HasField("executionTerminated") else None
             if et is not None and et.recurse:
-                self._cascade_terminate(inst, et.input.value if et.HasField("input") else None)
+                self._cascade_terminate(inst, et.input.value if et.HasField("input") else None, tx)
         self._commit(tx)
 
-    def _cascade_terminate(self, inst: Instance, output: str | None) -> None:
+    def _cascade_terminate(self, inst: Instance, output: str | None, tx: Tx) -> None:
         for child_id in inst.children:
             child = self._instances.get(child_id)
             if child is not None and child.parent and child.parent.get("iid") == inst.iid and not child.terminal:
-                self._enqueue_terminate(child, output=output, recurse=True)
+                self._enqueue_terminate(child, output=output, recurse=True, tx=tx)
 
     # ----------------------------------------------------------------- completions
 
@@ -934,7 +983,7 @@ class Engine:
             ev.executionStalled.reason = stall[0]
             ev.executionStalled.description = stall[1]
             inst.history.append(ev)
-            tx.history_append.append((inst.iid, len(inst.history) - 1, ev.SerializeToString()))
+            tx.history_append.append((inst.iid, len(inst.history) - 1, wire(ev)))
             inst.last_updated_ns = ts_ns(ev.timestamp)
         inst.stalled = stall
         inst.parked = True
@@ -944,7 +993,6 @@ class Engine:
 
     def _apply(self, inst: Instance, turn: Turn, out: Outcome) -> None:
         tx = Tx()
-        inst.retries = 0
         inst.custom_status = out.custom_status
         consumed = set(turn.consumed)
         for entry in [e for e in inst.inbox if e.seq in consumed]:
@@ -953,7 +1001,7 @@ class Engine:
         for ev in out.events:
             inst.history.append(ev)
             absorb(inst, ev)
-            tx.history_append.append((inst.iid, len(inst.history) - 1, ev.SerializeToString()))
+            tx.history_append.append((inst.iid, len(inst.history) - 1, wire(ev)))
         if out.events:
             inst.last_updated_ns = ts_ns(out.events[-1].timestamp) or self.clock.now_ns()
         for name in out.cancel_event_timers:
@@ -976,15 +1024,22 @@ class Engine:
         if inst.terminal:
             self._finish(inst, tx)
         if out.terminate_cascade is not None and out.terminate_cascade[1]:
-            self._cascade_terminate(inst, out.terminate_cascade[0])
-        self._commit(tx, inst)
+            self._cascade_terminate(inst, out.terminate_cascade[0], tx)
+        try:
+            self._commit(tx, inst)
+        except errors.StoreFailed:
+            restored = self._instances.get(inst.iid)
+            if restored is not None:  # redeliver the turn later, not in a tight loop against a full disk
+                self._abandon(restored, "the database refused to commit it")
+            raise
+        inst.retries = 0  # only now: a refused commit keeps backing off
         self._maybe_queue(inst)
         self._notify(inst.iid)
 
     def _add_activity(self, inst: Instance, req: pb.ActivityRequest, tx: Tx) -> None:
         act = PendingActivity(task_id=req.taskId, gen=inst.generation, request=req)
         inst.activities[req.taskId] = act
-        tx.activity_put.append((inst.iid, req.taskId, inst.generation, req.SerializeToString()))
+        tx.activity_put.append((inst.iid, req.taskId, inst.generation, wire(req)))
         self._queue_activity(inst, act)
 
     def _cancel_event_timer(self, inst: Instance, name: str, tx: Tx) -> None:
@@ -1226,6 +1281,17 @@ class _Vector:
     stream: int | None = None
     response: pb.WorkflowResponse | None = None
     done: threading.Event = field(default_factory=threading.Event)
+
+
+def _keep_volatile(old: Instance, new: Instance) -> None:
+    """After a rollback: what is out on worker streams stays out (its answer is still expected)."""
+    new.turn, new.queued, new.retries, new.retry_at = old.turn, old.queued, old.retries, old.retry_at
+    new.parked = new.parked or old.parked
+    for task_id, act in new.activities.items():
+        was = old.activities.get(task_id)
+        if was is not None and was.gen == act.gen:
+            act.token, act.stream, act.dispatched_at, act.queued, act.dispatches = (
+                was.token, was.stream, was.dispatched_at, was.queued, was.dispatches)
 
 
 _RERUNNABLE = {"taskScheduled", "timerCreated", "childWorkflowInstanceCreated"}

@@ -35,3 +35,15 @@ class Unimplemented(EngineError):
 
 class ShuttingDown(EngineError):
     code = "CANCELLED"
+
+
+class StoreFailed(EngineError):
+    """The database refused a write; nothing of the request was applied (memory is rolled back too)."""
+
+    code = "UNAVAILABLE"
+
+
+class StoreFull(StoreFailed):
+    """SQLITE_FULL: the disk (or the database's page limit) is full."""
+
+    code = "RESOURCE_EXHAUSTED"

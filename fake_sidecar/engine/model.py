@@ -6,8 +6,8 @@ goes through `InstanceView` (frozen).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, Callable
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -23,6 +23,13 @@ TERMINAL = frozenset({
     pb.ORCHESTRATION_STATUS_TERMINATED,
     pb.ORCHESTRATION_STATUS_CANCELED,
 })
+
+
+def wire(msg: Any) -> bytes:
+    """The bytes of `msg`, map entries in key order. Plain serialisation writes a map in the order of
+    its hash table, which differs between a message built by insertion and the same message parsed
+    back from the database: the same committed event would change bytes across a restart."""
+    return msg.SerializeToString(deterministic=True)
 
 
 def ts(ns: int) -> Any:
@@ -65,6 +72,12 @@ class Turn:
     past_len: int
 
 
+# `history` and what `absorb` derives from it: a cold instance (restored without its history,
+# so that a restart reads no history at all) loads them on first use.
+HISTORY_FIELDS = frozenset({"history", "started", "completed", "suspended", "resolved", "opened",
+                            "timer_event_names", "children", "patches"})
+
+
 @dataclass
 class Instance:
     iid: str
@@ -96,6 +109,46 @@ class Instance:
     parked: bool = False
     retries: int = 0
     retry_at: int = 0
+
+    @classmethod
+    def restored(cls, *, warm: Callable[["Instance"], None], **given: Any) -> "Instance":
+        """An instance without its history fields; the first read of one calls `warm(inst)`, which
+        must call `warm_up`. Built straight into __dict__: a restart makes thousands of them."""
+        inst = cls.__new__(cls)
+        state = inst.__dict__
+        for f in _COLD_FIELDS:
+            if f.name in given:
+                state[f.name] = given[f.name]
+            else:
+                state[f.name] = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
+        state["_warm"] = warm
+        return inst
+
+    def warm_up(self, *, events: list[pb.HistoryEvent],
+                absorb: Callable[["Instance", pb.HistoryEvent], None]) -> None:
+        """Fill the history fields of a cold instance from its committed `events`."""
+        self.__dict__.pop("_warm", None)
+        for name, value in _fresh_history_fields().items():
+            self.__dict__[name] = value
+        # The stored meta is written with every commit: it already holds what absorbing gives.
+        keep = self.stalled, self.continuing
+        for ev in events:
+            self.history.append(ev)
+            absorb(self, ev)
+        self.stalled, self.continuing = keep
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for attributes that are not set: the history fields of a cold instance.
+        warm = self.__dict__.get("_warm")
+        if warm is None or name not in HISTORY_FIELDS:
+            raise AttributeError(f"'Instance' object has no attribute {name!r}")
+        warm(self)  # fills the fields, or raises (a clean store error) leaving the instance cold
+        return self.__dict__[name]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in HISTORY_FIELDS and name not in self.__dict__ and "_warm" in self.__dict__:
+            getattr(self, name)  # warm up first, or the other fields would overwrite this one later
+        object.__setattr__(self, name, value)
 
     def meta(self) -> dict[str, Any]:
         return {
@@ -131,6 +184,15 @@ class Instance:
             if entry.event.HasField("executionStarted"):
                 return entry.event
         return None
+
+
+_COLD_FIELDS = tuple(f for f in fields(Instance) if f.name not in HISTORY_FIELDS)
+
+
+def _fresh_history_fields() -> dict[str, Any]:
+    return {"history": [], "started": False, "completed": None, "suspended": False, "resolved": set(),
+            "opened": {"task": set(), "timer": set(), "child": set()}, "timer_event_names": {},
+            "children": [], "patches": []}
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,7 @@ class TurnResult:
     custom_status: str | None
     version_name: str | None
     patches: tuple[str, ...]
+    notes: tuple[str, ...] = ()  # oddities of the history worth a warning; not part of the answer
 
     def response(self, *, instance_id: str, completion_token: str) -> pb.WorkflowResponse:
         resp = pb.WorkflowResponse(instanceId=instance_id, completionToken=completion_token)
@@ -183,6 +184,8 @@ class _Context:
         self.current: Task | None = None
         self.suspended = False
         self.suspended_events: list[pb.HistoryEvent] = []
+        self.started = False  # an ExecutionStarted was processed
+        self.notes: list[str] = []  # what the worker should warn about (this module does no I/O)
 
     # ------------------------------------------------------------ sequencing
 
@@ -673,6 +676,12 @@ def _on_workflow_started(ctx: _Context, ev: pb.HistoryEvent) -> None:
 
 
 def _on_execution_started(ctx: _Context, ev: pb.HistoryEvent) -> None:
+    if ctx.started:
+        # A second start is a duplicate, which the engine drops (engine-rules R2.7); running the
+        # program again would answer with two programs' actions (e.g. completeWorkflow + scheduleTask).
+        ctx.notes.append("ignored a second ExecutionStarted in one history (a duplicate start)")
+        return
+    ctx.started = True
     es = ev.executionStarted
     family = ctx.bundle.family(es.name)
     if family is None:
@@ -881,4 +890,4 @@ def execute(bundle: Bundle, *, instance_id: str, past: Sequence[pb.HistoryEvent]
     except Exception as exc:  # noqa: BLE001 - like the SDK: anything else fails the workflow
         ctx.set_failed(type(exc).__name__, str(exc))
     return TurnResult(actions=tuple(ctx.actions()), custom_status=ctx.custom_status, version_name=ctx.version_used,
-                      patches=tuple(ctx.encountered))
+                      patches=tuple(ctx.encountered), notes=tuple(ctx.notes))
