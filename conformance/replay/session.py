@@ -1,0 +1,166 @@
+"""The edge of `conformance replay`: a reference sidecar that only replays, the user's worker, and
+the turns of every history sent to it.
+
+The sidecar is the reference engine with an in-memory store and no instances: every turn reaches
+the worker through `Engine.inject_turn`, which hands it to a connected worker and returns the
+answer without applying it. So nothing is persisted, no activity is ever dispatched (their results
+come from history), and the worker sees exactly the work items daprd would send.
+"""
+
+from __future__ import annotations
+
+import shlex
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fake_sidecar.server import SidecarServer
+
+from conformance.fuzz.compare import EXACT, Profile
+from conformance.replay import turns as turns_mod
+from conformance.replay.history import CapturedHistory
+from conformance.replay.judge import Divergence, Verdict, judge_turn
+
+DEFAULT_TURN_TIMEOUT_S = 30.0
+
+
+class ReplayError(Exception):
+    """The replay could not run (no worker connected, the worker command failed to start)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class InstanceResult:
+    history: CapturedHistory
+    verdict: Verdict
+    turns_total: int
+    turns_replayed: int
+    seconds: float
+    divergence: Divergence | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict.ok
+
+    def headline(self) -> str:
+        if self.divergence is None:
+            return f"replays cleanly ({self.turns_replayed} turn(s))"
+        d = self.divergence
+        if d.verdict is Verdict.NONDETERMINISM:
+            return f"nondeterminism at event #{d.event_index} (turn {d.turn}): {d.summary}"
+        if d.verdict is Verdict.STALL:
+            return f"would stall ({d.stall_reason}) in turn {d.turn}: {d.stall_description}"
+        if d.verdict is Verdict.NOT_REGISTERED:
+            return d.summary
+        return f"error in turn {d.turn}: {d.summary}"
+
+
+def replay_instance(h: CapturedHistory, answer: Callable[[str, list, list], object], *,
+                    profile: Profile = EXACT) -> InstanceResult:
+    """Replay each recorded turn of `h` in order through `answer(instance_id, past, new)` and stop
+    at the first divergence."""
+    began = time.monotonic()
+    events = list(h.events)
+    cut = turns_mod.split(events)
+    for n, turn in enumerate(cut, start=1):
+        past, new = turns_mod.request(events, turn)
+        resp = answer(h.instance_id, past, new)
+        div = judge_turn(events=events, turn=turn, instance_id=h.instance_id, name=h.name, past=past, new=new,
+                         resp=resp, profile=profile)  # type: ignore[arg-type]
+        if div is not None:
+            return InstanceResult(history=h, verdict=div.verdict, turns_total=len(cut), turns_replayed=n,
+                                  seconds=time.monotonic() - began, divergence=div)
+    return InstanceResult(history=h, verdict=Verdict.CLEAN, turns_total=len(cut), turns_replayed=len(cut),
+                          seconds=time.monotonic() - began)
+
+
+@dataclass
+class ReplaySidecar:
+    """The reference sidecar in replay mode, listening for the user's worker."""
+
+    server: SidecarServer
+    turn_timeout: float = DEFAULT_TURN_TIMEOUT_S
+
+    @classmethod
+    def start(cls, *, listen: str = "127.0.0.1:0", api_token: str | None = None,
+              turn_timeout: float = DEFAULT_TURN_TIMEOUT_S) -> "ReplaySidecar":
+        host, sep, port = listen.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ReplayError(f"--listen must be HOST:PORT (port 0 picks a free one), got {listen!r}")
+        try:
+            server = SidecarServer.start(host=host, port=int(port), db=":memory:", api_token=api_token)
+        except OSError as exc:
+            raise ReplayError(f"cannot listen on {listen}: {exc}") from None
+        return cls(server=server, turn_timeout=turn_timeout)
+
+    @property
+    def address(self) -> str:
+        return self.server.address
+
+    def wait_for_worker(self, *, timeout: float, alive: Callable[[], bool] = lambda: True) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.server.engine.connected_streams() > 0:
+                return True
+            if not alive():
+                return False
+            time.sleep(0.05)
+        return self.server.engine.connected_streams() > 0
+
+    def answer(self, instance_id: str, past: list, new: list):
+        return self.server.engine.inject_turn(instance_id=instance_id, past=past, new=new,
+                                              timeout=self.turn_timeout)
+
+    def stop(self) -> None:
+        self.server.stop(grace=1.0)
+
+
+@dataclass
+class WorkerProcess:
+    """A worker started by --worker-command ({address} substituted), ended by its pid."""
+
+    command: str
+    log_dir: Path
+    proc: object = field(default=None)
+
+    def start(self, address: str) -> None:
+        from conformance.targets.process import ManagedProcess, ProcessSpec
+
+        argv = tuple(shlex.split(self.command.replace("{address}", address)))
+        if not argv:
+            raise ReplayError("--worker-command is empty")
+        try:
+            self.proc = ManagedProcess.start(spec=ProcessSpec(name="replay-worker", argv=argv, log_dir=self.log_dir))
+        except OSError as exc:
+            raise ReplayError(f"cannot start --worker-command {argv[0]!r}: {exc}") from None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.is_running()  # type: ignore[attr-defined]
+
+    def describe_exit(self) -> str:
+        if self.proc is None:
+            return "not started"
+        return (f"exited with {self.proc.returncode}; its stderr ends with:\n"  # type: ignore[attr-defined]
+                f"{self.proc.stderr_tail()}")  # type: ignore[attr-defined]
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.stop(timeout=10.0)  # type: ignore[attr-defined]
+
+
+def replay_all(histories: Sequence[CapturedHistory], sidecar: ReplaySidecar, *, jobs: int = 8,
+               profile: Profile = EXACT, on_result: Callable[[InstanceResult], None] | None = None) -> list[InstanceResult]:
+    """Every history through the connected worker, `jobs` instances at a time; results in input order."""
+    lock = threading.Lock()
+
+    def one(h: CapturedHistory) -> InstanceResult:
+        r = replay_instance(h, sidecar.answer, profile=profile)
+        if on_result is not None:
+            with lock:
+                on_result(r)
+        return r
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="replay") as pool:
+        return list(pool.map(one, histories))

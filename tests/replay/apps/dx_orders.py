@@ -1,0 +1,167 @@
+"""A small real application on dapr-ext-workflow, in four versions, for `conformance replay`.
+
+Runs in the SDK's own virtualenv (.sdk/dx): only the standard library and the SDK's public API.
+
+    python dx_orders.py serve  --address HOST:PORT --version v1|v2|v2-patched|renamed
+    python dx_orders.py record --address HOST:PORT --version v1 [--chain-count N --chain-length L]
+
+`serve` runs the worker until SIGTERM (what `conformance replay --worker-command` starts).
+`record` runs the worker and a client: it starts instances, drives them to the state a capture
+should see, and prints one JSON line with their ids.
+
+Versions of the `order` workflow:
+- v1: reserve, then wait for the "approve" event, then charge;
+- v2: an `audit` activity added between reserve and the wait (breaks old instances);
+- v2-patched: the same, guarded by is_patched("audit") (old instances keep the v1 path);
+- renamed: v1 registered as "order_v2" only (old instances name a workflow that is gone).
+`chain` (every version): `n` activities in sequence, for the replay-speed benchmark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+import time
+
+from dapr.ext.workflow import DaprWorkflowClient, DaprWorkflowContext, WorkflowActivityContext, WorkflowRuntime
+
+
+def reserve(ctx: WorkflowActivityContext, item: str) -> str:
+    return f"reserved:{item}"
+
+
+def audit(ctx: WorkflowActivityContext, what: str) -> str:
+    return f"audited:{what}"
+
+
+def charge(ctx: WorkflowActivityContext, what: str) -> str:
+    return f"charged:{what}"
+
+
+def step(ctx: WorkflowActivityContext, x: int) -> int:
+    return x + 1
+
+
+def order_v1(ctx: DaprWorkflowContext, item: str):
+    r = yield ctx.call_activity(reserve, input=item)
+    ctx.set_custom_status("waiting")
+    yield ctx.wait_for_external_event("approve")
+    c = yield ctx.call_activity(charge, input=r)
+    return {"reserved": r, "charged": c}
+
+
+def order_v2(ctx: DaprWorkflowContext, item: str):
+    r = yield ctx.call_activity(reserve, input=item)
+    yield ctx.call_activity(audit, input=r)
+    ctx.set_custom_status("waiting")
+    yield ctx.wait_for_external_event("approve")
+    c = yield ctx.call_activity(charge, input=r)
+    return {"reserved": r, "charged": c}
+
+
+def order_v2_patched(ctx: DaprWorkflowContext, item: str):
+    r = yield ctx.call_activity(reserve, input=item)
+    if ctx.is_patched("audit"):
+        yield ctx.call_activity(audit, input=r)
+    ctx.set_custom_status("waiting")
+    yield ctx.wait_for_external_event("approve")
+    c = yield ctx.call_activity(charge, input=r)
+    return {"reserved": r, "charged": c}
+
+
+def chain(ctx: DaprWorkflowContext, n: int):
+    x = 0
+    for _ in range(n):
+        x = yield ctx.call_activity(step, input=x)
+    return x
+
+
+ORDERS = {"v1": ("order", order_v1), "v2": ("order", order_v2), "v2-patched": ("order", order_v2_patched),
+          "renamed": ("order_v2", order_v1)}
+
+
+def runtime(address: str, version: str) -> WorkflowRuntime:
+    host, port = address.rsplit(":", 1)
+    wfr = WorkflowRuntime(host=host, port=port, worker_ready_timeout=15)
+    name, fn = ORDERS[version]
+    wfr.register_workflow(fn, name=name)
+    wfr.register_workflow(chain, name="chain")
+    for act in (reserve, audit, charge, step):
+        wfr.register_activity(act, name=act.__name__)
+    return wfr
+
+
+def serve(args: argparse.Namespace) -> int:
+    wfr = runtime(args.address, args.version)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    wfr.start()
+    print("worker started", file=sys.stderr, flush=True)
+    stop.wait()
+    wfr.shutdown()
+    return 0
+
+
+def _wait(predicate, timeout: float = 60.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def record(args: argparse.Namespace) -> int:
+    wfr = runtime(args.address, args.version)
+    wfr.start()
+    host, port = args.address.rsplit(":", 1)
+    client = DaprWorkflowClient(host=host, port=port)
+    out: dict[str, list[str]] = {"completed": [], "running": [], "chain": []}
+    try:
+        for i in range(args.orders):
+            done, waiting = f"order-done-{i}", f"order-waiting-{i}"
+            for iid in (done, waiting):
+                client.schedule_new_workflow("order", input=f"item-{i}", instance_id=iid)
+            for iid in (done, waiting):
+                ok = _wait(lambda: (client.get_workflow_state(iid) or None) is not None
+                           and client.get_workflow_state(iid).serialized_custom_status in ("waiting", '"waiting"'))
+                if not ok:
+                    raise SystemExit(f"{iid} never reached its wait")
+            client.raise_workflow_event(done, "approve", data=True)
+            state = client.wait_for_workflow_completion(done, timeout_in_seconds=60)
+            if state is None or state.runtime_status.name != "COMPLETED":
+                raise SystemExit(f"{done} did not complete: {state}")
+            out["completed"].append(done)
+            out["running"].append(waiting)
+        for i in range(args.chain_count):
+            iid = f"chain-{i}"
+            client.schedule_new_workflow("chain", input=args.chain_length, instance_id=iid)
+            out["chain"].append(iid)
+        for iid in out["chain"]:
+            state = client.wait_for_workflow_completion(iid, timeout_in_seconds=120)
+            if state is None or state.runtime_status.name != "COMPLETED":
+                raise SystemExit(f"{iid} did not complete: {state}")
+    finally:
+        wfr.shutdown()
+    print(json.dumps(out), flush=True)
+    return 0
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(prog="dx_orders")
+    p.add_argument("mode", choices=("serve", "record"))
+    p.add_argument("--address", required=True)
+    p.add_argument("--version", choices=sorted(ORDERS), default="v1")
+    p.add_argument("--orders", type=int, default=1)
+    p.add_argument("--chain-count", type=int, default=0)
+    p.add_argument("--chain-length", type=int, default=32)
+    args = p.parse_args()
+    return serve(args) if args.mode == "serve" else record(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
