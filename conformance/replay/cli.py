@@ -45,6 +45,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                      help="seconds to wait for the worker's answer to one turn (default 30)")
     rep.add_argument("--connect-timeout", type=float, default=DEFAULT_CONNECT_TIMEOUT_S, metavar="S",
                      help="seconds to wait for your worker to connect (default 60)")
+    rep.add_argument("--mode", choices=("turns", "fast"), default="turns",
+                     help="turns (default): replay every recorded turn in order; fast: two whole-history "
+                          "requests per instance first, every turn only where they find something "
+                          "(docs/replay.md says what fast can miss)")
     rep.add_argument("--jobs", type=int, default=8, help="instances replayed at once (default 8)")
     rep.add_argument("-q", "--quiet", action="store_true", help="only the summary")
 
@@ -75,7 +79,7 @@ def run_capture(args: argparse.Namespace) -> int:
 def run_replay(args: argparse.Namespace) -> int:
     from conformance.replay import report
     from conformance.replay.history import HistoryFileError, expand, load
-    from conformance.replay.session import ReplayError, ReplaySidecar, WorkerProcess, replay_all
+    from conformance.replay.session import Mode, ReplayError, ReplaySidecar, WorkerProcess, replay_all
 
     root = Path(__file__).resolve().parents[2]
     out_dir = args.reports or (root / "reports" / "replay")
@@ -103,7 +107,7 @@ def run_replay(args: argparse.Namespace) -> int:
                 f"no worker opened GetWorkItems on {sidecar.address} within {args.connect_timeout:.0f} s"
             print(f"conformance replay: {why}", file=sys.stderr)
             return EXIT_FAILED
-        results = replay_all(histories, sidecar, jobs=args.jobs,
+        results = replay_all(histories, sidecar, jobs=args.jobs, mode=Mode(args.mode),
                              on_result=None if args.quiet else lambda r: print(report.terminal_line(r), flush=True))
     except ReplayError as exc:
         print(f"conformance replay: {exc}", file=sys.stderr)

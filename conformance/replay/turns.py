@@ -64,3 +64,37 @@ def request(events: Sequence[pb.HistoryEvent], turn: Turn) -> tuple[list[pb.Hist
     ws.workflowStarted.SetInParent()
     ws.timestamp.CopyFrom(events[turn.start].timestamp)
     return past, [ws]
+
+
+def whole(events: Sequence[pb.HistoryEvent], *, keep_actions: bool) -> tuple[Turn, list[pb.HistoryEvent],
+                                                                               list[pb.HistoryEvent]]:
+    """One request for the whole history, for the quick pre-check of `--mode fast`:
+
+    - keep_actions=False: every inbox event as past and no action event, so the code makes every
+      action of the whole run and answers all of them (each must be one history recorded);
+    - keep_actions=True: the history as the engine would send it on the next turn (without its
+      ExecutionCompleted); the SDK checks its own replay and answers only what is new (nothing,
+      or the recorded completion).
+    The returned Turn spans the history and lists as `recorded` what the answer must hold."""
+    past, recorded = [], []
+    stop = len(events)
+    if not keep_actions:
+        # SDKs answer only the completion once the code completes: stop before the completing turn
+        # (its completion is checked by the keep_actions=True request).
+        done = next((i for i, e in enumerate(events) if e.HasField("executionCompleted")), None)
+        if done is not None:
+            stop = max((i for i in range(done + 1) if events[i].HasField("workflowStarted")), default=done)
+    for i, e in enumerate(events[:stop]):
+        kind = e.WhichOneof("eventType")
+        if kind in ENGINE_EVENTS:
+            continue
+        if kind in ACTION_EVENTS and (not keep_actions or kind == "executionCompleted"):
+            recorded.append(i)
+            continue
+        past.append(e)
+    last_ws = next((e for e in reversed(events) if e.HasField("workflowStarted")), events[0])
+    ws = pb.HistoryEvent(eventId=-1)
+    ws.workflowStarted.SetInParent()
+    ws.timestamp.CopyFrom(last_ws.timestamp)
+    turn = Turn(number=0, start=0, end=len(events), inbox=(), recorded=tuple(recorded))
+    return turn, past, [ws]

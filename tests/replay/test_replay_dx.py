@@ -1,0 +1,57 @@
+"""`conformance capture` + `conformance replay` with a real dapr-ext-workflow application
+(tests/replay/apps/dx_orders.py, run with the SDK's own virtualenv .sdk/dx)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conformance.targets.durabletask_go import DurableTaskGoNotInstalledError, DurableTaskGoSidecar
+from tests.replay import support
+
+pytestmark = [pytest.mark.sdk, pytest.mark.slow]
+
+PYTHON = support.REPO / ".sdk" / "dx" / "bin" / "python"
+APP = support.App("dx", (str(PYTHON), str(support.APPS / "dx_orders.py")))
+
+
+def test_dx_histories_from_the_reference_sidecar(tmp_path: Path) -> None:
+    support.require(PYTHON, "install the SDKs with scripts/install-sdks.sh")
+    with support.reference_sidecar() as sc:
+        ids = support.record(APP, sc.address)
+        support.capture(sc.address, ids["completed"] + ids["running"], tmp_path / "h")
+    support.check_versions(APP, tmp_path / "h", tmp_path / "r", completed=ids["completed"][0],
+                           running=ids["running"][0], diverge_kind="timerCreated")
+    page = (tmp_path / "r" / "v2" / "instances" / f"{ids['completed'][0]}.html").read_text()
+    assert "audit" in page and "class='mark'" in page  # the side-by-side marks the diverging event
+
+
+def test_dx_fast_mode_finds_the_same_event(tmp_path: Path) -> None:
+    support.require(PYTHON, "install the SDKs with scripts/install-sdks.sh")
+    with support.reference_sidecar() as sc:
+        ids = support.record(APP, sc.address)
+        support.capture(sc.address, ids["completed"] + ids["running"], tmp_path / "h")
+    rc, turns, _ = support.replay(tmp_path / "h", APP.command("v2"), tmp_path / "turns")
+    rc_fast, fast, text = support.replay(tmp_path / "h", APP.command("v2"), tmp_path / "fast", "--mode", "fast")
+    assert rc == rc_fast == 1, text
+    assert {k: (v["verdict"], v["eventIndex"]) for k, v in fast.items()} == \
+        {k: (v["verdict"], v["eventIndex"]) for k, v in turns.items()}
+    rc, clean, text = support.replay(tmp_path / "h", APP.command("v1"), tmp_path / "fast-v1", "--mode", "fast")
+    assert rc == 0 and {v["verdict"] for v in clean.values()} == {"CLEAN"}, text
+
+
+def test_dx_histories_from_durabletask_go(tmp_path: Path) -> None:
+    support.require(PYTHON, "install the SDKs with scripts/install-sdks.sh")
+    try:
+        engine = DurableTaskGoSidecar().start(db_path=tmp_path / "dt.sqlite3", log_dir=tmp_path / "logs")
+    except DurableTaskGoNotInstalledError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    with engine:
+        ids = support.record(APP, engine.address)
+        rc, out, err = support.cli("capture", "--from", engine.address, "--all", "--out", str(tmp_path / "h"))
+        assert rc == 0, err
+    assert {p.name for p in (tmp_path / "h").glob("*.json")} == \
+        {f"{i}.history.json" for i in ids["completed"] + ids["running"]}
+    support.check_versions(APP, tmp_path / "h", tmp_path / "r", completed=ids["completed"][0],
+                           running=ids["running"][0], diverge_kind="timerCreated", patched=True)
