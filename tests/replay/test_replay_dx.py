@@ -55,3 +55,21 @@ def test_dx_histories_from_durabletask_go(tmp_path: Path) -> None:
         {f"{i}.history.json" for i in ids["completed"] + ids["running"]}
     support.check_versions(APP, tmp_path / "h", tmp_path / "r", completed=ids["completed"][0],
                            running=ids["running"][0], diverge_kind="timerCreated", patched=True)
+
+
+def test_dx_stalls_as_daprd_would(tmp_path: Path) -> None:
+    """A removed patch check stalls with PATCH_MISMATCH, a removed version with VERSION_NOT_AVAILABLE,
+    each with the description the engine records (fake_sidecar's decide_turn, as dapr/dapr)."""
+    support.require(PYTHON, "install the SDKs with scripts/install-sdks.sh")
+    with support.reference_sidecar() as sc:
+        ids = support.record(APP, sc.address, "--orders", "0", "--stalls")
+        support.capture(sc.address, ids["stalls"], tmp_path / "h")
+    rc, got, text = support.replay(tmp_path / "h", APP.command("v1"), tmp_path / "v1")
+    assert rc == 0 and {v["verdict"] for v in got.values()} == {"CLEAN"}, text
+    rc, got, text = support.replay(tmp_path / "h", APP.command("v3"), tmp_path / "v3")
+    assert rc == 1, text
+    assert (got["shipping-0"]["verdict"], got["shipping-0"]["stallReason"]) == ("STALL", "PATCH_MISMATCH"), text
+    assert got["shipping-0"]["stallDescription"] == \
+        "Patch mismatch. History patches: [fast-ship], current patches: []. "
+    assert (got["billing-0"]["verdict"], got["billing-0"]["stallReason"]) == ("STALL", "VERSION_NOT_AVAILABLE"), text
+    assert got["billing-0"]["stallDescription"] == "Version not available: b1"

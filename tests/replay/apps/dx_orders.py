@@ -13,7 +13,9 @@ Versions of the `order` workflow:
 - v1: reserve, then wait for the "approve" event, then charge;
 - v2: an `audit` activity added between reserve and the wait (breaks old instances);
 - v2-patched: the same, guarded by is_patched("audit") (old instances keep the v1 path);
-- renamed: v1 registered as "order_v2" only (old instances name a workflow that is gone).
+- renamed: v1 registered as "order_v2" only (old instances name a workflow that is gone);
+- v3: v1's order, but `shipping` without its is_patched("fast-ship") check and `billing` only in
+  version b2 (old instances of both stall).
 `chain` (every version): `n` activities in sequence, for the replay-speed benchmark.
 """
 
@@ -72,6 +74,27 @@ def order_v2_patched(ctx: DaprWorkflowContext, item: str):
     return {"reserved": r, "charged": c}
 
 
+def shipping(ctx: DaprWorkflowContext, item: str):
+    speed = "fast" if ctx.is_patched("fast-ship") else "slow"
+    r = yield ctx.call_activity(reserve, input=f"{speed}:{item}")
+    ctx.set_custom_status("waiting")
+    yield ctx.wait_for_external_event("go")
+    return r
+
+
+def shipping_unpatched(ctx: DaprWorkflowContext, item: str):
+    r = yield ctx.call_activity(reserve, input=f"fast:{item}")
+    ctx.set_custom_status("waiting")
+    yield ctx.wait_for_external_event("go")
+    return r
+
+
+def billing(ctx: DaprWorkflowContext, item: str):
+    ctx.set_custom_status("waiting")
+    yield ctx.wait_for_external_event("go")
+    return item
+
+
 def chain(ctx: DaprWorkflowContext, n: int):
     x = 0
     for _ in range(n):
@@ -80,7 +103,7 @@ def chain(ctx: DaprWorkflowContext, n: int):
 
 
 ORDERS = {"v1": ("order", order_v1), "v2": ("order", order_v2), "v2-patched": ("order", order_v2_patched),
-          "renamed": ("order_v2", order_v1)}
+          "renamed": ("order_v2", order_v1), "v3": ("order", order_v1)}
 
 
 def runtime(address: str, version: str) -> WorkflowRuntime:
@@ -89,6 +112,11 @@ def runtime(address: str, version: str) -> WorkflowRuntime:
     name, fn = ORDERS[version]
     wfr.register_workflow(fn, name=name)
     wfr.register_workflow(chain, name="chain")
+    # v3 drops the "fast-ship" patch check (stalls PATCH_MISMATCH) and billing's version b1
+    # (stalls VERSION_NOT_AVAILABLE); every other version has both.
+    wfr.register_workflow(shipping_unpatched if version == "v3" else shipping, name="shipping")
+    wfr.register_versioned_workflow(billing, name="billing", version_name="b2" if version == "v3" else "b1",
+                                    is_latest=True)
     for act in (reserve, audit, charge, step):
         wfr.register_activity(act, name=act.__name__)
     return wfr
@@ -120,8 +148,16 @@ def record(args: argparse.Namespace) -> int:
     wfr.start()
     host, port = args.address.rsplit(":", 1)
     client = DaprWorkflowClient(host=host, port=port)
-    out: dict[str, list[str]] = {"completed": [], "running": [], "chain": []}
+    out: dict[str, list[str]] = {"completed": [], "running": [], "chain": [], "stalls": []}
     try:
+        if args.stalls:
+            for wf in ("shipping", "billing"):
+                iid = f"{wf}-0"
+                client.schedule_new_workflow(wf, input="item", instance_id=iid)
+                if not _wait(lambda: (client.get_workflow_state(iid) or None) is not None
+                             and client.get_workflow_state(iid).serialized_custom_status in ("waiting", '"waiting"')):
+                    raise SystemExit(f"{iid} never reached its wait")
+                out["stalls"].append(iid)
         for i in range(args.orders):
             done, waiting = f"order-done-{i}", f"order-waiting-{i}"
             for iid in (done, waiting):
@@ -159,6 +195,7 @@ def main() -> int:
     p.add_argument("--orders", type=int, default=1)
     p.add_argument("--chain-count", type=int, default=0)
     p.add_argument("--chain-length", type=int, default=32)
+    p.add_argument("--stalls", action="store_true", help="also start shipping-0 and billing-0 (left running)")
     args = p.parse_args()
     return serve(args) if args.mode == "serve" else record(args)
 
