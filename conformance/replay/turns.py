@@ -96,5 +96,5 @@ def whole(events: Sequence[pb.HistoryEvent], *, keep_actions: bool) -> tuple[Tur
     ws = pb.HistoryEvent(eventId=-1)
     ws.workflowStarted.SetInParent()
     ws.timestamp.CopyFrom(last_ws.timestamp)
-    turn = Turn(number=0, start=0, end=len(events), inbox=(), recorded=tuple(recorded))
+    turn = Turn(number=0, start=0, end=stop, inbox=(), recorded=tuple(recorded))
     return turn, past, [ws]
