@@ -50,7 +50,12 @@ class Divergence:
     answer: dict[str, Any] = field(default_factory=dict)
 
 
-_NOT_REGISTERED = re.compile(r"not\s*registered|notregistered|no (?:such )?(?:orchestrator|workflow)", re.I)
+# How each SDK fails a turn whose workflow it does not know (errorType + ": " + errorMessage):
+# Python SDKs "OrchestratorNotRegisteredError: A 'x' orchestrator was not registered.", durabletask-js
+# "OrchestratorNotRegisteredError: ...", Go "workflow named 'x' is not registered", Java
+# "java.lang.IllegalStateException: No factory found for orchestrator: x".
+_NOT_REGISTERED = re.compile(r"not\s*registered|notregistered|no factory found for orchestrator"
+                             r"|no (?:such )?(?:orchestrator|workflow)\b", re.I)
 _ACTION_OF = {"taskScheduled": "scheduleTask", "timerCreated": "createTimer",
               "childWorkflowInstanceCreated": "createChildWorkflow", "eventSent": "sendEvent",
               "executionCompleted": "completeWorkflow",
@@ -250,10 +255,13 @@ def _compare_actions(*, events: Sequence[pb.HistoryEvent], turn: Turn, norm: dic
                                       f"makes {describe_action(a)} in turn {turn.number}")
             continue
         if completed:
+            # History never records it: the replay fails at the next action history does record.
+            nxt = next((j for j in range(turn.end, len(events)) if events[j].WhichOneof("eventType") in _ACTION_OF),
+                       min(turn.end, len(events)))
             recorded = ", ".join(describe_event(events[i]) for i in turn.recorded) or "nothing"
-            return diverge(min(turn.end, len(events)), f"the code does more than history recorded in turn "
-                                                       f"{turn.number}: {describe_action(a)} (history recorded: "
-                                                       f"{recorded}, and never an action with id {a.get('id', 0)})")
+            at = f"history: {describe_event(events[nxt])}; " if nxt < len(events) else ""
+            return diverge(nxt, f"{at}the code makes {describe_action(a)} in turn {turn.number}, an action history "
+                                f"never records (turn {turn.number} recorded: {recorded})")
         # Past the end of a running instance's history: what the code does next, not a divergence.
     if completion is not None and completed:
         return diverge(min(turn.end, len(events)), f"the code completes the workflow in turn {turn.number} "

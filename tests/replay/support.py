@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from conformance.cli import main as conformance_main
-from conformance.replay.history import load
+from conformance.replay.history import load  # noqa: F401 - used by the tests too
 from fake_sidecar.server import SidecarServer
 
 REPO = Path(__file__).resolve().parents[2]
