@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fake_sidecar.engine.model import Instance
-from fake_sidecar.engine.turns import ABANDON, STALL, absorb, decide_turn
+from fake_sidecar.engine.turns import ABANDON, STALL, absorb, decide_turn, first_version_name
 from taskhub_wire import pb
 
 from conformance.fuzz.compare import EXACT, Profile, normalise
@@ -185,6 +185,13 @@ def judge_turn(*, events: Sequence[pb.HistoryEvent], turn: Turn, instance_id: st
         return Divergence(verdict=Verdict.ERROR, turn=turn.number, event_index=turn.start,
                           summary=f"the engine would reject this answer as malformed: {outcome.reason}",
                           history_side=_lines(events, turn, None), code_side=code, answer=norm)
+    recorded_version, version = first_version_name(list(past)), norm["version.name"]
+    if recorded_version and version and version != recorded_version:
+        return Divergence(verdict=Verdict.NONDETERMINISM, turn=turn.number, event_index=turn.start,
+                          summary=f"history runs version '{recorded_version}' of '{name}'; the code answers as "
+                                  f"version '{version}'",
+                          history_side=_lines(events, turn, turn.start), code_side=code + (_version_line(norm),),
+                          answer=norm)
     return _compare_actions(events=events, turn=turn, norm=norm, code=code, failure=failure)
 
 

@@ -18,6 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fake_sidecar.engine import Engine
+from fake_sidecar.engine.errors import FailedPrecondition
 from fake_sidecar.server import SidecarServer
 
 from conformance.fuzz.compare import EXACT, Profile
@@ -102,6 +104,37 @@ def replay_instance(h: CapturedHistory, answer: Callable[[str, list, list], obje
                           seconds=time.monotonic() - began)
 
 
+_REFUSED = ("the replay sidecar of `conformance replay` only serves recorded turns to your worker: it starts, "
+            "changes and runs no workflow instance (does your app start workflows when it boots? skip that during "
+            "a replay)")
+
+
+class ReplayEngine(Engine):
+    """The reference engine with every client operation refused, so that nothing a worker's app
+    does on its own (start a workflow at boot, raise an event) runs activities or makes state."""
+
+    def start_instance(self, **kw):  # type: ignore[no-untyped-def, override]
+        raise FailedPrecondition(_REFUSED)
+
+    def raise_event(self, **kw):  # type: ignore[no-untyped-def, override]
+        raise FailedPrecondition(_REFUSED)
+
+    def terminate(self, **kw):  # type: ignore[no-untyped-def, override]
+        raise FailedPrecondition(_REFUSED)
+
+    def suspend(self, **kw):  # type: ignore[no-untyped-def, override]
+        raise FailedPrecondition(_REFUSED)
+
+    def resume(self, **kw):  # type: ignore[no-untyped-def, override]
+        raise FailedPrecondition(_REFUSED)
+
+    def purge(self, **kw):  # type: ignore[no-untyped-def, override]
+        raise FailedPrecondition(_REFUSED)
+
+    def rerun(self, **kw):  # type: ignore[no-untyped-def, override]
+        raise FailedPrecondition(_REFUSED)
+
+
 @dataclass
 class ReplaySidecar:
     """The reference sidecar in replay mode, listening for the user's worker."""
@@ -116,7 +149,8 @@ class ReplaySidecar:
         if not sep or not host or not port.isdigit():
             raise ReplayError(f"--listen must be HOST:PORT (port 0 picks a free one), got {listen!r}")
         try:
-            server = SidecarServer.start(host=host, port=int(port), db=":memory:", api_token=api_token)
+            server = SidecarServer.start(host=host, port=int(port), db=":memory:", api_token=api_token,
+                                         engine_class=ReplayEngine)
         except OSError as exc:
             raise ReplayError(f"cannot listen on {listen}: {exc}") from None
         return cls(server=server, turn_timeout=turn_timeout)

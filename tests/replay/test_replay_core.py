@@ -229,3 +229,24 @@ def test_capture_from_the_reference_sidecar_pages_and_filters(tmp_path: Path) ->
     finally:
         worker.stop()
         server.stop()
+
+
+def test_the_replay_sidecar_starts_no_instance() -> None:
+    """A worker's app that starts a workflow at boot gets FAILED_PRECONDITION, not a running
+    instance whose activities would run."""
+    import grpc
+
+    from conformance.replay.session import ReplaySidecar
+    from taskhub_wire.rpc import TaskHubClient
+
+    sc = ReplaySidecar.start()
+    try:
+        with grpc.insecure_channel(sc.address) as ch:
+            with pytest.raises(grpc.RpcError) as info:
+                TaskHubClient(ch).call("StartInstance", pb.CreateInstanceRequest(instanceId="x", name="order"),
+                                       timeout=10)
+        assert info.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+        assert "only serves recorded turns" in info.value.details()
+        assert sc.server.engine.get_instance("x") is None
+    finally:
+        sc.stop()
