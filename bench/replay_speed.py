@@ -8,7 +8,8 @@ histories are recorded once on the reference sidecar by the app itself and captu
 (`serve --version v1`, a separate process with the SDK's own virtualenv .sdk/dx) several rounds
 in each `--mode` (turns: every turn; fast: two whole-history requests per instance), side by side,
 reporting each round and the best (the least disturbed by other work on the machine; the load
-average is printed). Every instance must replay cleanly, or the run fails.
+average is printed), and the CPU time both processes spent (instances per CPU-second, which the
+machine's load does not change). Every instance must replay cleanly, or the run fails.
 
     .venv/bin/python bench/replay_speed.py [--instances 60] [--rounds 3] [--jobs 8]
 
@@ -55,6 +56,13 @@ def record(n: int, out: Path) -> list:
     return [load(p) for p in sorted(out.glob("*.json"))]
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (Linux /proc), to report figures the machine's load does
+    not change."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--instances", type=int, default=60)
@@ -77,15 +85,17 @@ def main() -> int:
             raise SystemExit(f"the worker did not connect: {worker.describe_exit()}")
         for rnd in range(1, args.rounds + 1):
             for mode in Mode:  # side by side, alternating, so that both see the same machine
-                began = time.perf_counter()
+                began, own0, wcpu0 = time.perf_counter(), sum(os.times()[:2]), _cpu_seconds(worker.proc.pid)
                 results = replay_all(histories, sidecar, jobs=args.jobs, mode=mode)
                 took = time.perf_counter() - began
+                own, wcpu = sum(os.times()[:2]) - own0, _cpu_seconds(worker.proc.pid) - wcpu0
                 bad = [r for r in results if not r.ok]
                 if bad:
                     raise SystemExit(f"{len(bad)} instance(s) did not replay cleanly: {bad[0].headline()}")
                 rates[mode].append(len(results) / took)
                 print(f"round {rnd} --mode {mode.value:<5}: {len(results)} instances in {took:.2f} s = "
-                      f"{rates[mode][-1]:.1f} instances/s", flush=True)
+                      f"{rates[mode][-1]:.1f} instances/s; CPU {own:.2f} s replay + {wcpu:.2f} s SDK worker = "
+                      f"{len(results) / max(own + wcpu, 1e-9):.0f} instances per CPU-second", flush=True)
     finally:
         worker.stop()
         sidecar.stop()

@@ -45,10 +45,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                      help="seconds to wait for the worker's answer to one turn (default 30)")
     rep.add_argument("--connect-timeout", type=float, default=DEFAULT_CONNECT_TIMEOUT_S, metavar="S",
                      help="seconds to wait for your worker to connect (default 60)")
-    rep.add_argument("--mode", choices=("turns", "fast"), default="turns",
-                     help="turns (default): replay every recorded turn in order; fast: two whole-history "
-                          "requests per instance first, every turn only where they find something "
-                          "(docs/replay.md says what fast can miss)")
+    rep.add_argument("--mode", choices=("fast", "turns"), default="fast",
+                     help="fast (default): two whole-history requests per instance, and every recorded turn in "
+                          "order only where they find something (same verdicts; docs/replay.md says when they "
+                          "could differ); turns: every recorded turn of every instance")
     rep.add_argument("--jobs", type=int, default=8, help="instances replayed at once (default 8)")
     rep.add_argument("-q", "--quiet", action="store_true", help="only the summary")
 

@@ -83,7 +83,7 @@ def _quick_clean(h: CapturedHistory, answer: Callable[[str, list, list], object]
 
 
 def replay_instance(h: CapturedHistory, answer: Callable[[str, list, list], object], *,
-                    profile: Profile = EXACT, mode: Mode = Mode.TURNS) -> InstanceResult:
+                    profile: Profile = EXACT, mode: Mode = Mode.FAST) -> InstanceResult:
     """Replay each recorded turn of `h` in order through `answer(instance_id, past, new)` and stop
     at the first divergence (with Mode.FAST, only when the quick whole-history check fails)."""
     began = time.monotonic()
@@ -211,7 +211,7 @@ class WorkerProcess:
 
 
 def replay_all(histories: Sequence[CapturedHistory], sidecar: ReplaySidecar, *, jobs: int = 8,
-               profile: Profile = EXACT, mode: Mode = Mode.TURNS, on_result: Callable[[InstanceResult], None] | None = None) -> list[InstanceResult]:
+               profile: Profile = EXACT, mode: Mode = Mode.FAST, on_result: Callable[[InstanceResult], None] | None = None) -> list[InstanceResult]:
     """Every history through the connected worker, `jobs` instances at a time; results in input order."""
     lock = threading.Lock()
 

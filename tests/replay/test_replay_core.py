@@ -250,3 +250,22 @@ def test_the_replay_sidecar_starts_no_instance() -> None:
         assert sc.server.engine.get_instance("x") is None
     finally:
         sc.stop()
+
+
+@pytest.mark.parametrize("mode", list(Mode))
+def test_an_action_made_later_than_recorded_is_nondeterminism_where_history_records_it(mode: Mode) -> None:
+    """v1 runs two activities in parallel, v2 one after the other: in turn 1 history records both,
+    the code makes only the first. The quick check of --mode fast sees it through the worker's own
+    replay check (the reference worker fails as dapr-ext-workflow does)."""
+    parallel = bundle({"all": [{"call_activity": {"name": "echo", "input": 1}},
+                               {"call_activity": {"name": "sleep", "input": 0}}], "as": "r"},
+                      {"return": "${r}"})
+    sequential = bundle({"call_activity": {"name": "echo", "input": 1}, "as": "a"},
+                        {"call_activity": {"name": "sleep", "input": 0}, "as": "b"},
+                        {"return": ["${a}", "${b}"]})
+    h = captured(approve=False, program=parallel)
+    assert replay_instance(h, answering(parallel), mode=mode).verdict is Verdict.CLEAN
+    r = replay_instance(h, answering(sequential), mode=mode)
+    assert r.verdict is Verdict.NONDETERMINISM and r.divergence is not None
+    second = [i for i, e in enumerate(h.events) if e.HasField("taskScheduled")][1]
+    assert (r.divergence.turn, r.divergence.event_index) == (1, second)

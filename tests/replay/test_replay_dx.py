@@ -33,18 +33,20 @@ def test_dx_histories_from_the_reference_sidecar(tmp_path: Path) -> None:
     assert "audit" in page and "class='mark'" in page  # the side-by-side marks the diverging event
 
 
-def test_dx_fast_mode_finds_the_same_event(tmp_path: Path) -> None:
+def test_dx_fast_and_turns_modes_agree(tmp_path: Path) -> None:
     support.require(PYTHON, "install the SDKs with scripts/install-sdks.sh")
     with support.reference_sidecar() as sc:
         ids = support.record(APP, sc.address)
         support.capture(sc.address, ids["completed"] + ids["running"], tmp_path / "h")
-    rc, turns, _ = support.replay(tmp_path / "h", APP.command("v2"), tmp_path / "turns")
+    rc, turns, _ = support.replay(tmp_path / "h", APP.command("v2"), tmp_path / "turns", "--mode", "turns")
     rc_fast, fast, text = support.replay(tmp_path / "h", APP.command("v2"), tmp_path / "fast", "--mode", "fast")
     assert rc == rc_fast == 1, text
     assert {k: (v["verdict"], v["eventIndex"]) for k, v in fast.items()} == \
         {k: (v["verdict"], v["eventIndex"]) for k, v in turns.items()}
-    rc, clean, text = support.replay(tmp_path / "h", APP.command("v1"), tmp_path / "fast-v1", "--mode", "fast")
-    assert rc == 0 and {v["verdict"] for v in clean.values()} == {"CLEAN"}, text
+    for mode in ("fast", "turns"):
+        rc, clean, text = support.replay(tmp_path / "h", APP.command("v2-patched"), tmp_path / f"{mode}-p", "--mode",
+                                         mode)
+        assert rc == 0 and {v["verdict"] for v in clean.values()} == {"CLEAN"}, text
 
 
 def test_dx_histories_from_durabletask_go(tmp_path: Path) -> None:
