@@ -102,6 +102,7 @@ def run_replay(args: argparse.Namespace) -> int:
             print(f"waiting for your worker: point it at {sidecar.address} as it would connect to daprd "
                   f"(e.g. DAPR_GRPC_ENDPOINT={sidecar.address})", flush=True)
         alive = worker.alive if worker is not None else (lambda: True)
+        sidecar.worker_alive = alive
         if not sidecar.wait_for_worker(timeout=args.connect_timeout, alive=alive):
             why = worker.describe_exit() if worker is not None and not worker.alive() else \
                 f"no worker opened GetWorkItems on {sidecar.address} within {args.connect_timeout:.0f} s"

@@ -100,9 +100,8 @@ def describe_event(ev: pb.HistoryEvent) -> str:
         if body.HasField("failureDetails"):
             extra += f" {body.failureDetails.errorType}: {_short(body.failureDetails.errorMessage, 60)}"
         return f"ExecutionCompleted {extra}"
-    for attr in ("name",):
-        if body is not None and hasattr(body, attr) and getattr(body, attr):
-            name = f" '{getattr(body, attr)}'"
+    if body is not None and getattr(body, "name", ""):
+        name = f" '{body.name}'"
     if kind in ("taskCompleted", "taskFailed", "childWorkflowInstanceCompleted", "childWorkflowInstanceFailed"):
         return f"{_pascal(kind)} for id {body.taskScheduledId}"
     if kind == "timerFired":
@@ -140,7 +139,8 @@ def instance_for(instance_id: str, name: str, past: Sequence[pb.HistoryEvent]) -
 
 
 def _lines(events: Sequence[pb.HistoryEvent], turn: Turn, mark: int | None) -> tuple[str, ...]:
-    return tuple(f"{'>' if i == mark else ' '} #{i:<3} {describe_event(events[i])}" for i in range(turn.start, turn.end))
+    return tuple(f"{'>' if i == mark else ' '} #{i:<3} {describe_event(events[i])}"
+                 for i in range(turn.start, turn.end))
 
 
 def _raw_failure(resp: pb.WorkflowResponse) -> str:

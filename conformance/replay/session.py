@@ -17,8 +17,12 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fake_sidecar.engine import Engine
+
+if TYPE_CHECKING:
+    from conformance.targets.process import ManagedProcess
 from fake_sidecar.engine.errors import FailedPrecondition
 from fake_sidecar.server import SidecarServer
 
@@ -141,6 +145,7 @@ class ReplaySidecar:
 
     server: SidecarServer
     turn_timeout: float = DEFAULT_TURN_TIMEOUT_S
+    worker_alive: Callable[[], bool] = lambda: True  # a dead worker's turns fail at once, not after the timeout
 
     @classmethod
     def start(cls, *, listen: str = "127.0.0.1:0", api_token: str | None = None,
@@ -170,6 +175,8 @@ class ReplaySidecar:
         return self.server.engine.connected_streams() > 0
 
     def answer(self, instance_id: str, past: list, new: list):
+        if not self.worker_alive():
+            return None
         return self.server.engine.inject_turn(instance_id=instance_id, past=past, new=new,
                                               timeout=self.turn_timeout)
 
@@ -183,7 +190,7 @@ class WorkerProcess:
 
     command: str
     log_dir: Path
-    proc: object = field(default=None)
+    proc: "ManagedProcess | None" = field(default=None)
 
     def start(self, address: str) -> None:
         from conformance.targets.process import ManagedProcess, ProcessSpec
@@ -197,21 +204,22 @@ class WorkerProcess:
             raise ReplayError(f"cannot start --worker-command {argv[0]!r}: {exc}") from None
 
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.is_running()  # type: ignore[attr-defined]
+        return self.proc is not None and self.proc.is_running()
 
     def describe_exit(self) -> str:
         if self.proc is None:
-            return "not started"
-        return (f"exited with {self.proc.returncode}; its stderr ends with:\n"  # type: ignore[attr-defined]
-                f"{self.proc.stderr_tail()}")  # type: ignore[attr-defined]
+            return "the worker command was not started"
+        return (f"the worker command exited with {self.proc.returncode}; its stderr ends with:\n"
+                f"{self.proc.stderr_tail()}")
 
     def stop(self) -> None:
         if self.proc is not None:
-            self.proc.stop(timeout=10.0)  # type: ignore[attr-defined]
+            self.proc.stop(timeout=10.0)
 
 
 def replay_all(histories: Sequence[CapturedHistory], sidecar: ReplaySidecar, *, jobs: int = 8,
-               profile: Profile = EXACT, mode: Mode = Mode.FAST, on_result: Callable[[InstanceResult], None] | None = None) -> list[InstanceResult]:
+               profile: Profile = EXACT, mode: Mode = Mode.FAST,
+               on_result: Callable[[InstanceResult], None] | None = None) -> list[InstanceResult]:
     """Every history through the connected worker, `jobs` instances at a time; results in input order."""
     lock = threading.Lock()
 
