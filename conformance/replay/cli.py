@@ -35,7 +35,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     rep.add_argument("histories", nargs="+", type=Path, metavar="HISTORY",
                      help="history files, or folders of them (as `conformance capture` writes)")
     rep.add_argument("--worker-command", metavar="CMD",
-                     help="start your worker with this command ({address} is replaced); ended when done")
+                     help="start your worker with this command ({address} is replaced; DAPR_GRPC_ENDPOINT, "
+                          "DAPR_GRPC_PORT and DAPR_RUNTIME_HOST are set to the replay sidecar); ended when done")
     rep.add_argument("--listen", default="127.0.0.1:0", metavar="HOST:PORT",
                      help="where the replay sidecar listens (default 127.0.0.1:0: a free port, printed)")
     rep.add_argument("--api-token", default=None, help="require this dapr-api-token from the worker")
@@ -97,7 +98,7 @@ def run_replay(args: argparse.Namespace) -> int:
     try:
         print(f"replay sidecar listening on {sidecar.address}", flush=True)
         if worker is not None:
-            worker.start(sidecar.address)
+            worker.start(sidecar.address, api_token=args.api_token)
         else:
             print(f"waiting for your worker: point it at {sidecar.address} as it would connect to daprd "
                   f"(e.g. DAPR_GRPC_ENDPOINT={sidecar.address})", flush=True)

@@ -10,6 +10,7 @@ come from history), and the worker sees exactly the work items daprd would send.
 from __future__ import annotations
 
 import enum
+import os
 import shlex
 import threading
 import time
@@ -192,14 +193,21 @@ class WorkerProcess:
     log_dir: Path
     proc: "ManagedProcess | None" = field(default=None)
 
-    def start(self, address: str) -> None:
+    def start(self, address: str, *, api_token: str | None = None) -> None:
         from conformance.targets.process import ManagedProcess, ProcessSpec
 
         argv = tuple(shlex.split(self.command.replace("{address}", address)))
         if not argv:
             raise ReplayError("--worker-command is empty")
+        # What a Dapr app reads to find its sidecar, so that an app started as in production (no
+        # {address} in its command) connects here and not to a daprd.
+        host, _, port = address.rpartition(":")
+        env = dict(os.environ, DAPR_GRPC_ENDPOINT=address, DAPR_RUNTIME_HOST=host, DAPR_GRPC_PORT=port)
+        if api_token:
+            env["DAPR_API_TOKEN"] = api_token
         try:
-            self.proc = ManagedProcess.start(spec=ProcessSpec(name="replay-worker", argv=argv, log_dir=self.log_dir))
+            self.proc = ManagedProcess.start(spec=ProcessSpec(name="replay-worker", argv=argv, log_dir=self.log_dir,
+                                                              env=env))
         except OSError as exc:
             raise ReplayError(f"cannot start --worker-command {argv[0]!r}: {exc}") from None
 

@@ -43,6 +43,10 @@ def test_dx_fast_and_turns_modes_agree(tmp_path: Path) -> None:
     assert rc == rc_fast == 1, text
     assert {k: (v["verdict"], v["eventIndex"]) for k, v in fast.items()} == \
         {k: (v["verdict"], v["eventIndex"]) for k, v in turns.items()}
+    # An app started as it runs next to daprd, finding its sidecar through DAPR_GRPC_ENDPOINT.
+    command = APP.command("v2-patched").replace("{address}", "env")
+    rc, clean, text = support.replay(tmp_path / "h", command, tmp_path / "env")
+    assert rc == 0 and {v["verdict"] for v in clean.values()} == {"CLEAN"}, text
     for mode in ("fast", "turns"):
         rc, clean, text = support.replay(tmp_path / "h", APP.command("v2-patched"), tmp_path / f"{mode}-p", "--mode",
                                          mode)

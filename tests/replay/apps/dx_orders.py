@@ -5,6 +5,7 @@ Runs in the SDK's own virtualenv (.sdk/dx): only the standard library and the SD
     python dx_orders.py serve  --address HOST:PORT --version v1|v2|v2-patched|renamed
     python dx_orders.py record --address HOST:PORT --version v1 [--chain-count N --chain-length L]
 
+`--address env` leaves the address to the SDK (DAPR_GRPC_ENDPOINT / DAPR_GRPC_PORT), as in production.
 `serve` runs the worker until SIGTERM (what `conformance replay --worker-command` starts).
 `record` runs the worker and a client: it starts instances, drives them to the state a capture
 should see, and prints one JSON line with their ids.
@@ -107,8 +108,11 @@ ORDERS = {"v1": ("order", order_v1), "v2": ("order", order_v2), "v2-patched": ("
 
 
 def runtime(address: str, version: str) -> WorkflowRuntime:
-    host, port = address.rsplit(":", 1)
-    wfr = WorkflowRuntime(host=host, port=port, worker_ready_timeout=15)
+    if address == "env":  # as an app runs next to daprd: the SDK reads DAPR_GRPC_ENDPOINT / DAPR_GRPC_PORT
+        wfr = WorkflowRuntime(worker_ready_timeout=15)
+    else:
+        host, port = address.rsplit(":", 1)
+        wfr = WorkflowRuntime(host=host, port=port, worker_ready_timeout=15)
     name, fn = ORDERS[version]
     wfr.register_workflow(fn, name=name)
     wfr.register_workflow(chain, name="chain")
