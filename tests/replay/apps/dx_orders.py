@@ -29,7 +29,17 @@ import sys
 import threading
 import time
 
-from dapr.ext.workflow import DaprWorkflowClient, DaprWorkflowContext, WorkflowActivityContext, WorkflowRuntime
+from datetime import timedelta
+
+from dapr.ext.workflow import (
+    DaprWorkflowClient,
+    DaprWorkflowContext,
+    RetryPolicy,
+    WorkflowActivityContext,
+    WorkflowRuntime,
+    when_all,
+    when_any,
+)
 
 
 def reserve(ctx: WorkflowActivityContext, item: str) -> str:
@@ -96,6 +106,66 @@ def billing(ctx: DaprWorkflowContext, item: str):
     return item
 
 
+# The "zoo": one workflow per SDK feature, the same in every version; each must replay cleanly.
+_flaky_attempts: dict[str, int] = {}
+
+
+def flaky(ctx: WorkflowActivityContext, key: str) -> str:
+    _flaky_attempts[key] = _flaky_attempts.get(key, 0) + 1
+    if _flaky_attempts[key] < 3:
+        raise RuntimeError(f"flaky failure #{_flaky_attempts[key]}")
+    return f"ok after {_flaky_attempts[key]}"
+
+
+def zoo_fan(ctx: DaprWorkflowContext, n: int):
+    parts = yield when_all([ctx.call_activity(step, input=i) for i in range(n)])
+    return sum(parts)
+
+
+def zoo_retry(ctx: DaprWorkflowContext, key: str):
+    policy = RetryPolicy(first_retry_interval=timedelta(milliseconds=100), max_number_of_attempts=3)
+    return (yield ctx.call_activity(flaky, input=key, retry_policy=policy))
+
+
+def zoo_child(ctx: DaprWorkflowContext, n: int):
+    a = yield ctx.call_child_workflow(zoo_fan, input=n)
+    b = yield ctx.call_child_workflow("chain", input=2, instance_id=f"{ctx.instance_id}-chain")
+    return [a, b]
+
+
+def zoo_timers(ctx: DaprWorkflowContext, _: object = None):
+    yield ctx.create_timer(timedelta(milliseconds=200))
+    won = yield when_any([ctx.wait_for_external_event("never"), ctx.create_timer(timedelta(milliseconds=200))])
+    return "timer" if won is not None else "?"
+
+
+def zoo_event_timeout(ctx: DaprWorkflowContext, _: object = None):
+    try:
+        got = yield ctx.wait_for_external_event("ping", timeout=timedelta(seconds=30))
+    except Exception as exc:  # noqa: BLE001 - the SDK's timeout error
+        got = type(exc).__name__
+    ctx.set_custom_status({"got": got})
+    return got
+
+
+def zoo_counter(ctx: DaprWorkflowContext, n: int):
+    x = yield ctx.call_activity(step, input=n)
+    if x < 3:
+        ctx.continue_as_new(x)
+        return None
+    return x
+
+
+def zoo_fails(ctx: DaprWorkflowContext, _: object = None):
+    yield ctx.call_activity(step, input=0)
+    raise ValueError("business rule broken")
+
+
+ZOO = {"zoo_fan": (zoo_fan, 4), "zoo_retry": (zoo_retry, "k"), "zoo_child": (zoo_child, 3),
+       "zoo_timers": (zoo_timers, None), "zoo_event_timeout": (zoo_event_timeout, None),
+       "zoo_counter": (zoo_counter, 0), "zoo_fails": (zoo_fails, None)}
+
+
 def chain(ctx: DaprWorkflowContext, n: int):
     x = 0
     for _ in range(n):
@@ -121,7 +191,9 @@ def runtime(address: str, version: str) -> WorkflowRuntime:
     wfr.register_workflow(shipping_unpatched if version == "v3" else shipping, name="shipping")
     wfr.register_versioned_workflow(billing, name="billing", version_name="b2" if version == "v3" else "b1",
                                     is_latest=True)
-    for act in (reserve, audit, charge, step):
+    for wf_name, (fn, _) in ZOO.items():
+        wfr.register_workflow(fn, name=wf_name)
+    for act in (reserve, audit, charge, step, flaky):
         wfr.register_activity(act, name=act.__name__)
     return wfr
 
@@ -152,8 +224,18 @@ def record(args: argparse.Namespace) -> int:
     wfr.start()
     host, port = args.address.rsplit(":", 1)
     client = DaprWorkflowClient(host=host, port=port)
-    out: dict[str, list[str]] = {"completed": [], "running": [], "chain": [], "stalls": []}
+    out: dict[str, list[str]] = {"completed": [], "running": [], "chain": [], "stalls": [], "zoo": []}
     try:
+        if args.zoo:
+            for wf_name, (_, wf_input) in ZOO.items():
+                client.schedule_new_workflow(wf_name, input=wf_input, instance_id=wf_name)
+                out["zoo"].append(wf_name)
+            client.raise_workflow_event("zoo_event_timeout", "ping", data="pong")
+            for iid in out["zoo"]:
+                state = client.wait_for_workflow_completion(iid, timeout_in_seconds=120)
+                if state is None or state.runtime_status.name not in ("COMPLETED", "FAILED"):
+                    raise SystemExit(f"{iid} did not finish: {state}")
+            out["zoo"] += ["zoo_child:0001", "zoo_child-chain"]  # the children (default id and given id)
         if args.stalls:
             for wf in ("shipping", "billing"):
                 iid = f"{wf}-0"
@@ -200,6 +282,7 @@ def main() -> int:
     p.add_argument("--chain-count", type=int, default=0)
     p.add_argument("--chain-length", type=int, default=32)
     p.add_argument("--stalls", action="store_true", help="also start shipping-0 and billing-0 (left running)")
+    p.add_argument("--zoo", action="store_true", help="also run one workflow per SDK feature to its end")
     args = p.parse_args()
     return serve(args) if args.mode == "serve" else record(args)
 
