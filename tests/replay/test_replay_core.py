@@ -269,3 +269,28 @@ def test_an_action_made_later_than_recorded_is_nondeterminism_where_history_reco
     assert r.verdict is Verdict.NONDETERMINISM and r.divergence is not None
     second = [i for i, e in enumerate(h.events) if e.HasField("taskScheduled")][1]
     assert (r.divergence.turn, r.divergence.event_index) == (1, second)
+
+
+def test_reports_one_junit_case_and_one_allure_result_per_instance(tmp_path: Path) -> None:
+    import xml.etree.ElementTree as ET
+
+    from conformance.replay import report
+
+    results = [replay_instance(captured(approve=True, iid="clean-1"), answering(V1)),
+               replay_instance(captured(approve=True, iid="bad-1"), answering(V2)),
+               replay_instance(captured(approve=True, iid="gone-1"), answering(RENAMED))]
+    written = report.write_reports(results, tmp_path)
+    suite = ET.parse(written["junit"]).getroot()
+    cases = {c.get("name"): c for c in suite.iter("testcase")}
+    assert set(cases) == {"clean-1", "bad-1", "gone-1"}
+    assert list(cases["clean-1"]) == []
+    assert cases["bad-1"].find("failure").get("type") == "NONDETERMINISM"  # type: ignore[union-attr]
+    assert cases["gone-1"].find("failure").get("type") == "NOT_REGISTERED"  # type: ignore[union-attr]
+    allure = [json.loads(p.read_text()) for p in (tmp_path / "allure-results").glob("*-result.json")]
+    assert sorted(a["status"] for a in allure) == ["failed", "failed", "passed"]
+    for a in allure:
+        assert (tmp_path / "allure-results" / a["attachments"][0]["source"]).is_file()
+    page = (tmp_path / "instances" / "bad-1.md").read_text()
+    assert "| history (recorded) | the code answers |" in page and "> #" in page
+    summary = json.loads(written["json"].read_text())["instances"]
+    assert [s["verdict"] for s in summary] == ["CLEAN", "NONDETERMINISM", "NOT_REGISTERED"]
