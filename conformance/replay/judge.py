@@ -20,6 +20,7 @@ from fake_sidecar.engine.turns import ABANDON, STALL, absorb, decide_turn, first
 from taskhub_wire import pb
 
 from conformance.fuzz.compare import EXACT, Profile, normalise
+from conformance.replay.turns import ACTION_OF_EVENT as _ACTION_OF
 from conformance.replay.turns import Turn
 
 
@@ -56,10 +57,6 @@ class Divergence:
 # "java.lang.IllegalStateException: No factory found for orchestrator: x".
 _NOT_REGISTERED = re.compile(r"not\s*registered|notregistered|no factory found for orchestrator"
                              r"|no (?:such )?(?:orchestrator|workflow)\b", re.I)
-_ACTION_OF = {"taskScheduled": "scheduleTask", "timerCreated": "createTimer",
-              "childWorkflowInstanceCreated": "createChildWorkflow", "eventSent": "sendEvent",
-              "executionCompleted": "completeWorkflow",
-              "detachedWorkflowInstanceCreated": "createDetachedWorkflow"}
 
 
 def _pascal(name: str) -> str:

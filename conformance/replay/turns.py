@@ -16,12 +16,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from taskhub_wire import pb
 
-# Events the engine writes from a worker's action (engine-rules.md §2: eventId = action id).
-ACTION_EVENTS = frozenset({"taskScheduled", "timerCreated", "childWorkflowInstanceCreated", "eventSent",
-                           "executionCompleted", "detachedWorkflowInstanceCreated"})
+# Events the engine writes from a worker's action (engine-rules.md §2: eventId = action id), with
+# the action each is made from.
+ACTION_OF_EVENT = MappingProxyType({
+    "taskScheduled": "scheduleTask", "timerCreated": "createTimer",
+    "childWorkflowInstanceCreated": "createChildWorkflow", "eventSent": "sendEvent",
+    "executionCompleted": "completeWorkflow", "detachedWorkflowInstanceCreated": "createDetachedWorkflow"})
+ACTION_EVENTS = frozenset(ACTION_OF_EVENT)
 # Events the engine writes on its own after a turn, never delivered as part of one.
 ENGINE_EVENTS = frozenset({"executionStalled", "workflowCompleted"})
 
