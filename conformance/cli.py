@@ -95,7 +95,15 @@ def _parser() -> argparse.ArgumentParser:
     from conformance.fuzz.cli import add_parser as add_fuzz_parser
 
     add_fuzz_parser(sub)
+    _add_replay_parsers(sub)
     return p
+
+
+def _add_replay_parsers(sub: argparse._SubParsersAction) -> None:
+    """`capture` and `replay` (conformance/replay/cli.py)."""
+    from conformance.replay.cli import add_parsers
+
+    add_parsers(sub)
 
 
 def _load(args: argparse.Namespace):
@@ -225,6 +233,12 @@ def cmd_targets(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _replay_handlers() -> dict:
+    from conformance.replay.cli import run_capture, run_replay
+
+    return {"capture": run_capture, "replay": run_replay}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from conformance.reporting.catalogue import CatalogueError
     from conformance.scenario.loader import ScenarioError
@@ -234,7 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from conformance.fuzz.cli import run as cmd_fuzz
 
     handler = {"run": cmd_run, "list": cmd_list, "validate": cmd_validate, "report": cmd_report,
-               "targets": cmd_targets, "fuzz": cmd_fuzz}[args.command]
+               "targets": cmd_targets, "fuzz": cmd_fuzz, **_replay_handlers()}[args.command]
     try:
         return handler(args)
     except ScenarioError as exc:
