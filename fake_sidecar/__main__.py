@@ -10,7 +10,7 @@ import sys
 import threading
 
 from fake_sidecar.engine.store import StoreError
-from fake_sidecar.limits import DEFAULT_MAX_MESSAGE_BYTES
+from taskhub_wire.limits import DEFAULT_MAX_MESSAGE_BYTES
 
 
 def _positive_float(text: str) -> float:

@@ -35,7 +35,7 @@ from fake_sidecar.engine.errors import ShuttingDown
 from fake_sidecar.engine.model import InstanceView, ts, ts_ns, wire
 from fake_sidecar.engine.store import open_store
 from fake_sidecar.engine.turns import status_name
-from fake_sidecar.limits import DEFAULT_MAX_MESSAGE_BYTES
+from taskhub_wire.limits import DEFAULT_MAX_MESSAGE_BYTES
 from fake_sidecar.streams import Call, WorkItemPump
 
 log = logging.getLogger("fake_sidecar.server")

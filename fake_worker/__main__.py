@@ -9,7 +9,7 @@ import signal
 import sys
 import threading
 
-from fake_sidecar.limits import DEFAULT_MAX_MESSAGE_BYTES
+from taskhub_wire.limits import DEFAULT_MAX_MESSAGE_BYTES
 from fake_worker.activities import ActivityRunner
 from fake_worker.adversary import Adversary, AdversaryError, load_rules
 from fake_worker.client import ConnectError, Worker, WorkerOptions

@@ -22,7 +22,7 @@ from google.protobuf.message import Message
 from taskhub_wire import pb
 from taskhub_wire.rpc import TaskHubClient
 
-from fake_sidecar.limits import DEFAULT_MAX_MESSAGE_BYTES
+from taskhub_wire.limits import DEFAULT_MAX_MESSAGE_BYTES
 from fake_worker.activities import ActivityFailure, ActivityRunner
 from fake_worker.adversary import Adversary, Send
 from fake_worker.programs import Bundle

@@ -23,7 +23,7 @@ from google.protobuf import empty_pb2
 
 from fake_sidecar.__main__ import build_parser
 from fake_sidecar.engine.refusals import REFUSABLE_BYTES, REFUSALS, RefusalTracker
-from fake_sidecar.limits import DEFAULT_MAX_MESSAGE_BYTES
+from taskhub_wire.limits import DEFAULT_MAX_MESSAGE_BYTES
 from fake_sidecar.server import SidecarServer
 from fake_worker.activities import ActivityRunner
 from fake_worker.client import Worker, WorkerOptions
