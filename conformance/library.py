@@ -41,9 +41,14 @@ class Library:
         return self.root / "scripts"
 
     @property
+    def work(self) -> Path:
+        """Where generated files go by default (reports/, fuzz findings, the fuzz database): the
+        checkout, or the working directory of an installed package (never site-packages)."""
+        return self.root if self.checkout else Path.cwd()
+
+    @property
     def reports(self) -> Path:
-        """Default report folder: the checkout's reports/, else reports/ in the working directory."""
-        return self.root / "reports" if self.checkout else Path("reports")
+        return self.work / "reports"
 
 
 def find_library(*, environ: os._Environ[str] | dict[str, str] | None = None, site: Path = _SITE) -> Library:
