@@ -8,6 +8,7 @@ targets, options).
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 import sys
 from collections import Counter
@@ -157,6 +158,7 @@ def _coverage_problems(scenarios, catalogue) -> list[str]:
 def cmd_run(args: argparse.Namespace) -> int:
     from conformance.reporting import TerminalReporter, write_reports
     from conformance.runner import Plan, run_plan
+    from conformance.targets.template import SIDECAR_CAPABILITIES, WORKER_CAPABILITIES, unknown_capabilities
 
     scenarios, catalogue = _load(args)
     problems = _coverage_problems(scenarios, catalogue)
@@ -169,8 +171,6 @@ def cmd_run(args: argparse.Namespace) -> int:
                          "(e.g. --worker command --worker-command '...')")
     if (args.sidecar_capability or args.sidecar_gap) and all(s == "reference" for s in args.sidecar or ["reference"]):
         raise UsageError("--sidecar-capability and --sidecar-gap declare the sidecar under test; add --sidecar NAME")
-    from conformance.targets.template import SIDECAR_CAPABILITIES, WORKER_CAPABILITIES, unknown_capabilities
-
     known = {*WORKER_CAPABILITIES, *SIDECAR_CAPABILITIES, *(r for s in scenarios for r in s.requires)}
     problems = unknown_capabilities([*args.capability, *args.sidecar_capability], known=known)
     if problems:
@@ -187,10 +187,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     terminal = TerminalReporter(sys.stdout, verbose=args.verbose, color=sys.stdout.isatty())
     results = run_plan(plan, sinks=[events.append, terminal.handle], jobs=args.jobs,
                        command=shlex.join(["conformance", *sys.argv[1:]]), reproduce_extra=reproduce_options(args))
-    if args.reports is None:
-        args.reports = _library().reports
     if not args.no_reports:
-        written = write_reports(events=events, out_dir=args.reports, catalogue=catalogue)
+        written = write_reports(events=events, out_dir=args.reports or _library().reports, catalogue=catalogue)
         print("reports: " + ", ".join(str(p) for p in written.values()))
     bad = sum(1 for r in results if r.outcome.value in ("FAILED", "ERROR"))
     return EXIT_FAILED if bad else EXIT_OK
@@ -200,10 +198,11 @@ def reproduce_options(args: argparse.Namespace) -> list[str]:
     """The options of `run` that chose the pair's declarations and the scenarios, for "Reproduce with:"
     (the runner adds the pair and the scenario itself)."""
     out: list[str] = []
+    # Absolute paths: the line is pasted from wherever the reader is.
     if args.scenarios is not None and args.scenarios.resolve() != _library().scenarios.resolve():
-        out += ["--scenarios", str(args.scenarios)]
+        out += ["--scenarios", str(args.scenarios.resolve())]
     for path in args.targets:
-        out += ["--targets", str(path)]
+        out += ["--targets", str(path.resolve())]
     if args.sidecar_address:
         out += ["--sidecar-address", args.sidecar_address]
     if args.worker_command:
@@ -272,6 +271,8 @@ def cmd_targets(args: argparse.Namespace) -> int:
 def cmd_init_target(args: argparse.Namespace) -> int:
     from conformance.targets.template import render_target
 
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", args.name):
+        raise UsageError(f"target name {args.name!r}: letters, digits, '.', '_' and '-' only, e.g. my-sdk")
     out = args.output or Path(f"{args.name}.target.yaml")
     if out.exists() and not args.force:
         raise UsageError(f"{out} exists; pass --force to overwrite it or --output to write elsewhere")
