@@ -259,6 +259,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_targets(args: argparse.Namespace) -> int:
     targets = _targets(args)
+    lib = _library()
+    print(f"library: {lib.root} ({'checkout' if lib.checkout else 'installed'}; scripts/ installs the SDK drivers there)")
     for group, items in (("sidecars", targets.sidecars), ("workers", targets.workers)):
         print(f"{group}:")
         for t in items.values():
