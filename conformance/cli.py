@@ -1,8 +1,9 @@
 """`conformance`: run scenarios on target pairs, list and validate them, rebuild reports.
 
-Exit codes: 0 every scenario passed (declared gaps and missing capabilities do not
-fail a run), 1 a scenario failed or errored, 2 bad input (scenario files,
-targets, options).
+Exit codes: 0 no MUST of the catalogue is broken (warnings, observations, known
+failures a target declares and missing capabilities do not fail a run; --fail-on
+adds them), 1 a scenario failed or errored, 2 bad input (scenario files, targets,
+options).
 """
 
 from __future__ import annotations
@@ -22,6 +23,24 @@ EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 class UsageError(Exception):
     pass
+
+
+# --fail-on LEVEL -> the outcomes it adds to FAILED and ERROR, which always fail a run.
+FAIL_ON = {"must": (), "should": ("WARNING",), "observation": ("OBSERVATION",), "known": ("KNOWN_FAILURE",)}
+
+
+def _fail_on(text: str) -> tuple[str, ...]:
+    out = []
+    for word in (w.strip().lower() for w in text.split(",") if w.strip()):
+        if word not in FAIL_ON:
+            raise argparse.ArgumentTypeError(f"unknown level {word!r}; one of {', '.join(FAIL_ON)}")
+        out += FAIL_ON[word]
+    return tuple(out)
+
+
+def failing_outcomes(fail_on: Sequence[Sequence[str]] = ()) -> frozenset[str]:
+    """The outcome values that make a run exit 1."""
+    return frozenset({"FAILED", "ERROR", *(o for group in fail_on for o in group)})
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -55,6 +74,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--no-reports", action="store_true", help="only the terminal output")
     run.add_argument("--jobs", type=int, default=6, help="scenarios run at once (default 6)")
     run.add_argument("-v", "--verbose", action="store_true", help="one line per scenario")
+    run.add_argument("--fail-on", action="append", default=[], metavar="LEVEL", type=_fail_on,
+                     help="also fail the run on: should (warnings), observation (differences from the reference), "
+                          "known (declared known failures); repeatable or comma-separated. Default: MUST failures "
+                          "and errors only")
 
     lst = sub.add_parser("list", help="list scenarios (or requirements with --requirements)")
     selection(lst)
@@ -190,7 +213,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.no_reports:
         written = write_reports(events=events, out_dir=args.reports or _library().reports, catalogue=catalogue)
         print("reports: " + ", ".join(str(p) for p in written.values()))
-    bad = sum(1 for r in results if r.outcome.value in ("FAILED", "ERROR"))
+    failing = failing_outcomes(args.fail_on)
+    bad = sum(1 for r in results if r.outcome.value in failing)
     return EXIT_FAILED if bad else EXIT_OK
 
 
@@ -232,8 +256,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     problems = _coverage_problems(scenarios, catalogue)
     covered = {r for s in scenarios for r in s.requirements}
     if not args.scenario and not args.requirement:
+        # INFO entries are where checks file observations; no scenario needs to name them.
         problems += [f"{CATALOGUE}: requirement {r.id} is covered by no scenario" for r in catalogue
-                     if r.id not in covered]
+                     if r.id not in covered and r.level != "INFO"]
     if problems:
         print("\n".join(problems), file=sys.stderr)
         return EXIT_BAD_INPUT

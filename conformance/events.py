@@ -15,11 +15,18 @@ from typing import Any
 
 
 class Outcome(str, enum.Enum):
+    """A scenario's outcome on a pair (docs/verdicts.md). Only FAILED and ERROR fail a run by default."""
+
     PASSED = "PASSED"
-    FAILED = "FAILED"
-    NOT_IMPLEMENTED = "NOT_IMPLEMENTED"  # a declared gap of the target
+    FAILED = "FAILED"  # the target breaks a MUST of the catalogue
+    WARNING = "WARNING"  # the target breaks a SHOULD (fails a run only with --fail-on should)
+    OBSERVATION = "OBSERVATION"  # differs from the reference where the contract leaves it open; never a failure
+    KNOWN_FAILURE = "KNOWN_FAILURE"  # a MUST broken that the target declares as known (a declared gap)
     NOT_APPLICABLE = "NOT_APPLICABLE"  # the target lacks a capability the scenario requires
     ERROR = "ERROR"  # the harness or the target could not run the scenario
+
+
+_LEGACY_OUTCOMES = {"NOT_IMPLEMENTED": "KNOWN_FAILURE"}  # events.jsonl written before verdict levels
 
 
 @dataclass(frozen=True)
@@ -65,8 +72,13 @@ class ScenarioFinished:
     title: str = ""
     message: str = ""  # failure text: every mismatch, then "Reproduce with: ..."
     reproduce: str = ""  # the exact command that runs this scenario on this pair again
-    gap_reason: str = ""  # for NOT_IMPLEMENTED / NOT_APPLICABLE: why
-    gap_passed: bool = False  # a declared gap that passed: remove it from targets.yaml
+    gap_reason: str = ""  # for KNOWN_FAILURE / NOT_APPLICABLE: why
+    gap_passed: bool = False  # a declared gap that passed (or only differed): remove or narrow it
+    # Per requirement: its verdict in this run (an Outcome value), the scenario's requirements and any a
+    # check named; empty for results written before verdict levels (then every requirement has `outcome`).
+    verdicts: tuple[tuple[str, str], ...] = ()
+    broken: tuple[str, ...] = ()  # the MUST requirements this run breaks (FAILED or KNOWN_FAILURE)
+    observations: tuple[tuple[str, str], ...] = ()  # (field, text): differences the contract allows
     transcript: tuple[TranscriptEntry, ...] = ()
     source: str = ""  # file path of the scenario
     kind: str = "scenario_finished"
@@ -95,8 +107,11 @@ def from_json(line: str) -> Event:
     if cls is None:
         raise ValueError(f"not a conformance event: kind {raw.get('kind')!r}")
     if cls is ScenarioFinished:
-        raw["outcome"] = Outcome(raw["outcome"])
+        raw["outcome"] = Outcome(_LEGACY_OUTCOMES.get(raw["outcome"], raw["outcome"]))
         raw["requirements"] = tuple(raw["requirements"])
+        raw["verdicts"] = tuple((r, _LEGACY_OUTCOMES.get(v, v)) for r, v in raw.get("verdicts", ()))
+        raw["broken"] = tuple(raw.get("broken", ()))
+        raw["observations"] = tuple(tuple(o) for o in raw.get("observations", ()))
         raw["transcript"] = tuple(TranscriptEntry(**t) for t in raw.get("transcript", ()))
     if cls is RunStarted:
         raw["pairs"] = tuple(raw["pairs"])

@@ -377,7 +377,7 @@ class SidecarServer:
             options=[
                 ("grpc.max_receive_message_length", limit),
                 ("grpc.max_send_message_length", limit),
-                # The Dapr SDKs send HTTP/2 pings every 30 s even when idle (sdk-behaviour.md §2.2).
+                # The Dapr SDKs send HTTP/2 pings every 30 s even when idle (sdk-wire-behaviour.md §2.2).
                 ("grpc.keepalive_permit_without_calls", 1),
                 ("grpc.http2.min_recv_ping_interval_without_data_ms", 5000),
                 ("grpc.http2.max_ping_strikes", 0),

@@ -8,7 +8,7 @@
 set -euo pipefail
 
 # Pinned tag. v0.14.0 was tried first and is served by the Go module proxy (origin commit 4028a08,
-# the commit documented in shared/reference/durabletask-go-sidecar.md) and builds with Go 1.26.
+# the commit whose standalone behaviour docs/engine-rules.md marks [SA]) and builds with Go 1.26.
 # v0.13.0, the fallback, is not served by the proxy we use (403 "This module version is not available").
 readonly DTGO_MODULE=github.com/dapr/durabletask-go
 readonly DTGO_VERSION=v0.14.0

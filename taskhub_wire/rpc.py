@@ -77,7 +77,7 @@ def _table(service: str, *methods: tuple[str, type[Message], type[Message]] | Me
 
 _Empty = empty_pb2.Empty
 
-# protocol-facts.md section 2.1 (Dapr durabletask-go HEAD), in upstream order.
+# docs/protocol-facts.md §2.1 (the current Dapr dialect), in upstream order.
 TASKHUB = _table(
     "TaskHubSidecarService",
     ("Hello", _Empty, _Empty),

@@ -15,13 +15,19 @@ from typing import Any
 
 from conformance.scenario.matching import Matcher, contains_in_order, exactly
 from conformance.scenario.model import MISSING, Expectation, Scenario
+from conformance.verdict import Level, Mismatch
 
 
 class ConformanceFailure(AssertionError):
-    """A target misbehaved: every mismatch one check found, and how to reproduce the run."""
+    """A target misbehaved (or differed): every mismatch one check found, and how to reproduce the run.
 
-    def __init__(self, *, check: str, mismatches: Sequence[str], reproduce: str = "") -> None:
-        self.check, self.mismatches, self.reproduce = check, list(mismatches), reproduce
+    A mismatch given as plain text takes the level of the scenario's requirements (conformance.verdict).
+    """
+
+    def __init__(self, *, check: str, mismatches: Sequence[str | Mismatch], reproduce: str = "") -> None:
+        self.check, self.reproduce = check, reproduce
+        self.found = [m if isinstance(m, Mismatch) else Mismatch(text=m) for m in mismatches]
+        self.mismatches = [m.text for m in self.found]
         super().__init__(self.render())
 
     def render(self) -> str:
@@ -49,6 +55,7 @@ class Observed:
     vector_answer: dict[str, Any] | None = None
     vector_expected: tuple[Any, ...] | None = None  # the vector's actions in the worker's dialect (runner/vector_dialect.py)
     vector_note: str = ""  # how the vector was rewritten for the worker's dialect
+    vector_foreign: bool = False  # a fuzz finding's history, which no engine writes for this worker (docs/verdicts.md)
 
 
 CheckFn = Callable[[Observed], None]
@@ -70,7 +77,7 @@ def check(name: str, *, always: bool = False) -> Callable[[CheckFn], CheckFn]:
     return register
 
 
-def fail(obs: Observed, name: str, mismatches: Sequence[str]) -> None:
+def fail(obs: Observed, name: str, mismatches: Sequence[str | Mismatch]) -> None:
     if mismatches:
         raise ConformanceFailure(check=name, mismatches=mismatches, reproduce=obs.reproduce)
 
@@ -94,7 +101,7 @@ def _payload(text: str | None) -> Any:
 @check("expectations", always=True)
 def expectations(obs: Observed) -> None:
     """Status, output, custom status, failure, stall and history of every instance the scenario names."""
-    out: list[str] = []
+    out: list[str | Mismatch] = []
     m = Matcher()
     for key, exp in obs.scenario.expect.items():
         iid = resolve_instance(obs, key)
@@ -113,8 +120,8 @@ def expectations(obs: Observed) -> None:
 
 
 def _state_mismatches(m: Matcher, exp: Expectation, state: Mapping[str, Any], history: list[dict[str, Any]],
-                      where: str) -> list[str]:
-    out = []
+                      where: str) -> list[str | Mismatch]:
+    out: list[str | Mismatch] = []
     if exp.status is not None and state["status"] != exp.status:
         why = ""
         if state.get("failure"):
@@ -125,11 +132,13 @@ def _state_mismatches(m: Matcher, exp: Expectation, state: Mapping[str, Any], hi
     if exp.custom_status is not MISSING:
         out += [f"{where}: custom status {x}" for x in m.match(exp.custom_status, state.get("custom_status"), "$")]
     failure = state.get("failure") or {}
+    # Error type names and messages are the SDK language's (a Java class, a Go error): observations.
     if exp.failure_type is not None and m.match(exp.failure_type, failure.get("errorType")):
-        out.append(f"{where}: expected failure type {exp.failure_type!r}, got {failure.get('errorType')!r}")
+        out.append(Mismatch(text=f"{where}: expected failure type {exp.failure_type!r}, got "
+                                 f"{failure.get('errorType')!r}", level=Level.OBSERVATION, field="failure.errorType"))
     if exp.failure_message is not None and not re.search(exp.failure_message, failure.get("errorMessage", "")):
-        out.append(f"{where}: failure message {failure.get('errorMessage', '')!r} does not match "
-                   f"/{exp.failure_message}/")
+        out.append(Mismatch(text=f"{where}: failure message {failure.get('errorMessage', '')!r} does not match "
+                                 f"/{exp.failure_message}/", level=Level.OBSERVATION, field="failure.errorMessage"))
     if exp.stall_reason is not None or exp.stall_description is not None:
         stalls = [e for e in history if e["kind"] == "ExecutionStalled"]
         if not stalls:

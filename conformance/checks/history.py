@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from conformance.checks import Observed, check, fail
+from conformance.verdict import Mismatch
 
 ACTION_EVENTS = {"TaskScheduled": "task", "TimerCreated": "timer", "ChildWorkflowInstanceCreated": "child",
                  "EventSent": "event", "DetachedWorkflowInstanceCreated": "detached"}
@@ -93,9 +94,20 @@ def invariants(history: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+# The requirement each invariant belongs to, by the rule its message cites (first match wins).
+_BREAKS = (("(R2.4", "HIST-EVENTID-001"), ("(R2.7)", "HIST-ONCE-001"), ("(R2.8)", "HIST-CORR-001"),
+           ("taskExecutionId", "ACT-TEID-001"), ("(R2.5)", "HIST-CORR-001"), ("(R6.1)", "TMR-FIRE-001"),
+           ("ExecutionCompleted", "LIFE-STATUS-001"))
+
+
+def _breaks(text: str) -> str:
+    return next((rid for marker, rid in _BREAKS if marker in text), "HIST-LAYOUT-001")
+
+
 @check("history_well_formed", always=True)
 def history_well_formed(obs: Observed) -> None:
+    """The engine's history invariants; each broken one names the requirement it breaks."""
     out = []
     for iid, history in obs.histories.items():
-        out += [f"{iid}: {x}" for x in invariants(history)]
+        out += [Mismatch(text=f"{iid}: {x}", requirement=_breaks(x)) for x in invariants(history)]
     fail(obs, "history_well_formed", out)

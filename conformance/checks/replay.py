@@ -8,6 +8,10 @@ from typing import Any
 from conformance.checks import Observed, check, fail
 from conformance.scenario.matching import Matcher
 from conformance.scenario.model import MISSING
+from conformance.verdict import Level, Mismatch, classify_answer_mismatch
+
+SELF_DETERMINISM = "RPL-DET-001"
+ANSWERED = "RPL-ANSWER-001"
 
 _ACTION_MADE = {"TaskScheduled": "ScheduleTask", "TimerCreated": "CreateTimer",
                 "ChildWorkflowInstanceCreated": "CreateChildWorkflow", "EventSent": "SendEvent",
@@ -63,8 +67,9 @@ def replay_determinism(obs: Observed) -> None:
                 out.append(f"{iid} turn at event #{start}: the worker did not answer the replayed turn")
                 continue
             want, got = _recorded(turn), _answered(answer)
-            if want != got:
-                out.append(f"{iid} turn at event #{start}: history recorded {want}, replay answered {got}")
+            if want != got:  # the worker's own history: its own ids and names, so any difference breaks the MUST
+                out.append(Mismatch(text=f"{iid} turn at event #{start}: history recorded {want}, replay answered "
+                                         f"{got}", requirement=SELF_DETERMINISM))
     fail(obs, "replay_determinism", out)
 
 
@@ -84,8 +89,8 @@ def same_item_twice(obs: Observed) -> None:
         new = [raw[i] for i in range(start, end) if dicts[i]["kind"] not in _ACTION_MADE]
         first, second = obs.replay(iid, raw[:start], new), obs.replay(iid, raw[:start], new)
         if first != second:
-            out.append(f"{iid}: two answers to the same turn differ:\n      {json.dumps(first)}\n"
-                       f"      {json.dumps(second)}")
+            out.append(Mismatch(text=f"{iid}: two answers to the same turn differ:\n      {json.dumps(first)}\n"
+                                     f"      {json.dumps(second)}", requirement=SELF_DETERMINISM))
     fail(obs, "same_item_twice", out)
 
 
@@ -104,25 +109,42 @@ def zombie_rejected(obs: Observed) -> None:
 
 @check("vector")
 def vector(obs: Observed) -> None:
-    """A turn-level vector: the worker's exact actions (in order), custom status and version."""
+    """A turn-level vector: the worker's actions (in order), custom status and version.
+
+    Each mismatch of the actions carries the level the contract gives it (conformance.verdict):
+    kinds, names, payloads, due times and completions are the program's semantics; ids, child ids,
+    timer names, error types and empty-versus-unset strings are the worker's choice (observations).
+    """
     vec = obs.scenario.vector
     assert vec is not None
     answer = obs.vector_answer
     if answer is None:
-        fail(obs, "vector", ["the worker did not answer the vector's turn in time"])
+        fail(obs, "vector", [Mismatch(text="the worker did not answer the vector's turn in time",
+                                      requirement=ANSWERED)])
         return
     expected = vec.actions if obs.vector_expected is None else obs.vector_expected
     m = Matcher()
-    out = []
+    out: list[str | Mismatch] = []
     actions = answer["actions"]
     if len(actions) != len(expected):
         out.append(f"expected {len(expected)} action(s), got {len(actions)}: {json.dumps(actions)}")
     for i, (want, got) in enumerate(zip(expected, actions)):
-        out += m.match(want, got, f"actions[{i}]")
+        out += [classify_answer_mismatch(x) for x in m.match(want, got, f"actions[{i}]")]
+    if obs.vector_foreign:
+        # A fuzz finding's history was built from the reference's answers; an SDK that numbers its actions
+        # otherwise is never sent it by an engine, so what it answers there is only an observation.
+        out = [Mismatch(text=x.text if isinstance(x, Mismatch) else x, level=Level.OBSERVATION,
+                        field=x.field if isinstance(x, Mismatch) else "actions") for x in out]
+        if out:
+            out.append(Mismatch(text="(a history built from the reference worker's answers, which this SDK numbers "
+                                     "differently: compared as an observation)", level=Level.OBSERVATION))
     if vec.custom_status is not MISSING:
         out += m.match(vec.custom_status, answer.get("custom_status"), "custom_status")
     if vec.version is not None:
         out += m.match(dict(vec.version), answer.get("version") or {}, "version")
     if out and obs.vector_note:
-        out.append(f"(the vector was {obs.vector_note})")
+        # The note weighs what the mismatches weigh: it must not turn observations into a failure.
+        levels = [x.level if isinstance(x, Mismatch) else None for x in out]
+        strongest = None if None in levels else min(levels, key=list(Level).index)
+        out.append(Mismatch(text=f"(the vector was {obs.vector_note})", level=strongest))
     fail(obs, "vector", out)

@@ -1,4 +1,4 @@
-"""Protocol-aware, fault-injecting gRPC proxy between a worker and a sidecar (DESIGN.md §6).
+"""Protocol-aware, fault-injecting gRPC proxy between a worker and a sidecar (docs/design.md §6).
 
     proxy = FaultProxy.start(upstream=sidecar.address, rules=parse_rules(data, source="x.yaml"))
     worker connects to proxy.address

@@ -2,7 +2,8 @@
 
 One `<uuid>-result.json` per ScenarioFinished:
 
-- status: PASSED -> passed, FAILED -> failed, ERROR -> broken, NOT_IMPLEMENTED / NOT_APPLICABLE -> skipped
+- status: PASSED, WARNING, OBSERVATION -> passed (the latter two with what differs), FAILED -> failed,
+  ERROR -> broken, KNOWN_FAILURE / NOT_APPLICABLE -> skipped
 - labels: parentSuite = pair, suite = area of the first requirement (also the feature), subSuite =
   the scenario's folder, so allure's Suites tab groups by pair, then area; story = scenario, a tag
   per requirement id (and `gap-passed` for a declared gap that passed), severity from the strongest
@@ -41,14 +42,16 @@ STATUS = {
     Outcome.PASSED: "passed",
     Outcome.FAILED: "failed",
     Outcome.ERROR: "broken",
-    Outcome.NOT_IMPLEMENTED: "skipped",
+    Outcome.KNOWN_FAILURE: "skipped",
+    Outcome.WARNING: "passed",
+    Outcome.OBSERVATION: "passed",
     Outcome.NOT_APPLICABLE: "skipped",
 }
 SEVERITY = {"MUST": "critical", "SHOULD": "normal", "MAY": "minor"}
 CATEGORIES = [
     {"name": "Conformance failures (the target breaks a requirement)", "matchedStatuses": ["failed"]},
     {"name": "Errors (the harness or the target could not run the scenario)", "matchedStatuses": ["broken"]},
-    {"name": "Declared gaps (not implemented)", "matchedStatuses": ["skipped"], "messageRegex": "(?s)not implemented:.*"},
+    {"name": "Known failures (declared gaps)", "matchedStatuses": ["skipped"], "messageRegex": "(?s)known failure:.*"},
     {"name": "Not applicable (capability absent)", "matchedStatuses": ["skipped"], "messageRegex": "(?s)not applicable:.*"},
 ]
 _NAMESPACE = uuid.UUID("3c1e5f0a-8a43-4c0e-9d1c-2b7f2f6a9e11")
@@ -161,8 +164,10 @@ class AllureWriter:
     def _status_details(self, r: ScenarioFinished) -> dict[str, str] | None:
         if r.outcome in (Outcome.FAILED, Outcome.ERROR):
             return {"message": failure_text(r)}
-        if r.outcome is Outcome.NOT_IMPLEMENTED:
-            return {"message": f"not implemented: {reason(r) or 'no reason given'}"}
+        if r.outcome is Outcome.KNOWN_FAILURE:
+            return {"message": f"known failure: {reason(r) or 'no reason given'}", "trace": failure_text(r)}
+        if r.outcome in (Outcome.WARNING, Outcome.OBSERVATION):
+            return {"message": failure_text(r)}
         if r.outcome is Outcome.NOT_APPLICABLE:
             return {"message": f"not applicable: {reason(r) or 'no reason given'}"}
         if r.gap_passed:

@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 DEFAULT_PATH = Path(__file__).resolve().parents[1] / "requirements.yaml"  # conformance/requirements.yaml
-LEVELS = ("MUST", "SHOULD", "MAY")  # strongest first
+LEVELS = ("MUST", "SHOULD", "MAY", "INFO")  # strongest first; INFO: an observation, never a failure
 APPLIES_TO = ("engine", "worker", "both")
 _REQUIRED_KEYS = ("id", "title", "text", "level", "area", "applies_to", "source")
 _OPTIONAL_KEYS = ("engines_differ",)

@@ -1,7 +1,8 @@
 """JUnit XML: a testsuite per pair, a testcase per scenario (classname = pair, name = scenario).
 
 FAILED -> <failure>, ERROR -> <error> (message = first line, text = the full failure ending with
-"Reproduce with:"), NOT_IMPLEMENTED / NOT_APPLICABLE -> <skipped message="not implemented: why">.
+"Reproduce with:"), KNOWN_FAILURE / NOT_APPLICABLE -> <skipped message="known failure: why">,
+WARNING / OBSERVATION -> a passing case whose <system-out> says what differs.
 Each testcase carries its requirement ids as <property name="requirement" .../>; failing ones
 also carry the protocol transcript in <system-out>.
 """
@@ -66,10 +67,13 @@ def _testcase(suite: ET.Element, r: ScenarioFinished) -> None:
         el.text = xml_safe(text)
         if r.transcript:
             ET.SubElement(case, "system-out").text = xml_safe(transcript_text(r.transcript))
-    elif r.outcome in (Outcome.NOT_IMPLEMENTED, Outcome.NOT_APPLICABLE):
+    elif r.outcome in (Outcome.KNOWN_FAILURE, Outcome.NOT_APPLICABLE):
         why = r.gap_reason or first_line(r.message) or "no reason given"
-        label = "not implemented" if r.outcome is Outcome.NOT_IMPLEMENTED else "not applicable"
+        label = "known failure" if r.outcome is Outcome.KNOWN_FAILURE else "not applicable"
         ET.SubElement(case, "skipped", message=xml_safe(f"{label}: {why}"))
+    elif r.outcome in (Outcome.WARNING, Outcome.OBSERVATION):
+        ET.SubElement(props, "property", name="verdict", value=r.outcome.value)
+        ET.SubElement(case, "system-out").text = xml_safe(failure_text(r))
 
 
 class _Totals:
@@ -85,7 +89,7 @@ class _Totals:
             t.time += r.duration_s
             t.failures += r.outcome is Outcome.FAILED
             t.errors += r.outcome is Outcome.ERROR
-            t.skipped += r.outcome in (Outcome.NOT_IMPLEMENTED, Outcome.NOT_APPLICABLE)
+            t.skipped += r.outcome in (Outcome.KNOWN_FAILURE, Outcome.NOT_APPLICABLE)
         return t
 
     def add(self, other: _Totals) -> None:

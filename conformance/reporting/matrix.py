@@ -2,8 +2,9 @@
 
 Rows are the catalogue's requirements grouped by area (then any requirement id a scenario names
 that the catalogue lacks), columns are the pairs. A cell aggregates the scenarios covering the
-requirement on that pair, worst first: FAILED > ERROR > NOT_IMPLEMENTED > PASSED > NOT_APPLICABLE;
-UNCOVERED when no scenario covers it there. Every non-PASSED cell lists its scenarios and why.
+requirement on that pair, each scenario with that requirement's own verdict in the run, worst first:
+FAILED > ERROR > KNOWN_FAILURE > WARNING > OBSERVATION > PASSED > NOT_APPLICABLE; UNCOVERED when no
+scenario covers it there. Every non-PASSED cell lists its scenarios and why, failures first.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ COLUMN_ORDER = (
     CellStatus.PASSED,
     CellStatus.FAILED,
     CellStatus.ERROR,
-    CellStatus.NOT_IMPLEMENTED,
+    CellStatus.KNOWN_FAILURE,
+    CellStatus.WARNING,
+    CellStatus.OBSERVATION,
     CellStatus.NOT_APPLICABLE,
     CellStatus.UNCOVERED,
 )
@@ -30,7 +33,9 @@ ICON = {
     CellStatus.PASSED: "✅",
     CellStatus.FAILED: "❌",
     CellStatus.ERROR: "💥",
-    CellStatus.NOT_IMPLEMENTED: "🚧",
+    CellStatus.KNOWN_FAILURE: "🚧",
+    CellStatus.WARNING: "⚠️",
+    CellStatus.OBSERVATION: "🔍",
     CellStatus.NOT_APPLICABLE: "➖",
     CellStatus.UNCOVERED: "⬜",
 }
@@ -38,15 +43,19 @@ LABEL = {
     CellStatus.PASSED: "passed",
     CellStatus.FAILED: "FAILED",
     CellStatus.ERROR: "ERROR",
-    CellStatus.NOT_IMPLEMENTED: "not implemented",
+    CellStatus.KNOWN_FAILURE: "known failure",
+    CellStatus.WARNING: "warning",
+    CellStatus.OBSERVATION: "observation",
     CellStatus.NOT_APPLICABLE: "not applicable",
     CellStatus.UNCOVERED: "uncovered",
 }
 MEANING = {
     CellStatus.PASSED: "every scenario covering it passed",
-    CellStatus.FAILED: "a scenario found the target breaking it",
+    CellStatus.FAILED: "a scenario found the target breaking this MUST",
     CellStatus.ERROR: "a scenario could not run: a harness or target error",
-    CellStatus.NOT_IMPLEMENTED: "a declared gap of the target, in targets.yaml",
+    CellStatus.KNOWN_FAILURE: "the target breaks this MUST and declares it (a known gap, with evidence)",
+    CellStatus.WARNING: "the target does not meet this SHOULD",
+    CellStatus.OBSERVATION: "differs from the reference where the contract allows it (reports/differential.md)",
     CellStatus.NOT_APPLICABLE: "the target lacks a capability the scenarios need",
     CellStatus.UNCOVERED: "no scenario covers it on this pair",
 }
@@ -55,7 +64,9 @@ COLOUR = {
     CellStatus.PASSED: ("#dcfce7", "#166534"),
     CellStatus.FAILED: ("#fecaca", "#991b1b"),
     CellStatus.ERROR: ("#e9d5ff", "#6b21a8"),
-    CellStatus.NOT_IMPLEMENTED: ("#fef3c7", "#92400e"),
+    CellStatus.KNOWN_FAILURE: ("#fed7aa", "#9a3412"),
+    CellStatus.WARNING: ("#fef3c7", "#92400e"),
+    CellStatus.OBSERVATION: ("#e0f2fe", "#075985"),
     CellStatus.NOT_APPLICABLE: ("#e5e7eb", "#374151"),
     CellStatus.UNCOVERED: ("#ffffff", "#6b7280"),
 }
@@ -94,7 +105,8 @@ class Matrix:
 
 def _result_lines(cell: Cell) -> list[tuple[str, str, str]]:
     """(scenario, outcome, why) for each result of a cell, worst outcomes first."""
-    rank = {o: i for i, o in enumerate((Outcome.FAILED, Outcome.ERROR, Outcome.NOT_IMPLEMENTED, Outcome.PASSED, Outcome.NOT_APPLICABLE))}
+    rank = {o: i for i, o in enumerate((Outcome.FAILED, Outcome.ERROR, Outcome.KNOWN_FAILURE, Outcome.WARNING,
+                                        Outcome.OBSERVATION, Outcome.PASSED, Outcome.NOT_APPLICABLE))}
     return [(r.scenario, r.outcome.value, reason(r)) for r in sorted(cell.results, key=lambda r: rank[r.outcome])]
 
 
@@ -124,7 +136,8 @@ def render_matrix_md(matrix: Matrix) -> str:
     out.append("")
     out.append(
         "Cells aggregate the scenarios covering a requirement on a pair, worst first: "
-        "FAILED > ERROR > not implemented > passed > not applicable."
+        "FAILED > ERROR > known failure > warning > observation > passed > not applicable. "
+        "Only FAILED (a MUST broken) and ERROR fail a run by default."
     )
     out.append("")
     out.append("| cells | " + " | ".join(f"`{_md(p)}`" for p in pairs) + " |")

@@ -14,27 +14,32 @@ from dataclasses import dataclass, field
 from conformance.events import Event, Outcome, RunFinished, RunStarted, ScenarioFinished, TranscriptEntry
 from conformance.reporting.catalogue import Catalogue, Requirement
 
-OUTCOME_ORDER = (Outcome.PASSED, Outcome.FAILED, Outcome.ERROR, Outcome.NOT_IMPLEMENTED, Outcome.NOT_APPLICABLE)
+OUTCOME_ORDER = (Outcome.PASSED, Outcome.FAILED, Outcome.ERROR, Outcome.KNOWN_FAILURE, Outcome.WARNING,
+                 Outcome.OBSERVATION, Outcome.NOT_APPLICABLE)
 UNCATALOGUED_AREA = "(not in the catalogue)"
 
 
 class CellStatus(str, enum.Enum):
     """The status of one requirement on one pair, aggregated over the scenarios covering it."""
 
-    FAILED = "FAILED"
+    FAILED = "FAILED"  # a MUST broken
     ERROR = "ERROR"
-    NOT_IMPLEMENTED = "NOT_IMPLEMENTED"
+    KNOWN_FAILURE = "KNOWN_FAILURE"  # a MUST broken that the target declares
+    WARNING = "WARNING"  # a SHOULD broken
+    OBSERVATION = "OBSERVATION"  # differs from the reference where the contract allows it
     PASSED = "PASSED"
     NOT_APPLICABLE = "NOT_APPLICABLE"
     UNCOVERED = "UNCOVERED"  # no scenario covers the requirement on this pair
 
 
-# Worst first: one failing scenario makes the requirement fail on that pair; a declared gap hides
-# a pass (the target says it is not done); NOT_APPLICABLE only when nothing else ran.
+# Worst first: one failing scenario makes the requirement fail on that pair; a known failure stays
+# visible over a pass; NOT_APPLICABLE only when nothing else ran.
 CELL_PRECEDENCE = (
     CellStatus.FAILED,
     CellStatus.ERROR,
-    CellStatus.NOT_IMPLEMENTED,
+    CellStatus.KNOWN_FAILURE,
+    CellStatus.WARNING,
+    CellStatus.OBSERVATION,
     CellStatus.PASSED,
     CellStatus.NOT_APPLICABLE,
 )
@@ -123,23 +128,38 @@ class RunView:
         return rows
 
     def cells(self) -> dict[tuple[str, str], Cell]:
-        """(requirement id, pair) -> its aggregated cell; pairs with no covering scenario are absent (UNCOVERED)."""
-        grouped: dict[tuple[str, str], list[ScenarioFinished]] = {}
+        """(requirement id, pair) -> its aggregated cell; pairs with no covering scenario are absent (UNCOVERED).
+
+        A result counts on each requirement with that requirement's own verdict in the run: a scenario
+        that breaks one MUST and only differs on another fails the first row, not the second."""
+        grouped: dict[tuple[str, str], list[tuple[CellStatus, ScenarioFinished]]] = {}
         for result in self.results:
-            for rid in dict.fromkeys(result.requirements):
-                grouped.setdefault((rid, result.pair), []).append(result)
-        return {key: Cell(aggregate(rs), tuple(rs)) for key, rs in grouped.items()}
+            for rid, status in requirement_statuses(result):
+                grouped.setdefault((rid, result.pair), []).append((status, result))
+        return {key: Cell(_worst(s for s, _ in rs), tuple(r for _, r in rs)) for key, rs in grouped.items()}
 
     def cell(self, cells: dict[tuple[str, str], Cell], requirement_id: str, pair: str) -> Cell:
         return cells.get((requirement_id, pair), Cell(CellStatus.UNCOVERED))
 
 
 def aggregate(results: Iterable[ScenarioFinished]) -> CellStatus:
-    statuses = {CellStatus(r.outcome.value) for r in results}
+    return _worst(CellStatus(r.outcome.value) for r in results)
+
+
+def _worst(statuses: Iterable[CellStatus]) -> CellStatus:
+    present = set(statuses)
     for status in CELL_PRECEDENCE:
-        if status in statuses:
+        if status in present:
             return status
     return CellStatus.UNCOVERED
+
+
+def requirement_statuses(result: ScenarioFinished) -> list[tuple[str, CellStatus]]:
+    """Each requirement the result speaks for, with its status in that run (outcome-wide for old results,
+    and for outcomes that are about the whole run: ERROR, NOT_APPLICABLE)."""
+    if not result.verdicts or result.outcome in (Outcome.ERROR, Outcome.NOT_APPLICABLE):
+        return [(rid, CellStatus(result.outcome.value)) for rid in dict.fromkeys(result.requirements)]
+    return [(rid, CellStatus(value)) for rid, value in result.verdicts]
 
 
 # ------------------------------------------------------------------------------------ text helpers
@@ -154,9 +174,9 @@ def first_line(text: str) -> str:
 
 def reason(result: ScenarioFinished) -> str:
     """One line saying why a result is what it is (empty for a plain pass)."""
-    if result.outcome in (Outcome.FAILED, Outcome.ERROR):
+    if result.outcome in (Outcome.FAILED, Outcome.ERROR, Outcome.WARNING, Outcome.OBSERVATION):
         return first_line(result.message) or result.outcome.value.lower()
-    if result.outcome in (Outcome.NOT_IMPLEMENTED, Outcome.NOT_APPLICABLE):
+    if result.outcome in (Outcome.KNOWN_FAILURE, Outcome.NOT_APPLICABLE):
         return result.gap_reason or first_line(result.message)
     if result.gap_passed:
         return "declared gap passed: remove it from targets.yaml"

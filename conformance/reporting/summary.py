@@ -2,7 +2,7 @@
 
 Keys: run_id, command, started_at / finished_at (unix time and ISO 8601), duration_s, pairs,
 counts (outcome -> n, and total), per_pair (pair -> outcome -> n), requirements (id -> pair ->
-cell status, aggregated as in the matrix: FAILED > ERROR > NOT_IMPLEMENTED > PASSED >
+cell status, aggregated as in the matrix: FAILED > ERROR > KNOWN_FAILURE > WARNING > OBSERVATION > PASSED >
 NOT_APPLICABLE, UNCOVERED when no scenario covers it), failures (FAILED and ERROR results:
 scenario, pair, outcome, requirements, message = its first line, reproduce) and gaps_passed.
 """

@@ -16,14 +16,18 @@ _CHAR = {
     Outcome.PASSED: ".",
     Outcome.FAILED: "F",
     Outcome.ERROR: "E",
-    Outcome.NOT_IMPLEMENTED: "N",
+    Outcome.KNOWN_FAILURE: "K",
+    Outcome.WARNING: "W",
+    Outcome.OBSERVATION: "o",
     Outcome.NOT_APPLICABLE: "-",
 }
 _COLOR = {
     Outcome.PASSED: "32",  # green
     Outcome.FAILED: "31",  # red
     Outcome.ERROR: "35",  # magenta
-    Outcome.NOT_IMPLEMENTED: "33",  # yellow
+    Outcome.KNOWN_FAILURE: "33",  # yellow
+    Outcome.WARNING: "33",
+    Outcome.OBSERVATION: "36",  # cyan
     Outcome.NOT_APPLICABLE: "90",  # grey
 }
 _BOLD = "1"
@@ -79,7 +83,7 @@ class TerminalReporter:
             elif r.gap_passed:
                 line += "  " + self._paint(f"[{why}]", "33")
             self._write(line + "\n")
-            if r.outcome is Outcome.NOT_IMPLEMENTED and r.message:
+            if r.outcome is Outcome.KNOWN_FAILURE and r.message:
                 # What actually failed under the declared gap, so a gap cannot hide another bug.
                 self._write("".join(f"      {ln}\n" for ln in r.message.splitlines()[:12]))
             return
@@ -99,6 +103,11 @@ class TerminalReporter:
                 if r.requirements:
                     self._write(f"requirements: {', '.join(r.requirements)}\n")
                 self._write(failure_text(r) + "\n")
+        warned = [r for r in self._results if r.outcome is Outcome.WARNING]
+        if warned:
+            self._write("\n" + self._paint(" WARNINGS (SHOULD) ".center(_WIDTH, "="), _BOLD) + "\n")
+            for r in warned:
+                self._write(f"  {r.pair}  {r.scenario}: {reason(r)}\n")
         gaps = [r for r in self._results if r.gap_passed]
         if gaps:
             self._write("\n" + self._paint("Declared gaps that passed (remove from targets.yaml):", f"{_BOLD};33") + "\n")
@@ -110,15 +119,19 @@ class TerminalReporter:
 
 
 def summary_line(results: list[ScenarioFinished]) -> str:
-    """`N passed, N failed` and, when not zero, `, N errors, N not implemented, N not applicable`."""
+    """`N passed, N failed` and, when not zero, errors, known failures, warnings, observations, not applicable."""
     counts = dict.fromkeys(Outcome, 0)
     for r in results:
         counts[r.outcome] += 1
     parts = [f"{counts[Outcome.PASSED]} passed", f"{counts[Outcome.FAILED]} failed"]
     if counts[Outcome.ERROR]:
         parts.append(plural(counts[Outcome.ERROR], "error"))
-    if counts[Outcome.NOT_IMPLEMENTED]:
-        parts.append(f"{counts[Outcome.NOT_IMPLEMENTED]} not implemented")
+    if counts[Outcome.KNOWN_FAILURE]:
+        parts.append(f"{counts[Outcome.KNOWN_FAILURE]} known failure{'s' if counts[Outcome.KNOWN_FAILURE] != 1 else ''}")
+    if counts[Outcome.WARNING]:
+        parts.append(plural(counts[Outcome.WARNING], "warning"))
+    if counts[Outcome.OBSERVATION]:
+        parts.append(plural(counts[Outcome.OBSERVATION], "observation"))
     if counts[Outcome.NOT_APPLICABLE]:
         parts.append(f"{counts[Outcome.NOT_APPLICABLE]} not applicable")
     return ", ".join(parts)

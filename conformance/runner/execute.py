@@ -8,6 +8,7 @@ states; observe; tear everything down; run the checks.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import tempfile
@@ -31,7 +32,23 @@ from conformance.checks import ALWAYS, CHECKS, ConformanceFailure, Observed
 from conformance.events import Outcome, ScenarioFinished, TranscriptEntry
 from conformance.scenario.model import MISSING, ErrorExpect, Scenario, StartSpec, Step
 from conformance.scenario.wire import event_dict, message_dict
-from conformance.targets.base import CannotExpress, Pair, Replayer, WorkerStart
+from conformance.targets.base import CannotExpress, Gap, Pair, Replayer, WorkerStart
+from conformance.verdict import Judgement, Level, Verdict, judge
+
+
+@functools.cache
+def requirement_levels() -> Mapping[str, str]:
+    """Requirement id -> catalogue level, from the shipped catalogue (read once per process)."""
+    from conformance.reporting.catalogue import load_catalogue
+
+    return {r.id: r.level for r in load_catalogue()}
+
+
+@functools.cache
+def requirement_sources() -> Mapping[str, str]:
+    from conformance.reporting.catalogue import load_catalogue
+
+    return {r.id: r.source for r in load_catalogue()}
 
 
 class HarnessError(Exception):
@@ -435,7 +452,7 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
     tmp = tempfile.mkdtemp(prefix="conformance-", dir=work_root)
     run = _Run(scenario=scenario, pair=pair, work_dir=Path(tmp), reproduce=reproduce)
     transcript: list[TranscriptEntry] = []
-    failures: list[str] = []
+    failures: list[ConformanceFailure] = []
     error: str | None = None
     cannot: str | None = None
     with ExitStack() as stack:
@@ -461,9 +478,9 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
                 try:
                     CHECKS[name](obs)
                 except ConformanceFailure as exc:
-                    failures.append(_without_reproduce(exc.render()))
+                    failures.append(exc)
         except StepFailed as exc:
-            failures.append(f"step: {exc}")
+            failures.append(ConformanceFailure(check="step", mismatches=[str(exc)]))
         except CannotExpress as exc:
             cannot = str(exc)
         except Exception as exc:  # noqa: BLE001 - the harness must report, not crash
@@ -479,24 +496,56 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
     if error is not None:
         return ScenarioFinished(outcome=Outcome.ERROR, duration_s=duration, transcript=tuple(transcript),
                                 message=f"{error}\nReproduce with: {reproduce}", **base)
-    if failures:
-        message = "\n\n".join(failures) + f"\n\nReproduce with: {reproduce}"
-        if gap is not None:
-            return ScenarioFinished(outcome=Outcome.NOT_IMPLEMENTED, duration_s=duration, message=message,
-                                    gap_reason=f"declared gap {gap.requirement}: {gap.reason}",
-                                    transcript=tuple(transcript), **base)
-        return ScenarioFinished(outcome=Outcome.FAILED, duration_s=duration, message=message,
-                                transcript=tuple(transcript), **base)
-    # Only a gap narrowed to named scenarios can be judged by one scenario passing.
-    passed_gap = gap is not None and bool(gap.scenarios)
-    return ScenarioFinished(outcome=Outcome.PASSED, duration_s=duration, transcript=tuple(transcript),
-                            gap_passed=passed_gap,
-                            gap_reason=f"declared gap {gap.requirement} passed here: narrow or remove it in the "
-                                       "target's declaration" if passed_gap and gap else "", **base)
+    return _verdict(scenario, failures, gap, duration=duration, transcript=tuple(transcript),
+                    reproduce=reproduce, base=base)
 
 
-def _without_reproduce(text: str) -> str:
-    return text.split("\n\nReproduce with:")[0]
+def _verdict(scenario: Scenario, failures: Sequence[ConformanceFailure], gap: Gap | None, *, duration: float,
+             transcript: tuple[TranscriptEntry, ...], reproduce: str, base: Mapping[str, Any]) -> ScenarioFinished:
+    """The scenario's outcome from its mismatches: only a broken MUST fails (conformance.verdict)."""
+    levels = requirement_levels()
+    found = [m for f in failures for m in f.found]
+    judged = judge(found, requirements=scenario.requirements, levels=levels)
+    known = judged.outcome is Verdict.FAILED and gap is not None
+    verdicts = tuple((rid, Outcome.KNOWN_FAILURE.value if known and v is Verdict.FAILED else v.value)
+                     for rid, v in judged.per_requirement)
+    observations = tuple((m.field or f.check, m.text) for f in failures for m in f.found
+                         if m.level is Level.OBSERVATION)
+    common = dict(duration_s=duration, transcript=transcript, verdicts=verdicts, broken=judged.broken,
+                  observations=observations, **base)
+    if judged.outcome is Verdict.PASSED:
+        # Only a gap narrowed to named scenarios can be judged by one scenario passing.
+        passed_gap = gap is not None and bool(gap.scenarios)
+        return ScenarioFinished(outcome=Outcome.PASSED, gap_passed=passed_gap,
+                                gap_reason=f"declared gap {gap.requirement} passed here: narrow or remove it in the "
+                                           "target's declaration" if passed_gap and gap else "", **common)
+    message = _render(judged, failures) + f"\n\nReproduce with: {reproduce}"
+    if known:
+        assert gap is not None
+        return ScenarioFinished(outcome=Outcome.KNOWN_FAILURE, message=message,
+                                gap_reason=f"declared gap {gap.requirement}: {gap.reason}", **common)
+    if judged.outcome is Verdict.FAILED:
+        return ScenarioFinished(outcome=Outcome.FAILED, message=message, **common)
+    outcome = Outcome.WARNING if judged.outcome is Verdict.WARNING else Outcome.OBSERVATION
+    # A declared gap that now only warns or observes excuses nothing: say so, as for a passing gap.
+    stale = gap is not None and bool(gap.scenarios)
+    return ScenarioFinished(outcome=outcome, message=message, gap_passed=stale,
+                            gap_reason=f"declared gap {gap.requirement} is no longer a MUST failure here: narrow or "
+                                       "remove it in the target's declaration" if stale and gap else "", **common)
+
+
+def _render(judged: Judgement, failures: Sequence[ConformanceFailure]) -> str:
+    """Worst first: what is broken (with the requirement and where the contract says so), then what differs."""
+    sources = requirement_sources()
+    check_of = {m.text: f.check for f in failures for m in f.found}
+    blocks = []
+    for section in judged.sections:
+        lines = [section.heading]
+        if section.verdict is Verdict.FAILED:  # where the contract says so
+            lines += [f"  {rid}: {sources[rid]}" for rid in section.requirements if rid in sources]
+        lines += [f"  - [{check_of.get(t, 'check')}] {t}" for t in section.texts]
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
 
 
 def _run_vector(run: _Run, stack: ExitStack) -> Observed:
@@ -524,8 +573,12 @@ def _run_vector(run: _Run, stack: ExitStack) -> Observed:
             custom = answer.get("custom_status")
             answer = {**answer, "actions": [relax(a, profile, answer=True) for a in answer["actions"]],
                       "custom_status": None if custom == "" and profile.empty_custom_status_is_none else custom}
+    # A fuzz finding's history was built from the reference's answers; in_dialect shifts ids and strips wait
+    # timers for the worker, but a worker whose event waits take ids of their own (event_wait_ids) is never
+    # sent such a history by an engine.
+    foreign = vec.compare == "fuzz" and "event_wait_ids" in run.pair.worker.capabilities
     return Observed(scenario=run.scenario, instances={}, states={}, histories={}, reproduce=run.reproduce,
-                    vector_answer=answer, vector_expected=expected, vector_note=turn.note)
+                    vector_answer=answer, vector_expected=expected, vector_note=turn.note, vector_foreign=foreign)
 
 
 __all__ = ["HarnessError", "run_scenario"]

@@ -1,6 +1,6 @@
 """The reference sidecar and worker as targets (in-process: fast, and the engine is inspectable).
 
-This is the only module of the harness that imports fake_sidecar and fake_worker (DESIGN §2).
+This is the only module of the harness that imports fake_sidecar and fake_worker (docs/design.md §2).
 """
 
 from __future__ import annotations

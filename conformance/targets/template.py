@@ -80,7 +80,7 @@ workers:
     # do not declare is NOT_APPLICABLE; one you declare but do not meet FAILS.
     capabilities:
 {caps}
-    # Known gaps: shown as NOT_IMPLEMENTED with the reason, never hidden; a gap that starts
+    # Known gaps: shown as KNOWN_FAILURE with the reason, never hidden; a gap that starts
     # passing is reported so it can be removed. `scenarios` narrows it to some scenario ids.
     not_implemented: []
       # - requirement: TMR-TIMEOUT-001

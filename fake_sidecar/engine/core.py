@@ -377,16 +377,13 @@ class Engine:
         self._maybe_queue(inst)
 
     def suspend(self, *, iid: str, reason: str | None) -> None:
-        """Queue ExecutionSuspended (dropped when the instance is suspended already)."""
+        """Queue ExecutionSuspended, also for an instance that is suspended already: both real engines
+        record a second one (docs/engine-rules.md R6.7), and a worker must take it in its stride."""
         with self._lock:
             self._check_open()
             inst = self._get(iid)
             self._refuse_if_stalled(inst, "suspend")
             if inst.terminal:
-                return
-            # The Dapr Python SDKs loop forever replaying a second ExecutionSuspended on resume
-            # (their suspended-event buffer), so a suspend of a suspended instance is dropped.
-            if self._will_be_suspended(inst):
                 return
             ev = pb.HistoryEvent(eventId=-1, timestamp=ts(self.now()))
             ev.executionSuspended.SetInParent()
@@ -398,10 +395,10 @@ class Engine:
             self._maybe_queue(inst)
 
     def resume(self, *, iid: str, reason: str | None) -> bool:
-        """Queue ExecutionResumed; returns False (and does nothing) if the instance is not suspended.
+        """Queue ExecutionResumed; returns whether the instance was (or was about to be) suspended.
 
-        Python SDKs fail a workflow that sees ExecutionResumed while not suspended
-        (sdk-behaviour.md §3.2), so the reference engine drops such a resume.
+        A resume of a running instance is recorded too, as both real engines do; a worker must ignore
+        it (the Dapr Python SDKs fail the workflow instead: a FAILED cell of theirs, not a rule of ours).
         """
         with self._lock:
             self._check_open()
@@ -409,8 +406,7 @@ class Engine:
             self._refuse_if_stalled(inst, "resume")
             if inst.terminal:
                 return False
-            if not self._will_be_suspended(inst):
-                return False
+            was_suspended = self._will_be_suspended(inst)
             ev = pb.HistoryEvent(eventId=-1, timestamp=ts(self.now()))
             ev.executionResumed.SetInParent()
             if reason:
@@ -419,7 +415,7 @@ class Engine:
             self._add_inbox(inst, ev, tx)
             self._commit(tx)
             self._maybe_queue(inst)
-            return True
+            return was_suspended
 
     @staticmethod
     def _will_be_suspended(inst: Instance) -> bool:

@@ -169,6 +169,7 @@ class _Context:
         self._now_of: Stamp | None = None
         self._now = _NO_TURN_TIME
         self.received: dict[str, list[Any]] = {}
+        self.received_names: dict[str, list[str]] = {}  # case-folded key -> each buffered event's name as sent
         self.waiting: dict[str, list[Task]] = {}
         self.new_input: Any = None
         self.carry = False
@@ -258,12 +259,14 @@ class _Context:
             if self.new_input is not None:
                 cw.result.value = to_json(self.new_input)
             if self.carry:
-                for name, values in self.received.items():
-                    for value in values:
+                # Carried as received: the event's own name (not the case-folded key it is matched by)
+                # and every payload, falsy ones included (0, false and "" are values, not absence).
+                for key, values in self.received.items():
+                    for name, value in zip(self.received_names.get(key, ()), values):
                         ev = cw.carryoverEvents.add(eventId=-1)
                         ev.timestamp.SetInParent()
                         ev.eventRaised.name = name
-                        if value:  # the SDKs drop falsy payloads here
+                        if value is not None:
                             ev.eventRaised.input.value = to_json(value)
             return [action]
         return [a.build(self.instance_id) if isinstance(a, _LazyActivity) else a for a in self.pending_actions.values()]
@@ -337,8 +340,9 @@ class _Context:
         buffered = self.received.get(key)
         if buffered:
             value = buffered.pop(0)
+            self.received_names[key].pop(0)
             if not buffered:
-                del self.received[key]
+                del self.received[key], self.received_names[key]
             event_task.complete(value)
             return event_task
         self.waiting.setdefault(key, []).append(event_task)
@@ -635,7 +639,8 @@ def _process(ctx: _Context, events: Iterable[pb.HistoryEvent]) -> None:
     for ev in events:
         kind = _event_kind(ev, "eventType")
         if ctx.suspended and kind not in _SUSPENDABLE_EXCLUDED:
-            ctx.suspended_events.append(ev)
+            if kind != "executionSuspended":  # a second suspension while suspended changes nothing
+                ctx.suspended_events.append(ev)
             continue
         handler = handlers.get(kind)  # type: ignore[arg-type]
         try:
@@ -803,6 +808,7 @@ def _on_event_raised(ctx: _Context, ev: pb.HistoryEvent) -> None:
         ctx.resume()
     else:
         ctx.received.setdefault(key, []).append(value)
+        ctx.received_names.setdefault(key, []).append(er.name)
 
 
 def _on_suspended(ctx: _Context, ev: pb.HistoryEvent) -> None:
@@ -810,8 +816,9 @@ def _on_suspended(ctx: _Context, ev: pb.HistoryEvent) -> None:
 
 
 def _on_resumed(ctx: _Context, ev: pb.HistoryEvent) -> None:
+    # Both real engines record a resume of a running instance: it changes nothing (docs/engine-rules.md R6.7).
     if not ctx.suspended:
-        raise _unknown_kind("executionResumed")
+        return
     ctx.suspended = False
     buffered, ctx.suspended_events = ctx.suspended_events, []
     _process(ctx, buffered)

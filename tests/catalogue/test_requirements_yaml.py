@@ -16,7 +16,7 @@ import yaml
 
 CATALOGUE = Path(__file__).resolve().parents[2] / "conformance" / "requirements.yaml"
 
-LEVELS = ("MUST", "SHOULD", "MAY")
+LEVELS = ("MUST", "SHOULD", "MAY", "INFO")
 APPLIES_TO = ("engine", "worker", "both")
 # area -> the AREA part of its ids
 AREA_PREFIX = {

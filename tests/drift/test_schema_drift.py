@@ -1,6 +1,6 @@
 """Schema drift between our wire schema and the installed Python SDKs' own descriptors.
 
-Facts checked against shared/reference/protocol-facts.md §2.3-2.5 and message-tables.md.
+Facts checked against docs/protocol-facts.md §2.3-2.5 and tests/wire/facts/message-tables.md.
 """
 from __future__ import annotations
 

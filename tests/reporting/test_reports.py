@@ -27,7 +27,7 @@ from conformance.reporting.matrix import Matrix, render_matrix_html, render_matr
 from . import synthetic
 from .synthetic import GO, REF
 
-SUMMARY_LINE = "7 passed, 1 failed, 1 error, 1 not implemented, 1 not applicable"
+SUMMARY_LINE = "7 passed, 1 failed, 1 error, 1 known failure, 1 not applicable"
 
 
 @pytest.fixture
@@ -163,7 +163,7 @@ def test_junit_counts_and_elements(reports):
     assert [p.get("value") for p in failed.iter("property") if p.get("name") == "requirement"] == ["ACT-ALO-001"]
     assert cases[(GO, "replay/patch-mismatch")].find("error").get("message").startswith("the sidecar exited with status 2")
     assert (
-        cases[(GO, "activities/stale-token")].find("skipped").get("message") == "not implemented: durabletask-go has no completion tokens"
+        cases[(GO, "activities/stale-token")].find("skipped").get("message") == "known failure: durabletask-go has no completion tokens"
     )
     assert cases[(GO, "payloads/oversized")].find("skipped").get("message") == "not applicable: the pair lacks the capability max_payload"
     both = [p.get("value") for p in cases[(REF, "activities/stale-token")].iter("property") if p.get("name") == "requirement"]
@@ -214,7 +214,7 @@ def test_allure_results_statuses_and_labels(reports):
     assert "gap-passed" in _label(results[(REF, "replay/patch-mismatch")], "tag")
     assert _label(results[(REF, "payloads/oversized")], "severity") == ["minor"]
     assert _label(results[(REF, "extra/uncatalogued")], "feature") == ["(not in the catalogue)"]
-    assert results[(GO, "activities/stale-token")]["statusDetails"]["message"] == "not implemented: durabletask-go has no completion tokens"
+    assert results[(GO, "activities/stale-token")]["statusDetails"]["message"] == "known failure: durabletask-go has no completion tokens"
     assert results[(GO, "payloads/oversized")]["statusDetails"]["message"].startswith("not applicable: ")
     assert len({r["uuid"] for r in results.values()}) == 11
     assert len({r["historyId"] for r in results.values()}) == 11
@@ -246,7 +246,7 @@ def test_allure_environment_and_categories(reports):
     assert f"pairs = {REF}, {GO}\n" in env
     categories = json.loads((directory / "categories.json").read_text(encoding="utf-8"))
     assert [c["matchedStatuses"] for c in categories] == [["failed"], ["broken"], ["skipped"], ["skipped"]]
-    assert re.fullmatch(categories[2]["messageRegex"], "not implemented: x\ny")
+    assert re.fullmatch(categories[2]["messageRegex"], "known failure: x\ny")
 
 
 def test_allure_directory_is_cleaned_of_an_earlier_run(tmp_path, catalogue):
@@ -267,9 +267,9 @@ def test_summary_json(reports):
     assert summary["started_at"] == synthetic.STARTED_AT and summary["duration_s"] == 41.7
     assert summary["started"] == "2025-01-01T12:00:00+00:00"
     assert summary["pairs"] == [REF, GO]
-    assert summary["counts"] == {"PASSED": 7, "FAILED": 1, "ERROR": 1, "NOT_IMPLEMENTED": 1, "NOT_APPLICABLE": 1, "total": 11}
-    assert summary["per_pair"][REF] == {"PASSED": 6, "FAILED": 0, "ERROR": 0, "NOT_IMPLEMENTED": 0, "NOT_APPLICABLE": 0}
-    assert summary["per_pair"][GO] == {"PASSED": 1, "FAILED": 1, "ERROR": 1, "NOT_IMPLEMENTED": 1, "NOT_APPLICABLE": 1}
+    assert summary["counts"] == {"PASSED": 7, "FAILED": 1, "ERROR": 1, "KNOWN_FAILURE": 1, "WARNING": 0, "OBSERVATION": 0, "NOT_APPLICABLE": 1, "total": 11}
+    assert summary["per_pair"][REF] == {"PASSED": 6, "FAILED": 0, "ERROR": 0, "KNOWN_FAILURE": 0, "WARNING": 0, "OBSERVATION": 0, "NOT_APPLICABLE": 0}
+    assert summary["per_pair"][GO] == {"PASSED": 1, "FAILED": 1, "ERROR": 1, "KNOWN_FAILURE": 1, "WARNING": 0, "OBSERVATION": 0, "NOT_APPLICABLE": 1}
     got = {(rid, pair): status for rid, by_pair in summary["requirements"].items() for pair, status in by_pair.items()}
     assert got == synthetic.EXPECTED_CELLS
     assert summary["failures"] == [
@@ -323,7 +323,7 @@ def test_matrix_md_rows(reports):
         "PASSED": "passed",
         "FAILED": "FAILED",
         "ERROR": "ERROR",
-        "NOT_IMPLEMENTED": "not implemented",
+        "KNOWN_FAILURE": "known failure",
         "NOT_APPLICABLE": "not applicable",
         "UNCOVERED": "uncovered",
     }
@@ -334,7 +334,7 @@ def test_matrix_md_rows(reports):
     assert rows["ACT-ALO-001"][1:3] == ["MUST", "Activities are delivered at least once"]
     assert "## timers" in md and "## (not in the catalogue)" in md
     assert "  - `activities/at-least-once` FAILED: activities/at-least-once on durabletask-go+dapr-python: 2 mismatches" in md
-    assert "  - `activities/stale-token` NOT_IMPLEMENTED: durabletask-go has no completion tokens" in md
+    assert "  - `activities/stale-token` KNOWN_FAILURE: durabletask-go has no completion tokens" in md
 
 
 class _Cells(HTMLParser):
@@ -370,7 +370,7 @@ def test_matrix_html_rows(reports):
     assert "durabletask-go has no completion tokens" in text
     assert "the pair lacks the capability max_payload" in text
     assert "Durable timers fire at their due time" in text
-    for word in ("passed", "FAILED", "ERROR", "not implemented", "not applicable", "uncovered"):
+    for word in ("passed", "FAILED", "ERROR", "known failure", "not applicable", "uncovered"):
         assert word in text  # legend
 
 
@@ -395,7 +395,7 @@ def test_terminal_progress_failures_and_summary():
     text = _terminal(verbose=False)
     lines = text.splitlines()
     assert lines[0].startswith(f"conformance run {synthetic.RUN_ID}: 11 scenarios on {REF}, {GO}")
-    assert lines[1] == "......FN.E-"
+    assert lines[1] == "......FK.E-"
     assert text.endswith(SUMMARY_LINE + "\n")
     assert lines[-2] == f"run {synthetic.RUN_ID} finished in 41.70s"
     assert text.count("Reproduce with:") == 2
@@ -407,7 +407,7 @@ def test_terminal_progress_failures_and_summary():
 
 def test_terminal_verbose_lines():
     lines = _terminal(verbose=True).splitlines()
-    assert f"NOT_IMPLEMENTED {GO}  activities/stale-token  (0.00s): durabletask-go has no completion tokens" in lines
+    assert f"KNOWN_FAILURE   {GO}  activities/stale-token  (0.00s): durabletask-go has no completion tokens" in lines
     assert f"PASSED          {REF}  replay/patch-mismatch  (0.21s)  [declared gap passed: remove it from targets.yaml]" in lines
     assert lines[-1] == SUMMARY_LINE
 
@@ -459,8 +459,8 @@ def test_terminal_reporter_takes_events_from_several_threads():
         list(pool.map(reporter.handle, middle))
     reporter.handle(events[-1])
     progress = "".join(line for line in out.getvalue().splitlines()[1:4])
-    assert len(progress) == len(middle) and set(progress) == set(".FNE-")
-    assert out.getvalue().endswith("140 passed, 20 failed, 20 errors, 20 not implemented, 20 not applicable\n")
+    assert len(progress) == len(middle) and set(progress) == set(".FKE-")
+    assert out.getvalue().endswith("140 passed, 20 failed, 20 errors, 20 known failures, 20 not applicable\n")
 
 
 def test_transcript_lines_do_not_repeat_the_rpc_name():

@@ -226,10 +226,13 @@ def test_recursive_terminate_reaches_children_and_parent_gets_failure(sidecar, c
     worker.cancel()
 
 
-def test_suspend_resume_and_resume_of_running_is_dropped(sidecar, client, background):
+def test_suspend_resume_and_resume_of_running_is_recorded(sidecar, client, background):
     worker = RawWorker(sidecar.address)
     begin(worker, client, background, "s")
-    client.call("ResumeInstance", pb.ResumeRequest(instanceId="s"), timeout=5)  # not suspended: no event
+    # Not suspended: recorded all the same, as both real engines do (R6.7); a worker must ignore it.
+    client.call("ResumeInstance", pb.ResumeRequest(instanceId="s"), timeout=5)
+    assert _events_until(worker, "ExecutionResumed") == ["ExecutionResumed"]
+    assert status(client, "s") == pb.ORCHESTRATION_STATUS_RUNNING
     sus = background.submit(client.call, "SuspendInstance", pb.SuspendRequest(instanceId="s"), timeout=10)
     t = worker.next_workflow()
     assert kinds(t.workflowRequest.newEvents) == ["WorkflowStarted", "ExecutionSuspended"]
@@ -412,17 +415,27 @@ def test_virtual_clock_fires_a_day_long_timer_at_once(background):
         srv.stop()
 
 
-def test_second_suspend_is_dropped(sidecar, client, background):
+def _events_until(worker, kind: str) -> list[str]:
+    """The new events of the turns the worker gets (each answered with no actions) until one holds `kind`."""
+    seen: list[str] = []
+    while kind not in seen:
+        turn = worker.next_workflow()
+        seen += [k for k in kinds(turn.workflowRequest.newEvents) if k != "WorkflowStarted"]
+        worker.answer(turn)
+    return seen
+
+
+def test_second_suspend_is_recorded(sidecar, client, background):
+    """As both real engines do (R6.7): a suspend of a suspended instance records a second ExecutionSuspended."""
     worker = RawWorker(sidecar.address)
     begin(worker, client, background, "ss")
     sus = background.submit(client.call, "SuspendInstance", pb.SuspendRequest(instanceId="ss"), timeout=10)
     worker.answer(worker.next_workflow())
     sus.result(timeout=10)
-    client.call("SuspendInstance", pb.SuspendRequest(instanceId="ss"), timeout=5)  # already suspended: no event
+    client.call("SuspendInstance", pb.SuspendRequest(instanceId="ss"), timeout=5)  # already suspended: recorded
     res = background.submit(client.call, "ResumeInstance", pb.ResumeRequest(instanceId="ss"), timeout=10)
-    turn = worker.next_workflow()
-    assert kinds(turn.workflowRequest.newEvents) == ["WorkflowStarted", "ExecutionResumed"]
-    worker.answer(turn)
+    assert _events_until(worker, "ExecutionResumed") == ["ExecutionSuspended", "ExecutionResumed"]
     res.result(timeout=10)
-    assert kinds(history(client, "ss")).count("ExecutionSuspended") == 1
+    assert kinds(history(client, "ss")).count("ExecutionSuspended") == 2
+    assert status(client, "ss") == pb.ORCHESTRATION_STATUS_RUNNING
     worker.cancel()

@@ -1,4 +1,4 @@
-"""Shared fixtures of the wire-schema tests: where the reference facts live."""
+"""Shared fixtures of the wire-schema tests: where the independent wire facts live."""
 
 from __future__ import annotations
 
@@ -6,31 +6,27 @@ from pathlib import Path
 
 import pytest
 
-# The CI checkout has shared/ beside the repository (X/main-clone and X/shared).
-SHARED_DIR = Path(__file__).resolve().parents[2].parent / "shared"
-REFERENCE_DIR = SHARED_DIR / "reference"
+ROOT = Path(__file__).resolve().parents[2]
+FACTS_DIR = Path(__file__).resolve().parent / "facts"
 
 
-def reference_file(name: str) -> Path:
-    path = REFERENCE_DIR / name
+def facts_file(path: Path) -> Path:
     if not path.is_file():
-        pytest.fail(
-            f"reference file {name} not found: looked for {path} (shared/ must sit beside the repository checkout)",
-            pytrace=False,
-        )
+        pytest.fail(f"wire facts file {path} not found; it is part of the repository, restore it from git",
+                    pytrace=False)
     return path
 
 
 @pytest.fixture(scope="session")
 def field_tables_path() -> Path:
-    return reference_file("field-tables.json")
+    return facts_file(FACTS_DIR / "field-tables.json")
 
 
 @pytest.fixture(scope="session")
 def message_tables_path() -> Path:
-    return reference_file("message-tables.md")
+    return facts_file(FACTS_DIR / "message-tables.md")
 
 
 @pytest.fixture(scope="session")
 def protocol_facts_path() -> Path:
-    return reference_file("protocol-facts.md")
+    return facts_file(ROOT / "docs" / "protocol-facts.md")

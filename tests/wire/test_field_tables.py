@@ -1,8 +1,8 @@
-"""Our Dapr-dialect descriptors against the reference facts.
+"""Our Dapr-dialect descriptors against the independent wire facts (tests/wire/facts/).
 
 - field-tables.json["dapr_go_HEAD"]: every message, field number, name and type;
 - message-tables.md (Dapr column): proto3 ``optional``, oneof membership, deprecation, reserved numbers;
-- protocol-facts.md section 3.8 / 3.1: enum values.
+- docs/protocol-facts.md §3.8 / §3.1: enum values.
 """
 
 from __future__ import annotations
@@ -224,14 +224,14 @@ def test_presence_oneofs_and_reserved_match_message_tables(dapr_tables: dict[str
 def test_message_tables_types_agree_with_field_tables(
     dapr_tables: dict[str, TableMessage], field_tables: dict[str, dict[str, list[str]]]
 ) -> None:
-    # The two reference files must not disagree with each other either.
+    # The two facts files must not disagree with each other either.
     for name, table in dapr_tables.items():
         for number, f in table.fields.items():
             assert field_tables[name][str(number)] == [f.name, f.type], f"{name}.{number}"
 
 
 # ---------------------------------------------------------------------------------------------
-# Enums (protocol-facts.md 3.1 and 3.8; value names as upstream spells them)
+# Enums (docs/protocol-facts.md §3.1 and §3.8; value names as upstream spells them)
 # ---------------------------------------------------------------------------------------------
 
 ENUMS = {

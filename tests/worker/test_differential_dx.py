@@ -122,7 +122,7 @@ def test_runs_cover_the_example_bundle() -> None:
 IGNORED: dict[str, str] = {
     "router": "dx sets an empty TaskRouter on scheduling actions (and a sourceAppID router on completions when "
     "the start event names an app); routing is not part of the program language and the reference worker "
-    "sets none (reference/sdk-behaviour.md §3.3)",
+    "sets none (docs/sdk-wire-behaviour.md §3.3)",
     "stackTrace": "failureDetails.stackTrace is the SDK's Python traceback text",
     "errorMessage": "failureDetails.errorMessage text may differ between implementations; errorType is compared",
 }

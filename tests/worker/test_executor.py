@@ -3,7 +3,7 @@
 Each test builds `past` and `new` with tests/worker/histories.py and compares whole WorkflowActions
 (ids, names, JSON inputs, fireAt, timer origins, failure details). The programs are defined here,
 not taken from the example bundle, so that each test pins one behaviour. Expectations were checked
-against the real SDK's executor (sdk-behaviour.md §3, patching-and-stall.md §2-3).
+against the real SDK's executor (sdk-wire-behaviour.md §3, patching-and-stall.md §2-3).
 """
 
 from __future__ import annotations
@@ -444,9 +444,10 @@ def test_no_custom_status_leaves_the_field_unset() -> None:
 def test_continue_as_new_carries_unconsumed_events_when_asked() -> None:
     new = [workflow_started(0), event_raised("Foo", 1), event_raised("bar", 0), event_raised("foo", "two"),
            execution_started("can", 1)]
-    # Names are stored case-folded; a falsy payload is dropped (as dapr-ext-workflow does).
+    # Carried as received (grouped by the case-folded name they are matched by): each event's own name
+    # and payload, a falsy one (0) included. dapr-ext-workflow case-folds the names and drops the 0.
     assert actions([], new) == [complete(1, 2, status=CONTINUED_AS_NEW, carryover=[
-        carried_event("foo", 1), carried_event("foo", "two"), carried_event("bar")])]
+        carried_event("Foo", 1), carried_event("foo", "two"), carried_event("bar", 0)])]
 
 
 def test_continue_as_new_without_carry_events() -> None:
@@ -632,9 +633,16 @@ def test_suspended_buffers_events_without_actions_until_resumed() -> None:
     assert actions(past, [workflow_started(7), resumed(7)]) == [schedule(3, "echo", "c", execution_id=eid(5, 2))]
 
 
-def test_resume_while_not_suspended_fails_the_workflow() -> None:
-    acts = actions(start("act", "x") + [task_scheduled(1, "echo")], [workflow_started(5), resumed(5)])
-    assert _only_failure(acts, "WorkflowStateError") == "Don't know how to handle event of type 'executionResumed'"
+def test_resume_while_not_suspended_changes_nothing() -> None:
+    # Both real engines record it (R6.7); dapr-ext-workflow fails the workflow here, the contract does not.
+    assert actions(start("act", "x") + [task_scheduled(1, "echo")], [workflow_started(5), resumed(5)]) == []
+
+
+def test_a_second_suspend_keeps_the_workflow_suspended_until_one_resume() -> None:
+    past = start("act", "x") + [task_scheduled(1, "echo")]
+    held = [workflow_started(5), suspended(5), task_completed(1, "a", t=5), suspended(5)]
+    assert actions(past, held) == []
+    assert actions(past, held + [resumed(6)]) != []
 
 
 def test_terminated_completes_terminated_with_the_output_as_sent() -> None:

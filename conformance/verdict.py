@@ -1,0 +1,182 @@
+"""How a scenario's mismatches become a verdict: only the contract fails (docs/verdicts.md).
+
+A check reports `Mismatch`es. Each has a level: MUST (the target breaks a MUST of the catalogue:
+FAILED), SHOULD (a warning) or OBSERVATION (it differs from the reference worker or the reference
+engine where the contract leaves the choice open: informational, never FAILED). A mismatch without
+its own level takes the level of the scenario's requirements: a MUST requirement is FAILED by it, a
+SHOULD requirement warned, a MAY/INFO requirement observed.
+
+`judge` folds a scenario's mismatches into one status per requirement and the scenario's outcome;
+it is pure, so the runner, the fuzzer and the tests all decide the same way.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+
+class Level(str, enum.Enum):
+    """How much a mismatch weighs; strongest first."""
+
+    MUST = "MUST"
+    SHOULD = "SHOULD"
+    OBSERVATION = "OBSERVATION"
+
+    @classmethod
+    def of_requirement(cls, level: str) -> Level:
+        """The verdict level of a catalogue level (MUST, SHOULD, MAY, INFO)."""
+        return {"MUST": cls.MUST, "SHOULD": cls.SHOULD}.get(level, cls.OBSERVATION)
+
+
+class Verdict(str, enum.Enum):
+    """The status of one requirement in one scenario run (also the scenario's own outcome)."""
+
+    PASSED = "PASSED"
+    FAILED = "FAILED"  # a MUST broken
+    WARNING = "WARNING"  # a SHOULD broken
+    OBSERVATION = "OBSERVATION"  # differs from the reference where the contract leaves it open
+
+
+_STRENGTH = {Verdict.FAILED: 3, Verdict.WARNING: 2, Verdict.OBSERVATION: 1, Verdict.PASSED: 0}
+_OF_LEVEL = {Level.MUST: Verdict.FAILED, Level.SHOULD: Verdict.WARNING, Level.OBSERVATION: Verdict.OBSERVATION}
+
+# The requirement an observation of another worker's answers is filed under (catalogue level INFO).
+CROSS_WORKER = "RPL-XREF-001"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Mismatch:
+    """One thing a check found wrong (or different)."""
+
+    text: str
+    level: Level | None = None  # None: the level of the scenario's requirements
+    requirement: str | None = None  # the requirement it breaks, when the check knows it
+    field: str = ""  # what differs, for the differential report (e.g. "ScheduleTask.id")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Section:
+    """Mismatches of one verdict that weigh on the same requirements."""
+
+    verdict: Verdict
+    requirements: tuple[str, ...]
+    texts: tuple[str, ...]
+
+    @property
+    def heading(self) -> str:
+        names = ", ".join(self.requirements)
+        if self.verdict is Verdict.FAILED:
+            return f"FAILED: breaks {names} (MUST)"
+        if self.verdict is Verdict.WARNING:
+            return f"WARNING: does not meet {names} (SHOULD)"
+        return f"OBSERVATION ({names}): differs from the reference where the contract allows it"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Judgement:
+    outcome: Verdict
+    per_requirement: tuple[tuple[str, Verdict], ...]  # every requirement of the scenario, plus any a mismatch names
+    broken: tuple[str, ...]  # requirements FAILED (MUST broken), in scenario order
+    sections: tuple[Section, ...] = field(default=())  # worst first
+
+
+def worst(verdicts: Iterable[Verdict]) -> Verdict:
+    return max(verdicts, key=_STRENGTH.__getitem__, default=Verdict.PASSED)
+
+
+def judge(mismatches: Sequence[Mismatch], *, requirements: Sequence[str],
+          levels: Mapping[str, str]) -> Judgement:
+    """Fold mismatches into verdicts. `levels` maps requirement ids to catalogue levels
+    (an id missing from it counts as MUST: an uncatalogued requirement is not excused)."""
+    status: dict[str, Verdict] = {r: Verdict.PASSED for r in requirements}
+    texts: dict[tuple[Verdict, str], list[str]] = {}
+
+    def mark(rid: str, verdict: Verdict, text: str) -> None:
+        status[rid] = worst((status.get(rid, Verdict.PASSED), verdict))
+        texts.setdefault((verdict, rid), []).append(text)
+
+    for m in mismatches:
+        if m.requirement is not None:
+            level = m.level or Level.of_requirement(levels.get(m.requirement, "MUST"))
+            mark(m.requirement, _OF_LEVEL[level], m.text)
+            continue
+        targets = list(requirements) or ["(no requirement)"]
+        if m.level is None:
+            for rid in targets:
+                mark(rid, _OF_LEVEL[Level.of_requirement(levels.get(rid, "MUST"))], m.text)
+            continue
+        # A mismatch with a level but no requirement weighs on the scenario's requirements of that level;
+        # with none of them it is filed under the strongest of the scenario's requirements, capped at its level.
+        same = [r for r in targets if Level.of_requirement(levels.get(r, "MUST")) is m.level]
+        if m.level is Level.OBSERVATION and not same:
+            mark(CROSS_WORKER, Verdict.OBSERVATION, m.text)
+            continue
+        for rid in same or targets[:1]:
+            mark(rid, _OF_LEVEL[m.level], m.text)
+    outcome = worst(status.values())
+    broken = tuple(r for r, v in status.items() if v is Verdict.FAILED)
+    # Requirements that share the same mismatches are named together, so each mismatch is shown once.
+    merged: dict[tuple[Verdict, tuple[str, ...]], list[str]] = {}
+    for (verdict, rid), found in texts.items():
+        merged.setdefault((verdict, tuple(found)), []).append(rid)
+    order = sorted(merged, key=lambda k: -_STRENGTH[k[0]])
+    sections = tuple(Section(verdict=v, requirements=tuple(merged[(v, found)]), texts=found) for v, found in order)
+    return Judgement(outcome=outcome, per_requirement=tuple(status.items()), broken=broken, sections=sections)
+
+
+# ------------------------------------------------------------------------------ turn answers
+#
+# What of a worker's answer to a turn is the contract, and what is the worker's own choice. The
+# contract: which actions (kind), in which number, with which activity/child/event names, inputs and
+# results as JSON values, timer due times, the completion's status and output, the custom status,
+# patches and version. The worker's choice: action ids (opaque unless an engine depends on them),
+# child instance ids it sends, timer names and origins, error type names and messages (the
+# language's), routers, a taskExecutionId (the sidecar makes those, seed 000 task_execution_id), the
+# timestamp of a carried event, an empty string where another worker leaves a field unset.
+
+_LAYOUT_FIELDS = frozenset({"id", "instanceId", "taskExecutionId", "router", "origin", "timestamp", "errorType",
+                            "errorMessage", "stackTrace", "isNonRetriable", "innerFailure"})
+_PATH = re.compile(r"^(?P<path>[^\s:]+): (?P<rest>.*)$", re.S)
+
+
+def answer_field(path: str) -> str:
+    """`actions[0].ScheduleTask.input.x` -> `ScheduleTask.input`; `custom_status` -> `custom_status`."""
+    parts = re.sub(r"\[\d+\]", "", path).split(".")
+    if parts and parts[0] == "actions":
+        parts = parts[1:]
+    return ".".join(parts[:2]) if len(parts) >= 2 else ".".join(parts)
+
+
+def classify_answer_mismatch(text: str) -> Mismatch:
+    """A Matcher mismatch of a vector's actions, with the level the contract gives it."""
+    m = _PATH.match(text)
+    if not m:
+        return Mismatch(text=text, field="actions")  # e.g. a different number of actions: the scenario's level
+    path, rest = m.group("path"), m.group("rest")
+    fld = answer_field(path)
+    leaf = path.rsplit(".", 1)[-1]
+    segments = set(re.sub(r"\[\d+\]", "", path).split("."))
+    layout = bool(segments & _LAYOUT_FIELDS) or (fld.startswith("CreateTimer.") and leaf == "name")
+    empty_vs_unset = rest.startswith(("missing (expected ''", 'missing (expected ""', "expected absent, got ''",
+                                      'expected absent, got ""')) or rest in ("expected '', got None",
+                                                                          'expected "", got None')
+    if layout or empty_vs_unset or (leaf == "fireAt" and _within_a_millisecond(rest)):
+        return Mismatch(text=text, level=Level.OBSERVATION, field=fld)
+    return Mismatch(text=text, field=fld)
+
+
+def _within_a_millisecond(rest: str) -> bool:
+    """`expected '...00.000500Z', got '...00.000Z'`: a due time the worker rounded to milliseconds."""
+    from datetime import datetime
+
+    stamps = re.findall(r"'(\d{4}-\d\d-\d\dT[^']+)'", rest)
+    if len(stamps) != 2:
+        return False
+    try:
+        a, b = (datetime.fromisoformat(s.replace("Z", "+00:00")) for s in stamps)
+    except ValueError:
+        return False
+    return abs((a - b).total_seconds()) < 0.001
