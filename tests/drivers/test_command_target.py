@@ -4,7 +4,7 @@ capabilities on the command line gets the verdicts of its built-in target.
 The dapr-ext-workflow driver (scripts/install-sdks.sh dx) is run both ways on scenarios whose
 verdicts depend on the declaration: vectors (sent in the ids-from-1 dialect only with
 ids_from_one) and flows that need event_wait_timer or timer_origins. Without the capabilities
-the vector fails and the flows are NOT_APPLICABLE: the declaration is what makes the verdicts equal.
+the vector does not pass and the flows are NOT_APPLICABLE: the declaration is what makes the verdicts equal.
 """
 
 from __future__ import annotations
@@ -51,5 +51,6 @@ def test_command_target_with_capabilities_gets_the_built_in_verdicts(tmp_path: P
     assert set(built_in.values()) == {Outcome.PASSED}, built_in
 
     bare = _verdicts(tmp_path, "bare", "--worker", "command", "--worker-command", COMMAND)
-    assert bare["vectors/first-turn-activity"] is Outcome.FAILED  # ids-from-0 vector to an ids-from-1 SDK
+    # An ids-from-0 vector to an ids-from-1 SDK: the ids differ (an OBSERVATION: ids are the worker's choice).
+    assert bare["vectors/first-turn-activity"] is not Outcome.PASSED
     assert bare["events/raise-delivered-and-recorded"] is Outcome.NOT_APPLICABLE
