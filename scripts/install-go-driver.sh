@@ -33,7 +33,8 @@ die() { printf 'install-go-driver: error: %s\n' "$*" >&2; exit 1; }
 custom=${1:-}
 case "$custom" in
   "") ;;
-  --sdk-path | --sdk-version) [[ $# -eq 2 ]] || die "usage: $0 [--sdk-path PATH | --sdk-version VERSION]" ;;
+  --sdk-path | --sdk-version) [[ $# -eq 2 ]] || die "usage: $0 [--sdk-path PATH | --sdk-version VERSION]"
+    [[ $custom == --sdk-version || -f $2/go.mod ]] || die "--sdk-path $2: no go.mod there; give the durabletask-go checkout" ;;
   *) die "usage: $0 [--sdk-path PATH | --sdk-version VERSION]" ;;
 esac
 
@@ -88,7 +89,6 @@ if [[ -n $custom ]]; then
   cp "$src"/*.go "$src/go.mod" "$src/go.sum" "$build/"
   rm -f "$build"/*_test.go
   if [[ $custom == --sdk-path ]]; then
-    [[ -f $2/go.mod ]] || die "--sdk-path $2: no go.mod there; give the durabletask-go checkout"
     sdk_src=$(cd "$2" && pwd -P)
     (cd "$build" && "$GO" mod edit -replace "$SDK_MODULE=$sdk_src") || die "go mod edit -replace failed"
     what="$SDK_MODULE => $sdk_src"
