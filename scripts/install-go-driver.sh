@@ -6,6 +6,11 @@
 # scripts/install-durabletask-go.sh).
 #
 # Usage: scripts/install-go-driver.sh      (from any directory; a no-op when the binary is current)
+#        scripts/install-go-driver.sh --sdk-path PATH | --sdk-version VERSION
+#          instead of the pin: the driver built against a local checkout of durabletask-go (a
+#          `replace` directive) or another version, as <repo>/.tools/custom/durabletask-go-driver
+#          (the pinned binary is left alone); rebuilt every time.
+#          `./dev sdk durabletask-go-worker --sdk-path PATH` builds it and runs it.
 # Env:   GO=/path/to/go to pick a specific Go toolchain (default: `go` on PATH).
 #
 # The stamp next to the binary records the SDK tag and a hash of the driver's sources, so editing
@@ -25,6 +30,14 @@ readonly MIN_GO=1.26 # the go.mod of durabletask-go v0.14.0 says `go 1.26.0`
 log() { printf 'install-go-driver: %s\n' "$*" >&2; }
 die() { printf 'install-go-driver: error: %s\n' "$*" >&2; exit 1; }
 
+custom=${1:-}
+case "$custom" in
+  "") ;;
+  --sdk-path | --sdk-version) [[ $# -eq 2 ]] || die "usage: $0 [--sdk-path PATH | --sdk-version VERSION]"
+    [[ $custom == --sdk-version || -f $2/go.mod ]] || die "--sdk-path $2: no go.mod there; give the durabletask-go checkout" ;;
+  *) die "usage: $0 [--sdk-path PATH | --sdk-version VERSION]" ;;
+esac
+
 [[ -f $src/go.mod && -f $src/go.sum ]] || die "$src/go.mod or go.sum is missing; is this a complete checkout?"
 
 # The SDK tag, from go.mod (the single source of truth for the driver's pin).
@@ -39,7 +52,7 @@ fi
 sources_hash=$(cd "$src" && find . -maxdepth 1 -type f \( -name '*.go' ! -name '*_test.go' -o -name go.mod -o -name go.sum \) \
   -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
 want_stamp="$sdk_version $sources_hash"
-if [[ -x $binary && -f $stamp && "$(<"$stamp")" == "$want_stamp" ]]; then
+if [[ -z $custom && -x $binary && -f $stamp && "$(<"$stamp")" == "$want_stamp" ]]; then
   log "already installed: $binary ($SDK_MODULE $sdk_version, sources $sources_hash)"
   exit 0
 fi
@@ -68,6 +81,28 @@ export CGO_ENABLED=0
 export GOFLAGS="-mod=readonly -modcacherw -trimpath"
 
 SECONDS=0
+if [[ -n $custom ]]; then
+  out_dir=$tools/custom
+  build=$out_dir/src
+  rm -rf "$build"
+  mkdir -p "$build"
+  cp "$src"/*.go "$src/go.mod" "$src/go.sum" "$build/"
+  rm -f "$build"/*_test.go
+  if [[ $custom == --sdk-path ]]; then
+    sdk_src=$(cd "$2" && pwd -P)
+    (cd "$build" && "$GO" mod edit -replace "$SDK_MODULE=$sdk_src") || die "go mod edit -replace failed"
+    what="$SDK_MODULE => $sdk_src"
+  else
+    (cd "$build" && GOFLAGS=-modcacherw "$GO" get "$SDK_MODULE@$2") || die "go get $SDK_MODULE@$2 failed"
+    what="$SDK_MODULE $2"
+  fi
+  log "building $out_dir/durabletask-go-driver with $what"
+  # -mod=mod: the copy's go.mod/go.sum follow the replaced or changed SDK's requirements.
+  (cd "$build" && GOFLAGS="-mod=mod -modcacherw -trimpath" "$GO" build -o "$out_dir/durabletask-go-driver" .) ||
+    die "'go build' against $what failed (see the output above)"
+  log "installed $out_dir/durabletask-go-driver ($what) in ${SECONDS}s"
+  exit 0
+fi
 # Only the modules go.mod names at their exact versions are fetched (no version-list lookups, which
 # pinned-only mirrors refuse); checksums are verified against go.sum.
 log "downloading the modules of $src (GOPROXY=$("$GO" env GOPROXY), $go_version)"

@@ -8,6 +8,10 @@
 # Everything Maven downloads goes to <repo>/.tools/m2 (-Dmaven.repo.local): nothing global is touched.
 #
 # Usage: scripts/install-java-driver.sh          (from any directory; a no-op when already built)
+#        scripts/install-java-driver.sh --sdk-version VERSION
+#          instead of the pin: the driver built against another io.dapr:durabletask-client release
+#          (a local build: publish it to a Maven repository Maven reaches, then give its version), as
+#          <repo>/.tools/custom/java-driver/ (the pinned build is left alone); rebuilt every time.
 # Env:   MVN=/path/to/mvn   Maven >= 3.6.3 (default: mvn on PATH)
 #        JAVA=/path/to/java Java >= 17 (default: $JAVA_HOME/bin/java, else java on PATH)
 #        FORCE=1            rebuild even when the stamp matches
@@ -29,6 +33,24 @@ log() { printf 'install-java-driver: %s\n' "$*" >&2; }
 die() { printf 'install-java-driver: error: %s\n' "$*" >&2; exit 1; }
 
 [[ -f $project/pom.xml ]] || die "missing $project/pom.xml"
+
+sdk_override=()
+case "${1:-}" in
+  "") ;;
+  --sdk-version)
+    [[ $# -eq 2 && -n $2 ]] || die "usage: $0 [--sdk-version VERSION]"
+    out=$tools/custom/java-driver
+    jar=$out/durabletask-java-driver.jar
+    launcher=$out/bin/durabletask-java-driver
+    stamp=$out/.stamp
+    sdk_override=("-Ddurabletask.version=$2")
+    FORCE=1 ;;
+  --sdk-path)
+    die "--sdk-path is not supported for durabletask-java (a Gradle build): publish your checkout to a
+Maven repository (e.g. ./gradlew publishToMavenLocal, with ~/.m2 as a mirror in settings.xml) and pass
+--sdk-version with its version" ;;
+  *) die "usage: $0 [--sdk-version VERSION]" ;;
+esac
 
 if [[ -n ${JAVA:-} ]]; then
   java_bin=$JAVA
@@ -70,7 +92,7 @@ mkdir -p "$out" "$m2"
 rm -f "$stamp" # a failed build leaves no stamp, so the next run builds again
 # Maven's own settings stay the user's (mirrors, proxies); only the repository is ours.
 mvn_args=(-B -q -f "$project/pom.xml" "-Dmaven.repo.local=$m2" "-Ddriver.build.dir=$build"
-          -Dmaven.test.skip=true -Dstyle.color=never)
+          -Dmaven.test.skip=true -Dstyle.color=never ${sdk_override[@]+"${sdk_override[@]}"})
 if [[ ${OFFLINE:-0} == 1 ]]; then
   mvn_args+=(-o)
 elif [[ -d $m2/io/dapr/durabletask-client ]]; then

@@ -6,7 +6,13 @@
 # SDK protobuf modules must never share a process with ours.
 #
 # Usage: scripts/install-sdks.sh [dx|dd|all]     (default: all)
+#        scripts/install-sdks.sh dx|dd --sdk-path PATH | --sdk-version VERSION
+#          instead of the pin: the SDK from a local checkout (a folder pip can install, e.g. the
+#          python-sdk's ext/dapr-ext-workflow) or another release, into .sdk/NAME-custom/ (the pinned
+#          .sdk/NAME/ is left alone); reinstalled every time, since a checkout changes.
+#          `./dev sdk NAME --sdk-path PATH` installs it and runs the library on it.
 # Env:   PYTHON   interpreter used to create the venvs (default: python3, must be >= 3.11)
+#        SDK_DIR  where the venvs go (default: .sdk/ of the checkout)
 #        FORCE=1  reinstall even when the stamp matches
 #
 # Idempotent: .sdk/NAME/.installed records the sha256 of the requirements file and the python
@@ -15,14 +21,14 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ENVS_DIR="$ROOT/drivers/sdk_envs"
-SDK_DIR="$ROOT/.sdk"
+SDK_DIR="${SDK_DIR:-$ROOT/.sdk}"  # SDK_DIR: elsewhere (tests)
 PYTHON="${PYTHON:-python3}"
 
 die() { echo "install-sdks: error: $*" >&2; exit 1; }
 log() { echo "install-sdks: $*"; }
 
 usage() {
-    echo "usage: $0 [dx|dd|all]" >&2
+    echo "usage: $0 [dx|dd|all]    or: $0 dx|dd --sdk-path PATH | --sdk-version VERSION" >&2
     exit 2
 }
 
@@ -71,6 +77,45 @@ install_one() {
     mv "$stamp.tmp" "$stamp"
     log "$name: installed $(grep -v -E '^\s*(#|$)' "$req" | paste -sd' ')"
 }
+
+# The SDK's distribution names, for --sdk-version (dx pins dapr with the extension: see dx.txt).
+custom_requirements() {
+    case "$1" in
+        dx) echo "dapr-ext-workflow==$2 dapr==$2" ;;
+        dd) echo "durabletask-dapr==$2" ;;
+    esac
+}
+
+install_custom() {
+    local name="$1" how="$2" what="$3"
+    local venv="$SDK_DIR/$name-custom"
+    if [[ "$how" == path ]]; then
+        [[ -d "$what" ]] || die "--sdk-path $what: no such folder"
+        [[ -f "$what/pyproject.toml" || -f "$what/setup.py" ]] \
+            || die "--sdk-path $what: no pyproject.toml or setup.py there; give the folder of the SDK's Python package"
+        what="$(cd "$what" && pwd)"
+    fi
+    log "$name: creating $venv with the SDK from $how $what"
+    rm -rf "$venv"
+    mkdir -p "$SDK_DIR"
+    "$PYTHON" -m venv "$venv" || die "$name: 'python -m venv' failed"
+    "$venv/bin/python" -m pip install --quiet --upgrade pip || die "$name: upgrading pip in $venv failed"
+    local -a args
+    if [[ "$how" == path ]]; then args=("$what"); else read -r -a args <<<"$(custom_requirements "$name" "$what")"; fi
+    if ! "$venv/bin/python" -m pip install --quiet "${args[@]}"; then
+        rm -rf "$venv"
+        die "$name: pip install ${args[*]} failed; nothing left in $venv"
+    fi
+    "$venv/bin/python" -m pip check >&2 || log "warning: $name: pip check reports conflicts (above); running anyway"
+    "$venv/bin/python" -m pip freeze >"$venv/.installed"
+    log "$name: installed into $venv: $(grep -iE '^(dapr|dapr-ext-workflow|durabletask-dapr)( |=|@)' "$venv/.installed" | paste -sd' ')"
+}
+
+if [[ "${2:-}" == "--sdk-path" || "${2:-}" == "--sdk-version" ]]; then
+    [[ $# -eq 3 && ( "$1" == dx || "$1" == dd ) ]] || usage
+    install_custom "$1" "$([[ "$2" == --sdk-path ]] && echo path || echo version)" "$3"
+    exit 0
+fi
 
 target="${1:-all}"
 [[ $# -le 1 ]] || usage

@@ -50,7 +50,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="do not run each written scenario on the worker (it is always checked on the reference pair)")
     p.add_argument("--pool", type=int, default=24, help="programs per round (default 24)")
     p.add_argument("--no-mutations", action="store_true", help="valid histories only")
-    p.add_argument("--targets", type=Path, default=None, help="targets file (default conformance/targets/targets.yaml)")
+    p.add_argument("--targets", type=Path, default=None, help="a targets file that adds to the built-in targets")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines, only the final report")
     return p
 
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"conformance fuzz: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
-        targets = load_targets(args.targets or DEFAULT_TARGETS)
+        targets = load_targets(DEFAULT_TARGETS, extra=[args.targets] if args.targets else [])
         workers = [targets.worker(w) for w in args.worker]
         sidecars = [targets.sidecar(s) for s in args.sidecar]
     except TargetError as exc:
@@ -94,7 +94,11 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     if not workers and not sidecars:
         workers, sidecars = [targets.worker("reference")], [targets.sidecar("reference")]
-    database = None if args.no_database else (args.database or ROOT / DEFAULT_DATABASE)
+    from conformance.library import find_library
+
+    work = find_library().work  # the checkout, or the working directory when installed
+    args.out = args.out or work / "scenarios" / "regressions"
+    database = None if args.no_database else (args.database or work / DEFAULT_DATABASE)
     if database is not None:
         database.mkdir(parents=True, exist_ok=True)
     out = None if args.quiet else sys.stdout

@@ -4,9 +4,12 @@ One `<uuid>-result.json` per ScenarioFinished:
 
 - status: PASSED, WARNING, OBSERVATION -> passed (the latter two with what differs), FAILED -> failed,
   ERROR -> broken, KNOWN_FAILURE / NOT_APPLICABLE -> skipped
-- labels: suite = pair, feature = area of the first requirement, story = scenario, a tag per
-  requirement id (and `gap-passed` for a declared gap that passed), severity from the strongest
+- labels: parentSuite = pair, suite = area of the first requirement (also the feature), subSuite =
+  the scenario's folder, so allure's Suites tab groups by pair, then area; story = scenario, a tag
+  per requirement id (and `gap-passed` for a declared gap that passed), severity from the strongest
   requirement level (MUST -> critical, SHOULD -> normal, MAY -> minor)
+- name: the scenario's title; a fuzz finding's generated title ("Fuzz finding on SDK: kind (...)",
+  alike and cut short across findings) becomes "kind on SDK [key]: difference", unique by its key
 - attachments: the protocol transcript (text/plain, one line per message), the transcript as
   JSON, and a timeline picture (image/svg+xml)
 
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 import time
 import uuid
@@ -123,7 +127,7 @@ class AllureWriter:
             "historyId": _md5(f"{r.scenario}|{r.pair}"),
             "testCaseId": _md5(r.scenario),
             "fullName": f"{r.scenario}[{r.pair}]",
-            "name": r.title or r.scenario,
+            "name": display_name(r),
             "status": STATUS[r.outcome],
             "stage": "finished",
             "description": self._description(r),
@@ -141,10 +145,13 @@ class AllureWriter:
         _write_json(self.out_dir / f"{result_uuid}-result.json", result)
 
     def _labels(self, r: ScenarioFinished) -> list[dict[str, str]]:
-        labels = [{"name": "suite", "value": r.pair}]
+        area = UNCATALOGUED_AREA
+        if r.requirements and (first := self.catalogue.get(r.requirements[0])):
+            area = first.area
+        labels = [{"name": "parentSuite", "value": r.pair}, {"name": "suite", "value": area},
+                  {"name": "subSuite", "value": r.scenario.split("/")[0] if "/" in r.scenario else r.scenario}]
         if r.requirements:
-            first = self.catalogue.get(r.requirements[0])
-            labels.append({"name": "feature", "value": first.area if first else UNCATALOGUED_AREA})
+            labels.append({"name": "feature", "value": area})
         labels.append({"name": "story", "value": r.scenario})
         labels += [{"name": "tag", "value": rid} for rid in dict.fromkeys(r.requirements)]
         if r.gap_passed:
@@ -176,6 +183,8 @@ class AllureWriter:
             else:
                 lines.append(f"- {rid} ({req.level}) {req.title}: {req.text}")
         parts = []
+        if display_name(r) != (r.title or r.scenario):
+            parts.append(f"Scenario {r.scenario}: {r.title}")
         if lines:
             parts.append("Requirements:\n" + "\n".join(lines))
         if r.source:
@@ -204,6 +213,20 @@ class AllureWriter:
             (self.out_dir / source).write_text(content, encoding="utf-8")
             out.append({"name": name, "source": source, "type": mime})
         return out
+
+
+_FINDING_TITLE = re.compile(r"Fuzz finding on (?P<target>[^:]+): (?P<kind>[\w-]+)(?: \((?P<what>.*)\))?$", re.S)
+
+
+def display_name(r: ScenarioFinished) -> str:
+    """A result's title in allure: readable, and distinct for fuzz findings (see the module docstring)."""
+    title = r.title or r.scenario
+    m = _FINDING_TITLE.match(title)
+    if not m:
+        return title
+    key = r.scenario.rsplit("-", 1)[-1] if "-" in r.scenario else r.scenario
+    what = f": {m['what']}" if m["what"] else ""
+    return f"{m['kind']} on {m['target']} [{key}]{what}"
 
 
 def write_allure(events: Iterable[Event], out_dir: Path, *, catalogue: Catalogue) -> Path:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -20,9 +20,18 @@ from conformance.targets.process import (
     wait_for_grpc_ready,
 )
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_BINARY = REPO_ROOT / ".tools" / "bin" / "durabletask-go"
 INSTALL_SCRIPT = "scripts/install-durabletask-go.sh"
+
+
+def default_binary() -> Path:
+    """Where scripts/install-durabletask-go.sh puts it: .tools/ of the library root (conformance/library.py)."""
+    return _library_root() / ".tools" / "bin" / "durabletask-go"
+
+
+def _library_root() -> Path:
+    from conformance.library import find_library
+
+    return find_library().root
 
 # main.go prints this once it is listening: fmt.Printf("server listening at %v\n", lis.Addr())
 _READY_RE = re.compile(r"server listening at (?P<address>\S+)")
@@ -38,7 +47,7 @@ class DurableTaskGoNotInstalledError(FileNotFoundError):
 class DurableTaskGoSidecar:
     """How to launch the sidecar. start() returns a handle to one running instance."""
 
-    binary: Path = DEFAULT_BINARY
+    binary: Path = field(default_factory=default_binary)
     ready_timeout: float = 30.0
     stop_timeout: float = 10.0
 
@@ -52,7 +61,7 @@ class DurableTaskGoSidecar:
         if not self.binary.is_file():
             raise DurableTaskGoNotInstalledError(
                 f"durabletask-go sidecar binary not found at {self.binary}.\n"
-                f"Install it with: {REPO_ROOT / INSTALL_SCRIPT}"
+                f"Install it with: {_library_root() / INSTALL_SCRIPT}"
             )
         log_dir.mkdir(parents=True, exist_ok=True)
         if db_path is None:

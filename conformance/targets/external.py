@@ -14,8 +14,6 @@ from conformance.targets.durabletask_go import DurableTaskGoSidecar
 from conformance.targets.base import CannotExpress, WorkerStart
 from conformance.targets.process import ManagedProcess, ProcessExitedError, ProcessSpec
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
 
 def start_durabletask_go(*, options: Mapping[str, Any], work_dir: Path) -> Any:
     return DurableTaskGoSidecar().start(log_dir=work_dir / "durabletask-go")
@@ -57,14 +55,18 @@ def start_command_worker(spec: WorkerStart, *, name: str, command: Sequence[str]
     """A worker the user (or a driver) provides as a command line with placeholders.
 
     Placeholders: {address} (host:port), {host}, {port}, {programs} (a JSON bundle file),
-    {ledger} (the ledger file), {python} (this interpreter), {root} (the repository).
+    {ledger} (the ledger file), {python} (this interpreter), {root} (the library root: the checkout, or the installed
+    package data; conformance/library.py).
     """
     import os
 
+    from conformance.library import find_library
+
+    root = find_library().root  # drivers/ and the SDKs their install scripts put in .sdk/, .tools/
     programs = write_bundle(spec)
     host, _, port = spec.address.rpartition(":")
     values = {"address": spec.address, "host": host, "port": port, "programs": str(programs),
-              "ledger": str(spec.ledger), "python": sys.executable, "root": str(REPO_ROOT)}
+              "ledger": str(spec.ledger), "python": sys.executable, "root": str(root)}
     argv = shlex.split(command) if isinstance(command, str) else list(command)
     argv = [a.format(**values) for a in argv]
     program = Path(argv[0])
@@ -72,12 +74,12 @@ def start_command_worker(spec: WorkerStart, *, name: str, command: Sequence[str]
         hint = f"; install it with {install}" if install else ""
         raise FileNotFoundError(f"{name}: {program} does not exist{hint}")
     full_env = dict(os.environ)
-    full_env.update({"CONFORMANCE_LEDGER": str(spec.ledger), "PYTHONPATH": str(REPO_ROOT)})
+    full_env.update({"CONFORMANCE_LEDGER": str(spec.ledger), "PYTHONPATH": str(root)})
     if spec.api_token:
         full_env["DAPR_API_TOKEN"] = spec.api_token
     full_env.update(env or {})
     proc = ManagedProcess.start(spec=ProcessSpec(name=name, argv=tuple(argv), log_dir=spec.work_dir, env=full_env,
-                                                 cwd=REPO_ROOT))
+                                                 cwd=root))
     if ready_line:
         try:
             proc.wait_for_line(ready_line, timeout=ready_timeout)

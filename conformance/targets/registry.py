@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -13,7 +13,6 @@ import yaml
 from conformance.targets.base import Gap, Pair, SidecarTarget, WorkerTarget
 
 DEFAULT_TARGETS = Path(__file__).with_name("targets.yaml")
-DRIVERS = Path(__file__).resolve().parents[2] / "drivers"
 SIDECAR_KINDS = ("reference", "durabletask-go", "address")
 WORKER_KINDS = ("reference", "command")
 
@@ -43,7 +42,9 @@ class Targets:
         if name not in self.workers:
             raise TargetError(f"unknown worker {name!r}; known: {', '.join(self.workers)}")
         target = self.workers[name]
-        if target.kind == "command" and target.starter is None:
+        # --worker-command also replaces a declared target's command (e.g. a local build of its SDK),
+        # keeping its capabilities and gaps.
+        if target.kind == "command" and (target.starter is None or command):
             if not command:
                 raise TargetError(f"worker {name!r} needs --worker-command '... {{address}} ... {{programs}} ...'")
             from conformance.targets.external import start_command_worker
@@ -73,29 +74,56 @@ def _gaps(raw: Any, where: str) -> tuple[Gap, ...]:
 def _read(path: Path) -> dict[str, Any]:
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+    except (OSError, yaml.YAMLError, UnicodeDecodeError) as exc:
         raise TargetError(f"cannot load targets from {path}: {exc}") from None
     if not isinstance(doc, dict):
         raise TargetError(f"{path}: a targets file is a mapping with 'sidecars' and/or 'workers'")
+    unknown = sorted(set(doc) - {"sidecars", "workers"})
+    if unknown:
+        raise TargetError(f"{path}: unknown top-level key(s) {', '.join(map(repr, unknown))}; "
+                          "a targets file has 'sidecars' and/or 'workers'")
+    for group in ("sidecars", "workers"):
+        items = doc.get(group) or {}
+        if not isinstance(items, dict) or not all(isinstance(v, dict) for v in items.values()):
+            raise TargetError(f"{path}: {group} is a mapping of target name to {{kind, capabilities, ...}}")
     return doc
 
 
-def load_targets(path: Path = DEFAULT_TARGETS, *, drivers: Path | None = DRIVERS) -> Targets:
-    """The targets of `path`, plus each SDK driver's own `drivers/<sdk>/target.yaml`."""
-    doc = _read(path)
-    for extra in sorted(drivers.glob("*/target.yaml")) if drivers is not None and drivers.is_dir() else ():
-        more = _read(extra)
+def _merged(files: Sequence[Path]) -> tuple[dict[str, dict[str, Any]], dict[tuple[str, str], Path]]:
+    """Every target of `files`, each with the file that declares it; a name declared twice is an error."""
+    doc: dict[str, dict[str, Any]] = {"sidecars": {}, "workers": {}}
+    origin: dict[tuple[str, str], Path] = {}
+    for path in files:
+        more = _read(path)
         for group in ("sidecars", "workers"):
             for name, raw in (more.get(group) or {}).items():
-                if name in (doc.get(group) or {}):
-                    raise TargetError(f"{extra}: {group}.{name} is already declared in {path}")
-                doc.setdefault(group, {})[name] = raw
+                name = str(name)
+                if (group, name) in origin:
+                    raise TargetError(f"{path}: {group}.{name} is already declared in {origin[group, name]}; "
+                                      "rename one of them")
+                origin[group, name] = path
+                doc[group][name] = raw
+    return doc, origin
+
+
+def load_targets(path: Path = DEFAULT_TARGETS, *, drivers: Path | None = None,
+                 extra: Sequence[Path] = ()) -> Targets:
+    """The targets of `path`, each SDK driver's own `drivers/<sdk>/target.yaml` (`drivers` defaults
+    to the library's, see conformance/library.py), then the `extra` files (e.g. `--targets`): all
+    add to each other."""
+    if drivers is None:
+        from conformance.library import find_library
+
+        drivers = find_library().drivers
+    driver_files = sorted(drivers.glob("*/target.yaml")) if drivers.is_dir() else []
+    doc, origin = _merged([path, *driver_files, *extra])
     sidecars: dict[str, SidecarTarget] = {}
     workers: dict[str, WorkerTarget] = {}
-    for name, raw in (doc.get("sidecars") or {}).items():
+    for name, raw in doc["sidecars"].items():
+        where = origin["sidecars", name]
         kind = raw.get("kind")
         if kind not in SIDECAR_KINDS:
-            raise TargetError(f"{path}: sidecars.{name}.kind {kind!r}; known: {', '.join(SIDECAR_KINDS)}")
+            raise TargetError(f"{where}: sidecars.{name}.kind {kind!r}; known: {', '.join(SIDECAR_KINDS)}")
         starter = None
         if kind == "reference":
             from conformance.targets.reference import start_reference_sidecar
@@ -105,13 +133,14 @@ def load_targets(path: Path = DEFAULT_TARGETS, *, drivers: Path | None = DRIVERS
             from conformance.targets.external import start_durabletask_go
 
             starter = start_durabletask_go
-        sidecars[name] = SidecarTarget(name=name, kind=kind, capabilities=frozenset(raw.get("capabilities") or ()),
-                                       gaps=_gaps(raw.get("not_implemented"), f"sidecars.{name}"),
+        sidecars[name] = SidecarTarget(name=name, kind=kind, capabilities=_capabilities(raw, f"{where}: sidecars.{name}"),
+                                       gaps=_gaps(raw.get("not_implemented"), f"{where}: sidecars.{name}"),
                                        starter=starter, reference=kind == "reference")
-    for name, raw in (doc.get("workers") or {}).items():
+    for name, raw in doc["workers"].items():
+        where = origin["workers", name]
         kind = raw.get("kind")
         if kind not in WORKER_KINDS:
-            raise TargetError(f"{path}: workers.{name}.kind {kind!r}; known: {', '.join(WORKER_KINDS)}")
+            raise TargetError(f"{where}: workers.{name}.kind {kind!r}; known: {', '.join(WORKER_KINDS)}")
         starter = replayer = None
         if kind == "reference":
             from conformance.targets.reference import reference_replayer, start_reference_worker
@@ -122,7 +151,37 @@ def load_targets(path: Path = DEFAULT_TARGETS, *, drivers: Path | None = DRIVERS
 
             starter = partial(start_command_worker, name=name, command=raw["command"],
                               ready_line=raw.get("ready_line"), install=raw.get("install"))
-        workers[name] = WorkerTarget(name=name, kind=kind, capabilities=frozenset(raw.get("capabilities") or ()),
-                                     gaps=_gaps(raw.get("not_implemented"), f"workers.{name}"), starter=starter,
+        workers[name] = WorkerTarget(name=name, kind=kind, capabilities=_capabilities(raw, f"{where}: workers.{name}"),
+                                     gaps=_gaps(raw.get("not_implemented"), f"{where}: workers.{name}"), starter=starter,
                                      replayer=replayer, reference=kind == "reference")
     return Targets(sidecars=sidecars, workers=workers)
+
+
+def _capabilities(raw: Mapping[str, Any], where: str) -> frozenset[str]:
+    caps = raw.get("capabilities") or ()
+    if isinstance(caps, str) or not all(isinstance(c, str) for c in caps):
+        raise TargetError(f"{where}.capabilities: a list of names, e.g. [timers, events]")
+    return frozenset(caps)
+
+
+def parse_gap(text: str) -> Gap:
+    """`REQ=reason` or `REQ@glob[,glob]=reason` from the command line (`--gap`)."""
+    head, sep, reason = text.partition("=")
+    requirement, _, globs = head.partition("@")
+    if not sep or not requirement.strip() or not reason.strip():
+        raise TargetError(f"--gap {text!r}: write REQUIREMENT=reason or REQUIREMENT@scenario-glob=reason, "
+                          "e.g. --gap 'TMR-TIMEOUT-001=timeout timers are not cancelled yet'")
+    return Gap(requirement=requirement.strip(), reason=reason.strip(), evidence="declared on the command line",
+               scenarios=tuple(g.strip() for g in globs.split(",") if g.strip()))
+
+
+def declare(targets: Targets, *, sidecar_capabilities: Sequence[str] = (), sidecar_gaps: Sequence[Gap] = (),
+            worker_capabilities: Sequence[str] = (), worker_gaps: Sequence[Gap] = ()) -> Targets:
+    """Targets with capabilities and gaps from the command line added to every non-reference target."""
+    def more(items, caps, gaps):
+        return {name: t if t.reference else replace(t, capabilities=t.capabilities | frozenset(caps),
+                                                    gaps=tuple(gaps) + t.gaps)
+                for name, t in items.items()}
+
+    return Targets(sidecars=more(targets.sidecars, sidecar_capabilities, sidecar_gaps),
+                   workers=more(targets.workers, worker_capabilities, worker_gaps))

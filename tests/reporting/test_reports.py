@@ -200,7 +200,7 @@ def test_allure_results_statuses_and_labels(reports):
     assert sorted(statuses.values()).count("passed") == 7
 
     failed = results[(GO, "activities/at-least-once")]
-    assert _label(failed, "suite") == [GO]
+    assert _label(failed, "parentSuite") == [GO] and _label(failed, "suite") == ["activities"]
     assert _label(failed, "feature") == ["activities"]
     assert _label(failed, "tag") == ["ACT-ALO-001"]
     assert _label(failed, "severity") == ["critical"]
