@@ -15,7 +15,7 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +31,7 @@ from conformance.checks import ALWAYS, CHECKS, ConformanceFailure, Observed
 from conformance.events import Outcome, ScenarioFinished, TranscriptEntry
 from conformance.scenario.model import MISSING, ErrorExpect, Scenario, StartSpec, Step
 from conformance.scenario.wire import event_dict, message_dict
+from conformance.runner.isolation import claimer
 from conformance.targets.base import CannotExpress, Pair, Replayer, WorkerStart
 
 
@@ -54,6 +55,7 @@ class _Client:
     metadata: tuple[tuple[str, str], ...]
     began: float
     transcript: list[TranscriptEntry] = field(default_factory=list)
+    claim: Callable[[Any], None] = lambda request: None  # runner/isolation.py
 
     def __post_init__(self) -> None:
         self.channel = grpc.insecure_channel(self.address)
@@ -62,6 +64,7 @@ class _Client:
 
     def call(self, rpc: str, request: Any, *, timeout: float) -> Any:
         t = time.monotonic() - self.began
+        self.claim(request)
         try:
             resp = self.client.call(rpc, request, timeout=timeout)
         except grpc.RpcError as exc:
@@ -148,6 +151,7 @@ def _raw_call(run: "_Run", h: "_Harness", method: Any, request: Any, *, expect: 
     call = h.client.channel.unary_unary(method.path, request_serializer=method.request.SerializeToString,
                                          response_deserializer=method.response.FromString)
     t = time.monotonic() - run.began
+    h.client.claim(request)
     try:
         resp = call(request, timeout=timeout, metadata=h.client.metadata if metadata is None else metadata)
     except grpc.RpcError as exc:
@@ -219,7 +223,8 @@ class _Harness:
         self.proxy = FaultProxy.start(upstream=self.sidecar.address, rules=sc.faults, t0=run.began)
         stack.callback(self.proxy.stop)
         token = sc.sidecar.get("api_token")
-        self.client = _Client(self.sidecar.address, (("dapr-api-token", token),) if token else (), run.began)
+        self.client = _Client(self.sidecar.address, (("dapr-api-token", token),) if token else (), run.began,
+                              claim=claimer(self.proxy))
         stack.callback(self.client.close)
         self.bundle, self.bundle_doc = sc.programs, dict(sc.programs_doc)
         self.worker = None
@@ -250,6 +255,11 @@ class _Harness:
         self.worker = self.run.pair.worker.start(WorkerStart(
             address=self.proxy.address, bundle=self.bundle, bundle_doc=self.bundle_doc, work_dir=self.run.work_dir,
             ledger=self.ledger, adversary=tuple(self.run.scenario.worker.get("adversary") or ()), api_token=token))
+        # Engines that only accept workflow calls once a worker is connected (daprd registers its
+        # workflow actor types then) say so by this hook; the harness waits before the next step.
+        ready = getattr(self.sidecar, "wait_until_workflows_ready", None)
+        if ready is not None:
+            ready()
 
     def stop_worker(self) -> None:
         if self.worker is not None:
@@ -435,6 +445,7 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
     tmp = tempfile.mkdtemp(prefix="conformance-", dir=work_root)
     run = _Run(scenario=scenario, pair=pair, work_dir=Path(tmp), reproduce=reproduce)
     transcript: list[TranscriptEntry] = []
+    logs: list[str] = []  # a process sidecar's own logs, named in a failure's message
     failures: list[str] = []
     error: str | None = None
     cannot: str | None = None
@@ -471,16 +482,18 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
         finally:
             if h is not None:
                 transcript = sorted(h.client.transcript + list(h.proxy.transcript()), key=lambda e: e.t)
+                logs = [str(p) for p in getattr(h.sidecar, "log_paths", ())]
     duration = time.monotonic() - began
     gap = pair.gap_for(scenario.id, scenario.requirements)
     if cannot is not None:
         return ScenarioFinished(outcome=Outcome.NOT_APPLICABLE, duration_s=duration, gap_reason=cannot,
                                 transcript=tuple(transcript), **base)
+    log_note = "".join(f"\nsidecar log: {p}" for p in logs)
     if error is not None:
         return ScenarioFinished(outcome=Outcome.ERROR, duration_s=duration, transcript=tuple(transcript),
-                                message=f"{error}\nReproduce with: {reproduce}", **base)
+                                message=f"{error}{log_note}\nReproduce with: {reproduce}", **base)
     if failures:
-        message = "\n\n".join(failures) + f"\n\nReproduce with: {reproduce}"
+        message = "\n\n".join(failures) + f"{log_note}\n\nReproduce with: {reproduce}"
         if gap is not None:
             return ScenarioFinished(outcome=Outcome.NOT_IMPLEMENTED, duration_s=duration, message=message,
                                     gap_reason=f"declared gap {gap.requirement}: {gap.reason}",
