@@ -14,7 +14,7 @@ from conformance.targets.base import Gap, Pair, SidecarTarget, WorkerTarget
 
 DEFAULT_TARGETS = Path(__file__).with_name("targets.yaml")
 DRIVERS = Path(__file__).resolve().parents[2] / "drivers"
-SIDECAR_KINDS = ("reference", "durabletask-go", "address")
+SIDECAR_KINDS = ("reference", "durabletask-go", "daprd", "address")
 WORKER_KINDS = ("reference", "command")
 
 
@@ -105,6 +105,10 @@ def load_targets(path: Path = DEFAULT_TARGETS, *, drivers: Path | None = DRIVERS
             from conformance.targets.external import start_durabletask_go
 
             starter = start_durabletask_go
+        elif kind == "daprd":
+            from conformance.targets.daprd import start_daprd
+
+            starter = start_daprd
         sidecars[name] = SidecarTarget(name=name, kind=kind, capabilities=frozenset(raw.get("capabilities") or ()),
                                        gaps=_gaps(raw.get("not_implemented"), f"sidecars.{name}"),
                                        starter=starter, reference=kind == "reference")
