@@ -193,11 +193,20 @@ def _history(client: _Client, iid: str) -> list[Any]:
 def _wait_status(client: _Client, iid: str, wanted: Sequence[str], timeout: float, *, where: str) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     last = None
+    failed: str | None = None
     while True:
-        last = _state(client, iid)
-        if last is not None and last["status"] in wanted:
+        try:
+            last, failed = _state(client, iid), None
+        except grpc.RpcError as exc:
+            # A poll that fails once is asked again (daprd 1.18.2 sometimes answers GetInstance during a
+            # save with UNKNOWN "inbox key ... missing from state store"); one that keeps failing until
+            # the deadline is the engine's failure, reported as such.
+            failed = f"{exc.code().name}: {exc.details()}"
+        if failed is None and last is not None and last["status"] in wanted:
             return last
         if time.monotonic() > deadline:
+            if failed is not None:
+                raise StepFailed(f"{where}: GetInstance {iid} failed until the deadline: {failed}")
             got = "no such instance" if last is None else last["status"]
             why = ""
             if last and last.get("failure"):
