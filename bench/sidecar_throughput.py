@@ -1,8 +1,8 @@
-"""Sidecar throughput: the reference sidecar (SQLite and memory) against durabletask-go, same workload.
+"""Sidecar throughput: the reference sidecar (SQLite and memory) against durabletask-go and daprd, same workload.
 
 Workload: a dapr-ext-workflow 1.18.3 worker (its own process) runs a 3-activity chain; N instances
 are started concurrently by 16 client threads and awaited. Each instance is 4 workflow turns and 3
-activities, i.e. 7 work-item round trips. Every engine runs as its own process on loopback.
+activities, i.e. 7 work-item round trips. Every engine runs as its own process on loopback (daprd with its placement and scheduler).
 
     ./dev bench sidecar_throughput [--instances 200] [--repeat 1]
 
@@ -22,6 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from conformance.targets.daprd import DaprdSidecar  # noqa: E402
 from conformance.targets.durabletask_go import DurableTaskGoSidecar  # noqa: E402
 from conformance.targets.process import ManagedProcess, ProcessSpec  # noqa: E402
 
@@ -66,6 +67,8 @@ def main() -> int:
             ("reference (sqlite)", lambda: _Ours(str(log_dir / "ref.db"), log_dir)),
             ("reference (memory)", lambda: _Ours(":memory:", log_dir)),
             ("durabletask-go (sqlite)", lambda: DurableTaskGoSidecar().start(log_dir=log_dir)),
+            # One daprd (its own app id and SQLite actor store) under the shared placement and scheduler.
+            ("daprd (sqlite)", lambda: DaprdSidecar(options={}, work_dir=Path(tempfile.mkdtemp(dir=log_dir)))),
         ]
         for label, start in engines:
             best = 0.0

@@ -27,6 +27,19 @@ def chain3(ctx: DaprWorkflowContext, value: int):
     return value
 
 
+def wait_until_accepting(client: DaprWorkflowClient, *, deadline: float) -> None:
+    """daprd registers its workflow actor types only after the worker connects; until then workflow
+    calls fail ("actor type ... not found"). Other engines answer at once. Not timed."""
+    while True:
+        try:
+            client.get_workflow_state(f"bench-ready-{time.time_ns()}")
+            return
+        except Exception as exc:  # noqa: BLE001 - the SDK wraps grpc errors in several types
+            if time.monotonic() > deadline or "not found" not in str(exc) and "DEADLINE" not in str(exc):
+                raise
+            time.sleep(0.1)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--address", required=True)
@@ -42,6 +55,7 @@ def main() -> int:
     runtime.start()
     client = DaprWorkflowClient(host=host, port=port)
     ids = [f"bench-{time.time_ns()}-{i}" for i in range(args.instances)]
+    wait_until_accepting(client, deadline=time.monotonic() + 60)
 
     def one(iid: str) -> bool:
         client.schedule_new_workflow(chain3, input=0, instance_id=iid)

@@ -48,6 +48,7 @@ from google.protobuf.message import DecodeError, Message
 
 from conformance.events import TranscriptEntry
 from conformance.proxy.describe import summarize, to_dict
+from conformance.proxy.routing import WorkItemRouter, completion_key, created_instance_ids, item_instance_id, item_key
 from conformance.proxy.rules import FaultRule, FaultRuleError
 from taskhub_wire.rpc import DAPR_WORKFLOW, TASKHUB, Kind, Method
 
@@ -120,6 +121,7 @@ class _End:
 
 
 _GONE = object()  # the worker went away
+_ROUTED_LINGER_S = 60.0  # at most this long an upstream call outlives its worker for routed items
 
 
 @dataclass(eq=False)
@@ -131,6 +133,12 @@ class _Stream:
     cut: bool = False
     closed: bool = False
     ended: bool = False  # its end is in the transcript
+    # Items read here for another proxy's worker and not yet completed (routing.py): the engine counts
+    # them as dispatched on this stream, so ending the upstream call early would have them redelivered.
+    routed: set[Any] = field(default_factory=set)
+    released: bool = False  # the worker is gone; the upstream call ends once `routed` is empty
+    call_ended: bool = False
+    lingering: bool = False
 
     def mark_ended(self) -> bool:
         """True for the first caller only: that one records how the stream ended."""
@@ -196,6 +204,10 @@ class FaultProxy:
         self._held: list[_Held] = []
         self._timers: set[threading.Timer] = set()
         self._stopping = threading.Event()
+        self._router = WorkItemRouter.for_upstream(upstream)
+        self._router.attach(self)
+        self._routed: list[bytes] = []  # items of our instances that came while no worker stream was open
+        self._lingering: list[_Stream] = []  # upstream calls kept open for items routed to another proxy
         self._channel = grpc.insecure_channel(upstream, options=_CHANNEL_OPTIONS)
         self._unary_calls: dict[str, Any] = {}
         self._stream_calls: dict[str, Any] = {}
@@ -223,6 +235,7 @@ class FaultProxy:
         bound = proxy._server.add_insecure_port(f"{host}:{port}")
         if bound == 0:
             proxy._channel.close()
+            proxy._router.release(proxy)
             raise OSError(f"fault proxy cannot listen on {host}:{port}: the address is in use or not available")
         proxy.port = bound
         proxy._server.start()
@@ -235,6 +248,7 @@ class FaultProxy:
     def stop(self, grace: float = 1.0) -> None:
         """Stop serving: open worker streams fail UNAVAILABLE, held replays are discarded."""
         self._stopping.set()
+        self._router.release(self)
         with self._lock:
             streams = list(self._streams)
             timers = list(self._timers)
@@ -245,7 +259,13 @@ class FaultProxy:
         for st in streams:
             self._cut(st, STOPPED_DETAILS, "proxy stopped")
         self._server.stop(grace).wait(grace + 5)
-        self._channel.close()
+        self._close_channel_when_idle()
+
+    def _close_channel_when_idle(self) -> None:
+        with self._lock:
+            lingering = any(not st.call_ended for st in self._lingering)
+        if not lingering:
+            self._channel.close()
 
     def __enter__(self) -> "FaultProxy":
         return self
@@ -280,6 +300,19 @@ class FaultProxy:
             self._transcript.clear()
             self._faults.clear()
             self._t0 = time.monotonic() if t0 is None else t0
+
+    def claim(self, instance_id: str) -> None:
+        """This proxy's worker serves `instance_id` (and its default-named children): see routing.py."""
+        self._router.claim(self, instance_id)
+
+    def accept_routed(self, raw: bytes) -> None:
+        """A work item of one of our instances that reached another proxy of the same upstream."""
+        with self._lock:
+            streams = [st for st in self._streams if not (st.cut or st.closed)]
+            if not streams:
+                self._routed.append(raw)
+                return
+        self._on_item(streams[0], raw, routed=True)
 
     def open_streams(self) -> int:
         with self._lock:
@@ -431,6 +464,11 @@ class FaultProxy:
             summary = summarize(rpc, "request", msg, len(raw))
             fired = self._fire(rpc, "request", msg, summary)
         self._record(channel, "request", rpc, summary, msg, len(raw), fault=fired.label if fired else None)
+        if rpc in ("CompleteOrchestratorTask", "CompleteWorkflowTask"):
+            for iid in created_instance_ids(msg):
+                self.claim(iid)
+        if msg is not None and rpc in ("CompleteOrchestratorTask", "CompleteWorkflowTask", "CompleteActivityTask"):
+            self._router.completed(completion_key(msg))
         metadata = _forwardable(context.invocation_metadata())
         action = fired.rule.action if fired else None
         if fired is not None and action == "drop":
@@ -581,6 +619,9 @@ class FaultProxy:
             stopping = self._stopping.is_set()
             if not stopping:
                 self._streams.add(st)
+            routed, self._routed = self._routed, []
+        for item in routed:
+            self._on_item(st, item, routed=True)
         if stopping:
             st.call.cancel()
             context.abort(grpc.StatusCode.UNAVAILABLE, STOPPED_DETAILS)
@@ -591,7 +632,7 @@ class FaultProxy:
                 st.ended = True
             with self._lock:
                 self._streams.discard(st)
-            st.call.cancel()
+            self._release_upstream(st)
             st.queue.put(_GONE)
             if not recorded:
                 self._record_end(rpc, "CANCELLED", "the worker closed the stream", None)
@@ -623,7 +664,40 @@ class FaultProxy:
             st.closed = True
             with self._lock:
                 self._streams.discard(st)
+            self._release_upstream(st)
+
+    def _release_upstream(self, st: _Stream) -> None:
+        """End the upstream call, or keep it open while items read on it are out with another proxy's worker."""
+        with st.lock:
+            st.released = True
+            wait = st.lingering = bool(st.routed) or st.lingering
+        if not wait:
             st.call.cancel()
+            return
+        with self._lock:
+            if st in self._lingering:
+                return
+            self._lingering.append(st)
+        # Not _later: those timers die with stop(), and this one must also run after it.
+        timer = threading.Timer(_ROUTED_LINGER_S, self._end_lingering, args=(st,))
+        timer.daemon = True
+        timer.start()
+
+    def _routed_done(self, st: _Stream, key: Any) -> None:
+        with st.lock:
+            st.routed.discard(key)
+            end = st.released and not st.routed
+        if end:
+            self._end_lingering(st)
+
+    def _end_lingering(self, st: _Stream) -> None:
+        with st.lock:
+            if st.call_ended:
+                return
+            st.call_ended = True
+        st.call.cancel()
+        if self._stopping.is_set():
+            self._close_channel_when_idle()
 
     def _record_end(self, rpc: str, code: str, details: str, fault: str | None) -> None:
         self._record("worker", "response", rpc, f"{rpc} stream ended {code}: {details}" if details
@@ -635,6 +709,9 @@ class FaultProxy:
         call = st.call
         try:
             for raw in call:
+                if st.lingering:  # kept open for routed items: go on passing other proxies theirs
+                    self._on_item(st, raw)
+                    continue
                 if st.cut or st.closed:
                     break
                 self._on_item(st, raw)
@@ -646,9 +723,22 @@ class FaultProxy:
             end = _End(grpc.StatusCode.INTERNAL, f"fault proxy: {exc!r}", ())
         st.queue.put(end)
 
-    def _on_item(self, st: _Stream, raw: bytes) -> None:
+    def _on_item(self, st: _Stream, raw: bytes, *, routed: bool = False) -> None:
         rpc = "GetWorkItems"
         msg = _decode(TASKHUB.methods[rpc].response, raw)
+        if not routed:
+            owner, retired = self._router.route(item_instance_id(msg))
+            if retired:
+                return  # an instance of a scenario that has finished: nobody serves it now
+            if st.closed and owner is None:
+                return  # read on a lingering stream, and nobody serves that instance
+            if owner is not None and (owner is not self or st.closed):
+                key = item_key(msg)
+                with st.lock:
+                    st.routed.add(key)
+                self._router.dispatched(key, owner, lambda: self._routed_done(st, key))
+                owner.accept_routed(raw)
+                return
         summary = summarize(rpc, "item", msg, len(raw))
         fired = self._fire(rpc, "item", msg, summary)
         self._record("worker", "item", rpc, summary, msg, len(raw), fault=fired.label if fired else None)
@@ -685,7 +775,7 @@ class FaultProxy:
             st.cut = True
         st.queue.put(_Cut(details, fault))
         if st.call is not None:
-            st.call.cancel()
+            self._release_upstream(st)
 
     def _cut_peer(self, peer: str, fault: str) -> None:
         with self._lock:

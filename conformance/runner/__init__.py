@@ -13,6 +13,7 @@ from pathlib import Path
 
 from conformance.events import Event, Outcome, RunFinished, RunStarted, ScenarioFinished, ScenarioStarted
 from conformance.runner.execute import run_scenario
+from conformance.runner.isolation import EngineLock, engine_turn
 from conformance.scenario.model import Scenario
 from conformance.targets.base import Pair
 
@@ -50,11 +51,14 @@ def run_plan(plan: Plan, *, sinks: Sequence[Sink], jobs: int = 4, work_root: Pat
     emit(RunStarted(run_id=run_id, started_at=began_wall, pairs=pairs, scenario_count=len(plan.items),
                     command=command))
 
+    locks: dict[str, EngineLock] = {}
+
     def one(item: tuple[Scenario, Pair]) -> ScenarioFinished:
         scenario, pair = item
-        emit(ScenarioStarted(scenario=scenario.id, pair=pair.label))
-        result = run_scenario(scenario, pair, work_root=work_root,
-                              reproduce=reproduce_command(scenario, pair, extra=reproduce_extra))
+        with engine_turn(pair, scenario, locks):
+            emit(ScenarioStarted(scenario=scenario.id, pair=pair.label))
+            result = run_scenario(scenario, pair, work_root=work_root,
+                                  reproduce=reproduce_command(scenario, pair, extra=reproduce_extra))
         emit(result)
         return result
 

@@ -16,7 +16,7 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +33,7 @@ from conformance.events import Outcome, ScenarioFinished, TranscriptEntry
 from conformance.reporting.logs import adopt
 from conformance.scenario.model import MISSING, ErrorExpect, Scenario, StartSpec, Step
 from conformance.scenario.wire import event_dict, message_dict
+from conformance.runner.isolation import claimer
 from conformance.targets.base import CannotExpress, Gap, Pair, Replayer, WorkerStart
 from conformance.verdict import Judgement, Level, Verdict, judge
 
@@ -72,6 +73,7 @@ class _Client:
     metadata: tuple[tuple[str, str], ...]
     began: float
     transcript: list[TranscriptEntry] = field(default_factory=list)
+    claim: Callable[[Any], None] = lambda request: None  # runner/isolation.py
 
     def __post_init__(self) -> None:
         self.channel = grpc.insecure_channel(self.address)
@@ -80,6 +82,7 @@ class _Client:
 
     def call(self, rpc: str, request: Any, *, timeout: float) -> Any:
         t = time.monotonic() - self.began
+        self.claim(request)
         try:
             resp = self.client.call(rpc, request, timeout=timeout)
         except grpc.RpcError as exc:
@@ -166,6 +169,7 @@ def _raw_call(run: "_Run", h: "_Harness", method: Any, request: Any, *, expect: 
     call = h.client.channel.unary_unary(method.path, request_serializer=method.request.SerializeToString,
                                          response_deserializer=method.response.FromString)
     t = time.monotonic() - run.began
+    h.client.claim(request)
     try:
         resp = call(request, timeout=timeout, metadata=h.client.metadata if metadata is None else metadata)
     except grpc.RpcError as exc:
@@ -207,11 +211,20 @@ def _history(client: _Client, iid: str) -> list[Any]:
 def _wait_status(client: _Client, iid: str, wanted: Sequence[str], timeout: float, *, where: str) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     last = None
+    failed: str | None = None
     while True:
-        last = _state(client, iid)
-        if last is not None and last["status"] in wanted:
+        try:
+            last, failed = _state(client, iid), None
+        except grpc.RpcError as exc:
+            # A poll that fails once is asked again (daprd 1.18.2 sometimes answers GetInstance during a
+            # save with UNKNOWN "inbox key ... missing from state store"); one that keeps failing until
+            # the deadline is the engine's failure, reported as such.
+            failed = f"{exc.code().name}: {exc.details()}"
+        if failed is None and last is not None and last["status"] in wanted:
             return last
         if time.monotonic() > deadline:
+            if failed is not None:
+                raise StepFailed(f"{where}: GetInstance {iid} failed until the deadline: {failed}")
             got = "no such instance" if last is None else last["status"]
             why = ""
             if last and last.get("failure"):
@@ -238,7 +251,8 @@ class _Harness:
         adopt(self.proxy)  # its log lines (and tracebacks) go to this scenario's log
         stack.callback(self.proxy.stop)
         token = sc.sidecar.get("api_token")
-        self.client = _Client(self.sidecar.address, (("dapr-api-token", token),) if token else (), run.began)
+        self.client = _Client(self.sidecar.address, (("dapr-api-token", token),) if token else (), run.began,
+                              claim=claimer(self.proxy))
         stack.callback(self.client.close)
         self.bundle, self.bundle_doc = sc.programs, dict(sc.programs_doc)
         self.worker = None
@@ -269,6 +283,11 @@ class _Harness:
         self.worker = self.run.pair.worker.start(WorkerStart(
             address=self.proxy.address, bundle=self.bundle, bundle_doc=self.bundle_doc, work_dir=self.run.work_dir,
             ledger=self.ledger, adversary=tuple(self.run.scenario.worker.get("adversary") or ()), api_token=token))
+        # Engines that only accept workflow calls once a worker is connected (daprd registers its
+        # workflow actor types then) say so by this hook; the harness waits before the next step.
+        ready = getattr(self.sidecar, "wait_until_workflows_ready", None)
+        if ready is not None:
+            ready()
 
     def stop_worker(self) -> None:
         if self.worker is not None:
@@ -454,6 +473,7 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
     tmp = tempfile.mkdtemp(prefix="conformance-", dir=work_root)
     run = _Run(scenario=scenario, pair=pair, work_dir=Path(tmp), reproduce=reproduce)
     transcript: list[TranscriptEntry] = []
+    logs: list[str] = []  # a process sidecar's own logs, named in a failure's message
     failures: list[ConformanceFailure] = []
     error: str | None = None
     cannot: str | None = None
@@ -490,20 +510,23 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
         finally:
             if h is not None:
                 transcript = sorted(h.client.transcript + list(h.proxy.transcript()), key=lambda e: e.t)
+                logs = [str(p) for p in getattr(h.sidecar, "log_paths", ())]
     duration = time.monotonic() - began
     gap = pair.gap_for(scenario.id, scenario.requirements)
     if cannot is not None:
         return ScenarioFinished(outcome=Outcome.NOT_APPLICABLE, duration_s=duration, gap_reason=cannot,
                                 transcript=tuple(transcript), **base)
+    log_note = "".join(f"\nsidecar log: {p}" for p in logs)
     if error is not None:
         return ScenarioFinished(outcome=Outcome.ERROR, duration_s=duration, transcript=tuple(transcript),
-                                message=f"{error}\nReproduce with: {reproduce}", **base)
+                                message=f"{error}{log_note}\nReproduce with: {reproduce}", **base)
     return _verdict(scenario, failures, gap, duration=duration, transcript=tuple(transcript),
-                    reproduce=reproduce, base=base)
+                    reproduce=reproduce, base=base, note=log_note)
 
 
 def _verdict(scenario: Scenario, failures: Sequence[ConformanceFailure], gap: Gap | None, *, duration: float,
-             transcript: tuple[TranscriptEntry, ...], reproduce: str, base: Mapping[str, Any]) -> ScenarioFinished:
+             transcript: tuple[TranscriptEntry, ...], reproduce: str, base: Mapping[str, Any],
+             note: str = "") -> ScenarioFinished:
     """The scenario's outcome from its mismatches: only a broken MUST fails (conformance.verdict)."""
     levels = requirement_levels()
     found = [m for f in failures for m in f.found]
@@ -521,7 +544,7 @@ def _verdict(scenario: Scenario, failures: Sequence[ConformanceFailure], gap: Ga
         return ScenarioFinished(outcome=Outcome.PASSED, gap_passed=passed_gap,
                                 gap_reason=f"declared gap {gap.requirement} passed here: narrow or remove it in the "
                                            "target's declaration" if passed_gap and gap else "", **common)
-    message = _render(judged, failures) + f"\n\nReproduce with: {reproduce}"
+    message = _render(judged, failures) + f"{note}\n\nReproduce with: {reproduce}"
     if known:
         assert gap is not None
         return ScenarioFinished(outcome=Outcome.KNOWN_FAILURE, message=message,

@@ -34,6 +34,12 @@ class AddressSidecar:
     def restart(self) -> None:
         raise RuntimeError("an address target cannot be restarted by the harness")
 
+    def wait_until_workflows_ready(self) -> None:
+        # A daprd accepts workflow calls only once a worker is connected; other engines answer at once.
+        from conformance.targets.daprd import wait_workflows_ready
+
+        wait_workflows_ready(self.address, timeout=60.0)
+
 
 @dataclass
 class ProcessWorker:

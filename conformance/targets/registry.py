@@ -13,7 +13,7 @@ import yaml
 from conformance.targets.base import Gap, Pair, SidecarTarget, WorkerTarget
 
 DEFAULT_TARGETS = Path(__file__).with_name("targets.yaml")
-SIDECAR_KINDS = ("reference", "durabletask-go", "address")
+SIDECAR_KINDS = ("reference", "durabletask-go", "daprd", "address")
 WORKER_KINDS = ("reference", "command")
 
 
@@ -133,6 +133,10 @@ def load_targets(path: Path = DEFAULT_TARGETS, *, drivers: Path | None = None,
             from conformance.targets.external import start_durabletask_go
 
             starter = start_durabletask_go
+        elif kind == "daprd":
+            from conformance.targets.daprd import start_daprd
+
+            starter = start_daprd
         sidecars[name] = SidecarTarget(name=name, kind=kind, capabilities=_capabilities(raw, f"{where}: sidecars.{name}"),
                                        gaps=_gaps(raw.get("not_implemented"), f"{where}: sidecars.{name}"),
                                        starter=starter, reference=kind == "reference")

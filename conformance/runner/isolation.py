@@ -1,0 +1,94 @@
+"""Scenario isolation on a shared engine (`--sidecar address`): which work is whose, and who runs alone.
+
+Engines hand work items to any connected worker, whatever the workflow's name, so renaming
+workflows cannot keep scenarios that share an engine apart (a worker that gets a turn of a name
+it lacks fails it). Instead:
+
+- every instance the harness names in a request is claimed for the scenario's proxy, and the
+  proxies of one engine pass each work item to the owner of its instance (conformance/proxy/
+  routing.py; the owner also learns the children its worker creates);
+- a scenario that acts on the worker's connection (stops, restarts or crashes the worker, cuts or
+  corrupts its stream, restarts the sidecar) runs alone on the engine: an engine redelivers the
+  work of a stream that ends, and with other scenarios connected that stream also carries their
+  items, while theirs carries some of this scenario's.
+
+Instance ids the harness generates are unique per run; a scenario's fixed ids are claimed too (two
+runs using the same fixed id at once on one engine would still collide).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from conformance.scenario.model import Scenario
+from conformance.targets.base import Pair
+
+# Steps that end or replace the worker's stream (or the engine under it).
+_CONNECTION_STEPS = frozenset({"stop_worker", "start_worker", "restart_worker", "cut_streams", "kill_sidecar",
+                               "restart_sidecar", "release_replays"})
+
+
+def claimer(proxy: Any) -> Callable[[Any], None]:
+    """The claim function the harness's client calls with every request it sends."""
+
+    def claim(request: Any) -> None:
+        iid = getattr(request, "instanceId", "") or getattr(request, "instance_id", "")
+        if isinstance(iid, str) and iid:
+            proxy.claim(iid)
+
+    return claim
+
+
+def shares_engine(pair: Pair) -> bool:
+    """The sidecar is one engine for every scenario of the run (started by the user)."""
+    return pair.sidecar.kind == "address"
+
+
+def needs_engine_alone(scenario: Scenario) -> bool:
+    return bool(scenario.faults or scenario.worker.get("adversary")
+                or any(step.kind in _CONNECTION_STEPS for step in scenario.steps))
+
+
+class EngineLock:
+    """Many scenarios at once, or one alone; a waiting loner goes before newcomers (no starvation)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._running = 0
+        self._alone = False
+        self._loners_waiting = 0
+
+    @contextmanager
+    def hold(self, *, alone: bool) -> Iterator[None]:
+        with self._cond:
+            if alone:
+                self._loners_waiting += 1
+                self._cond.wait_for(lambda: not self._alone and self._running == 0)
+                self._loners_waiting -= 1
+                self._alone = True
+            else:
+                self._cond.wait_for(lambda: not self._alone and self._loners_waiting == 0)
+                self._running += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                if alone:
+                    self._alone = False
+                else:
+                    self._running -= 1
+                self._cond.notify_all()
+
+
+@contextmanager
+def engine_turn(pair: Pair, scenario: Scenario, locks: dict[str, EngineLock]) -> Iterator[None]:
+    """Hold the shared engine as `scenario` needs it; nothing to hold when each scenario has its own."""
+    if not shares_engine(pair):
+        yield
+        return
+    lock = locks.setdefault(pair.sidecar.name, EngineLock())
+    with lock.hold(alone=needs_engine_alone(scenario)):
+        yield

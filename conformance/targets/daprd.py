@@ -1,0 +1,344 @@
+"""The Dapr runtime as an engine: placement and scheduler once per run, one daprd per scenario.
+
+Binaries come from scripts/install-daprd.sh (linked as .tools/daprd/). Every listener is on
+127.0.0.1 on a port picked free (daprd, placement and scheduler cannot bind port 0 and report it),
+never a default port: 9090, 8080, 2379 and 50001 collide on shared machines. A start that loses a
+picked port to another process is retried with new ports.
+
+Each daprd gets a unique app id and its own SQLite actor state store, so scenarios never see each
+other's work: daprd hands a work item to any worker connected under its app id.
+"""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from conformance.targets.process import ManagedProcess, ProcessExitedError, ProcessSpec, free_port
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_BIN_DIR = REPO_ROOT / ".tools" / "daprd"
+INSTALL_SCRIPT = "scripts/install-daprd.sh"
+HOST = "127.0.0.1"
+_PORT_ATTEMPTS = 4
+_ADDRESS_IN_USE = "address already in use"
+# Until a worker has connected and daprd has registered the workflow actor types with placement,
+# workflow calls fail with this (or time out); see wait_until_workflows_ready.
+_NOT_READY = ("not registered", "did not find address for actor", "no actor types")
+
+
+class DaprdNotInstalledError(FileNotFoundError):
+    """A binary is missing; the message says how to install it."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DaprBinaries:
+    daprd: Path
+    placement: Path
+    scheduler: Path
+    version: str | None
+
+    @classmethod
+    def find(cls, bin_dir: Path = DEFAULT_BIN_DIR) -> DaprBinaries:
+        paths = {name: bin_dir / name for name in ("daprd", "placement", "scheduler")}
+        missing = [str(p) for p in paths.values() if not p.is_file()]
+        if missing:
+            raise DaprdNotInstalledError(f"daprd binaries not found: {', '.join(missing)}.\n"
+                                         f"Install them with: {REPO_ROOT / INSTALL_SCRIPT}")
+        stamp = bin_dir / "version"  # "<version> <components...>", written by the install script
+        version = stamp.read_text().split()[0] if stamp.is_file() else None
+        return cls(**paths, version=version)
+
+
+def _wait_healthy(process: ManagedProcess, url_port: int, *, timeout: float, path: str = "/healthz") -> None:
+    """Poll an HTTP health endpoint until it answers 2xx; fail early if the process exits."""
+    import http.client
+
+    deadline = time.monotonic() + timeout
+    last = "no attempt"
+    while True:
+        if not process.is_running():
+            tail = process.stderr_tail()
+            raise ProcessExitedError(f"{process.spec.name} exited with code {process.returncode} before it was "
+                                     f"healthy; log {process.stdout_path}\n{tail}",
+                                     returncode=process.returncode or 0, stderr_tail=tail + _stdout_tail(process))
+        conn = http.client.HTTPConnection(HOST, url_port, timeout=2)
+        try:
+            conn.request("GET", path)
+            status = conn.getresponse().status
+            if 200 <= status < 300:
+                return
+            last = f"HTTP {status}"
+        except OSError as exc:
+            last = repr(exc)
+        finally:
+            conn.close()
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"{process.spec.name} not healthy on {HOST}:{url_port}{path} within {timeout:g}s "
+                               f"(last: {last}); log {process.stdout_path}")
+        time.sleep(0.05)
+
+
+def _stdout_tail(process: ManagedProcess, *, size: int = 8192) -> str:
+    # Dapr logs to stdout; "address already in use" shows up there, not on stderr.
+    with open(process.stdout_path, "rb") as f:
+        f.seek(max(0, f.seek(0, 2) - size))
+        return f.read().decode(errors="replace")
+
+
+def _start_with_free_ports(name: str, count: int, argv_for: Any, *, log_dir: Path,
+                           env: Mapping[str, str] | None, health: Any, timeout: float) -> tuple[ManagedProcess, list[int]]:
+    """Start a process on `count` freshly picked ports, retrying when one was taken meanwhile."""
+    for attempt in range(_PORT_ATTEMPTS):
+        ports = _distinct_free_ports(count)
+        process = ManagedProcess.start(spec=ProcessSpec(name=name, argv=tuple(argv_for(ports)), log_dir=log_dir,
+                                                        env=env))
+        try:
+            health(process, ports, timeout=timeout)
+            return process, ports
+        except (ProcessExitedError, TimeoutError) as exc:
+            process.kill()
+            text = str(exc) + _stdout_tail(process)
+            if _ADDRESS_IN_USE in text and attempt + 1 < _PORT_ATTEMPTS:
+                continue
+            raise
+    raise AssertionError("unreachable")
+
+
+def _distinct_free_ports(count: int) -> list[int]:
+    ports: list[int] = []
+    while len(ports) < count:
+        port = free_port(host=HOST)
+        if port not in ports:
+            ports.append(port)
+    return ports
+
+
+class ControlPlane:
+    """placement and scheduler (embedded etcd) for every daprd of this process, started on first use."""
+
+    def __init__(self, *, binaries: DaprBinaries, ready_timeout: float = 60.0) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="conformance-dapr-control-"))
+        self.binaries = binaries
+        logs = self.root / "logs"
+        self.placement, (self.placement_port, *_) = _start_with_free_ports(
+            "placement", 4, lambda p: (
+                str(binaries.placement), "--listen-address", HOST, "--port", str(p[0]),
+                "--healthz-listen-address", HOST, "--healthz-port", str(p[1]),
+                "--metrics-listen-address", HOST, "--metrics-port", str(p[2]),
+                "--initial-cluster", f"dapr-placement-0={HOST}:{p[3]}"),
+            log_dir=logs, env=None, health=lambda proc, p, timeout: _wait_healthy(proc, p[1], timeout=timeout),
+            timeout=ready_timeout)
+        try:
+            etcd = self.root / "etcd"
+            self.scheduler, (self.scheduler_port, *_) = _start_with_free_ports(
+                "scheduler", 5, lambda p: (
+                    str(binaries.scheduler), "--listen-address", HOST, "--port", str(p[0]),
+                    "--healthz-listen-address", HOST, "--healthz-port", str(p[1]),
+                    "--metrics-listen-address", HOST, "--metrics-port", str(p[2]),
+                    "--etcd-data-dir", str(etcd), "--etcd-client-listen-address", HOST,
+                    "--etcd-client-port", str(p[3]),
+                    "--etcd-initial-cluster", f"dapr-scheduler-server-0=http://{HOST}:{p[4]}",
+                    "--identity-directory-write", str(self.root / "identity")),
+                log_dir=logs, env=None, health=lambda proc, p, timeout: _wait_healthy(proc, p[1], timeout=timeout),
+                timeout=ready_timeout)
+        except BaseException:
+            self.placement.stop(timeout=5)
+            raise
+
+    @property
+    def placement_address(self) -> str:
+        return f"{HOST}:{self.placement_port}"
+
+    @property
+    def scheduler_address(self) -> str:
+        return f"{HOST}:{self.scheduler_port}"
+
+    def stop(self) -> None:
+        for process in (self.scheduler, self.placement):
+            process.stop(timeout=10)
+        shutil.rmtree(self.root / "etcd", ignore_errors=True)
+
+
+_shared: dict[str, ControlPlane] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_control_plane(binaries: DaprBinaries) -> ControlPlane:
+    """The run's control plane: one per harness process, stopped (by pid) when the process exits."""
+    with _shared_lock:
+        plane = _shared.get("plane")
+        if plane is None or not (plane.placement.is_running() and plane.scheduler.is_running()):
+            if plane is not None:
+                plane.stop()
+            plane = ControlPlane(binaries=binaries)
+            if not _shared:
+                atexit.register(_stop_shared)
+            _shared["plane"] = plane
+        return plane
+
+
+def _stop_shared() -> None:
+    with _shared_lock:
+        plane = _shared.pop("plane", None)
+    if plane is not None:
+        plane.stop()
+
+
+_COMPONENT = """\
+apiVersion: dapr.io/v1alpha1
+kind: Component
+metadata:
+  name: workflowstore
+spec:
+  type: state.sqlite
+  version: v1
+  metadata:
+    - name: connectionString
+      value: "{db}"
+    - name: actorStateStore
+      value: "true"
+"""
+
+
+class DaprdSidecar:
+    """One daprd (unique app id, its own SQLite actor store) for one scenario; restartable on its ports."""
+
+    def __init__(self, *, options: Mapping[str, Any], work_dir: Path, binaries: DaprBinaries | None = None,
+                 ready_timeout: float = 60.0, stop_timeout: float = 15.0) -> None:
+        self.binaries = binaries or DaprBinaries.find()
+        self.version = self.binaries.version
+        self.plane = shared_control_plane(self.binaries)
+        self.dir = work_dir / "daprd"
+        resources = self.dir / "resources"
+        resources.mkdir(parents=True, exist_ok=True)
+        (resources / "statestore.yaml").write_text(_COMPONENT.format(db=self.dir / "state.db"), encoding="utf-8")
+        self.app_id = f"conformance-{uuid.uuid4().hex[:12]}"
+        self.api_token = options.get("api_token")
+        self.max_payload = options.get("max_payload")
+        self.ready_timeout = ready_timeout
+        self.stop_timeout = stop_timeout
+        self._ports: list[int] = []
+        self.process = self._launch(ports=None)
+
+    @property
+    def address(self) -> str:
+        return f"{HOST}:{self._ports[0]}"
+
+    @property
+    def log_paths(self) -> list[Path]:
+        return sorted(self.dir.glob("daprd-*.log"))
+
+    def _argv(self, ports: list[int]) -> tuple[str, ...]:
+        grpc_port, http_port, internal_port = ports
+        argv = [str(self.binaries.daprd), "--app-id", self.app_id, "--mode", "standalone",
+                "--dapr-listen-addresses", HOST, "--dapr-grpc-port", str(grpc_port),
+                "--dapr-http-port", str(http_port), "--dapr-internal-grpc-port", str(internal_port),
+                "--dapr-internal-grpc-listen-address", HOST, "--enable-metrics=false",
+                "--placement-host-address", self.plane.placement_address,
+                "--scheduler-host-address", self.plane.scheduler_address,
+                "--resources-path", str(self.dir / "resources"), "--dapr-graceful-shutdown-seconds", "1",
+                "--log-level", "info"]
+        if self.max_payload:
+            # A resource quantity; a plain number is bytes. daprd's gRPC server limit follows it.
+            argv += ["--max-body-size", str(int(self.max_payload))]
+        return tuple(argv)
+
+    def _env(self) -> dict[str, str] | None:
+        import os
+
+        env = {k: v for k, v in os.environ.items() if k != "DAPR_API_TOKEN"}
+        # Placement disseminates actor types per namespace to every daprd in it: with one namespace
+        # per daprd, scenarios starting and stopping do not hold up each other's actor registration.
+        env["NAMESPACE"] = self.app_id
+        if self.api_token:
+            env["DAPR_API_TOKEN"] = str(self.api_token)
+        return env
+
+    def _launch(self, *, ports: list[int] | None) -> ManagedProcess:
+        def health(process: ManagedProcess, p: list[int], timeout: float) -> None:
+            _wait_healthy(process, p[1], timeout=timeout, path="/v1.0/healthz/outbound")
+
+        if ports is not None:
+            # A restart keeps the gRPC port, so the proxy in front of it and the clients reconnect by themselves.
+            process = ManagedProcess.start(spec=ProcessSpec(name="daprd", argv=self._argv(ports), log_dir=self.dir,
+                                                            env=self._env()))
+            try:
+                health(process, ports, timeout=self.ready_timeout)
+            except BaseException:
+                process.kill()
+                raise
+            return process
+        process, self._ports = _start_with_free_ports("daprd", 3, self._argv, log_dir=self.dir, env=self._env(),
+                                                      health=health, timeout=self.ready_timeout)
+        return process
+
+    def wait_until_workflows_ready(self, *, timeout: float = 60.0) -> None:
+        """After a worker connects: wait until daprd has registered the workflow actor types."""
+        wait_workflows_ready(self.address, api_token=self.api_token, timeout=timeout, process=self.process)
+
+    def stop(self) -> None:
+        self.process.stop(timeout=self.stop_timeout)
+
+    def kill(self) -> None:
+        self.process.kill()
+
+    def restart(self) -> None:
+        if self.process.is_running():
+            self.stop()
+        self.process = self._launch(ports=self._ports)
+
+    def __repr__(self) -> str:
+        return f"<DaprdSidecar {self.version} {self.app_id} {self.address}>"
+
+
+def start_daprd(*, options: Mapping[str, Any], work_dir: Path) -> DaprdSidecar:
+    return DaprdSidecar(options=options, work_dir=work_dir)
+
+
+def wait_workflows_ready(address: str, *, api_token: str | None = None, timeout: float = 60.0,
+                         process: ManagedProcess | None = None) -> None:
+    """Wait until the engine at `address` accepts workflow calls (daprd: a worker is connected and
+    the workflow actor types are registered with placement).
+
+    A harmless call, RaiseEvent to an id nobody uses, times out or fails with "actor type ... not
+    registered" until then, as StartInstance would; afterwards daprd answers "no such instance
+    exists". (GetInstance is no probe: daprd answers it from the state store at once.) Any other
+    answer, OK or an error, comes from the workflow engine itself, so engines without this start-up
+    window return at once.
+    """
+    from taskhub_wire import pb
+    from taskhub_wire.rpc import TaskHubClient
+
+    metadata = (("dapr-api-token", str(api_token)),) if api_token else ()
+    deadline = time.monotonic() + timeout
+    last = "no attempt"
+    with grpc.insecure_channel(address, options=[("grpc.enable_http_proxy", 0)]) as channel:
+        client = TaskHubClient(channel, metadata=metadata)
+        while True:
+            try:
+                client.call("RaiseEvent", pb.RaiseEventRequest(instanceId=f"readiness-probe-{uuid.uuid4().hex}",
+                                                               name="readiness-probe"), timeout=3)
+                return
+            except grpc.RpcError as exc:
+                if not (exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+                        or any(s in (exc.details() or "") for s in _NOT_READY)):
+                    return
+                last = f"{exc.code().name}: {exc.details()}"
+            where = f"; log {process.stdout_path}" if process is not None else ""
+            if process is not None and not process.is_running():
+                raise RuntimeError(f"daprd exited (code {process.returncode}){where}")
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"the engine at {address} did not accept workflow calls within {timeout:g}s of "
+                                   f"the worker connecting (last: {last}){where}")
+            time.sleep(0.1)
