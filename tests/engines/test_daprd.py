@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.cli import DEFAULT_SCENARIOS
+from conformance.library import find_library
 from conformance.events import Outcome
 from conformance.runner import Plan, run_plan
 from conformance.scenario.loader import load_scenario
@@ -40,7 +40,8 @@ def _binaries() -> DaprBinaries:
 
 def test_scenarios_pass_on_daprd(tmp_path: Path) -> None:
     _binaries()
-    scenarios = [load_scenario(DEFAULT_SCENARIOS / f"{sid}.yaml", root=DEFAULT_SCENARIOS) for sid in SCENARIOS]
+    root = find_library().scenarios
+    scenarios = [load_scenario(root / f"{sid}.yaml", root=root) for sid in SCENARIOS]
     pair = load_targets().pair("daprd", "reference")
     results = run_plan(Plan(tuple((s, pair) for s in scenarios)), sinks=[], jobs=2, work_root=tmp_path)
     assert [(r.scenario, r.outcome, r.message) for r in results] == \
