@@ -22,7 +22,7 @@ from google.protobuf.message import DecodeError, Message
 from taskhub_wire import pb, rt
 from taskhub_wire.rpc import DAPR_WORKFLOW, TASKHUB, Kind, ServiceTable
 
-from fake_sidecar.engine import Engine, EngineConfig, EngineError, RealClock, VirtualClock
+from fake_sidecar.engine import Engine, EngineConfig, EngineError, RealClock, TaskExecutionIdMode, VirtualClock
 from fake_sidecar.engine.errors import ShuttingDown
 from fake_sidecar.engine.model import InstanceView, ts, ts_ns
 from fake_sidecar.engine.store import open_store
@@ -365,12 +365,17 @@ class SidecarServer:
     def start(cls, *, host: str = "127.0.0.1", port: int = 0, db: str = ":memory:",
               api_token: str | None = None, activity_lease: float | None = None,
               max_payload: int | None = None, clock: str = "real", max_workers: int = 512,
-              engine_class: type[Engine] = Engine) -> "SidecarServer":
-        """`engine_class` lets the harness's tests run deliberately broken engines (mutants)."""
+              engine_class: type[Engine] = Engine, task_execution_id: str = "passthrough") -> "SidecarServer":
+        """`engine_class` lets the harness's tests run deliberately broken engines (mutants);
+        `task_execution_id` is `spec` (a fresh id per activity dispatch) or `passthrough` (the SDK's)."""
         if clock not in ("real", "virtual"):
             raise ValueError(f"unknown clock {clock!r}; known: real, virtual")
+        modes = {m.value: m for m in TaskExecutionIdMode}
+        if task_execution_id not in modes:
+            raise ValueError(f"unknown task_execution_id mode {task_execution_id!r}; known: {', '.join(modes)}")
         engine = engine_class(store=open_store(db), clock=VirtualClock() if clock == "virtual" else RealClock(),
-                              config=EngineConfig(activity_lease_s=activity_lease, max_payload=max_payload))
+                              config=EngineConfig(activity_lease_s=activity_lease, max_payload=max_payload,
+                                                  task_execution_id=modes[task_execution_id]))
         limit = max(64 * 1024 * 1024, 2 * (max_payload or 0))
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="sidecar-rpc"),

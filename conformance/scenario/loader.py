@@ -38,7 +38,7 @@ STEP_KINDS = {
     "cut_streams": set(),
 }
 STEP_SCALAR = {"advance_clock": "by", "sleep": "for"}  # `- sleep: 1s` is short for `- sleep: {for: 1s}`
-SIDECAR_OPTIONS = {"max_payload", "activity_lease", "clock", "api_token"}
+SIDECAR_OPTIONS = {"max_payload", "activity_lease", "clock", "api_token", "task_execution_id"}
 GRPC_CODES = ("OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
               "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
               "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED")
