@@ -1,0 +1,258 @@
+"""Self-oracle fuzzing: an SDK's verdicts from the contract and from its own answers, not the reference's.
+
+The SDK under test answers every turn of a schedule, and the reference engine's own rules
+(`fake_sidecar.engine.turns.decide_turn` / `absorb`, through `interleave.run_program(answer=...)`)
+commit its answers, so every history it is sent is one a real engine would write for that SDK (its
+action ids, its timers, its child ids). Each example is then held to the contract:
+
+| kind | level | what must hold |
+|---|---|---|
+| `no-answer` | MUST | every turn of such a history is answered (twice in 10 s, the second time by a fresh process) |
+| `self-determinism` | MUST | every prefix of the history, sent again to the same process, gets the recorded answer |
+| `self-determinism-fresh-process` | MUST | ... and sent to another process of the SDK, one that never saw the instance |
+| `semantics` | MUST | each committed turn ends the workflow exactly when the program language says, with its status and output (the reference executor evaluates the program on the SDK's history, renumbered as it numbers ids) |
+| `token-not-echoed` | MUST | every answer carries its work item's completion token |
+| `robustness` | SHOULD | an impossible history (a turn broken by `mutate.mutate`) is answered, not hung on |
+
+The first three rows also cover "no result, timer or event lost or consumed twice": a lost or
+doubly consumed result changes the program's outcome, or leaves it waiting where the program
+language does not. Reachable perturbations are valid inputs (a second ExecutionSuspended, a
+resume while running, duplicated events, events batched into one turn, redelivered turns:
+`run_program(perturb=True)`).
+
+Differences from the reference worker's answer to the same (renumbered) turn are never findings:
+they go to the differential report (`differential.DifferentialReport`).
+
+Findings are `worker_fuzz.Finding`s with a `level` and a `requirement` (data for the verdict
+levels); Hypothesis shrinks each kind on its own, as in `worker_fuzz`.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fake_worker.programs import Bundle
+from taskhub_wire import pb
+
+from conformance.fuzz import programs as P
+from conformance.fuzz.compare import EXACT, Comparison, compare, normalise
+from conformance.fuzz.differential import DifferentialReport
+from conformance.fuzz.dialect import dense, ranked
+from conformance.fuzz.interleave import DataChooser, TurnCase, chance, pick, run_program
+from conformance.fuzz.mutate import mutate
+from conformance.fuzz.worker_fuzz import INSTANCE_IDS, Finding, WorkerCampaign
+from conformance.fuzz.workers import ReferenceWorker, reference_answer
+
+
+class Level(enum.Enum):
+    MUST = "MUST"
+    SHOULD = "SHOULD"
+    OBSERVATION = "OBSERVATION"
+
+
+@dataclass(frozen=True)
+class Kind:
+    level: Level
+    requirement: str  # the catalogue requirement it breaks, "" where the lead still has to name one
+    scenario: bool  # written as a regression vector (the reference's answer is the expected one)
+
+
+KINDS: Mapping[str, Kind] = {
+    "no-answer": Kind(Level.MUST, "RPL-DET-001", scenario=True),
+    "self-determinism": Kind(Level.MUST, "RPL-DET-001", scenario=False),
+    "self-determinism-fresh-process": Kind(Level.MUST, "RPL-DET-001", scenario=False),
+    "semantics": Kind(Level.MUST, "", scenario=True),
+    "token-not-echoed": Kind(Level.MUST, "TOK-ECHO-001", scenario=False),
+    "task-execution-ids": Kind(Level.MUST, "ACT-TEID-002", scenario=False),
+    "robustness": Kind(Level.SHOULD, "", scenario=False),
+}
+_TERMINAL_NAMES = {pb.ORCHESTRATION_STATUS_COMPLETED: "COMPLETED", pb.ORCHESTRATION_STATUS_FAILED: "FAILED",
+                   pb.ORCHESTRATION_STATUS_CONTINUED_AS_NEW: "CONTINUED_AS_NEW",
+                   pb.ORCHESTRATION_STATUS_TERMINATED: "TERMINATED", pb.ORCHESTRATION_STATUS_CANCELED: "CANCELED"}
+
+
+def completion(resp: pb.WorkflowResponse) -> tuple[str, Any] | None:
+    """How a turn's answer ends the workflow, as an engine applies it (the first completion counts,
+    R3.1): (status, value) where value is the output of COMPLETED, the new input of
+    CONTINUED_AS_NEW, and nothing for a failure (its error type is the SDK language's); None: runs on."""
+    for a in resp.actions:
+        if not a.HasField("completeWorkflow"):
+            continue
+        cw = a.completeWorkflow
+        status = _TERMINAL_NAMES.get(cw.workflowStatus, str(cw.workflowStatus))
+        if status == "FAILED":
+            return status, None
+        return status, _payload(cw.result.value) if cw.HasField("result") else None
+    return None
+
+
+def _payload(text: str) -> Any:
+    if text == "":
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return {"text": text}
+
+
+def _nondeterminism(resp: pb.WorkflowResponse) -> bool:
+    return any(a.HasField("completeWorkflow") and "NonDeterminism" in a.completeWorkflow.failureDetails.errorType
+               for a in resp.actions)
+
+
+def _replay(case: TurnCase) -> TurnCase:
+    return TurnCase(case.instance_id, case.past, case.new, case.form)
+
+
+@dataclass
+class SelfOracleCampaign(WorkerCampaign):
+    """A `WorkerCampaign` whose worker (a `workers.DriverPool`, or any worker with `answer`) drives
+    the schedules itself; see the module docstring for the checks."""
+
+    differential: DifferentialReport = field(default_factory=DifferentialReport)
+    robustness: bool = True
+    task_execution_ids: bool = True  # the target has the task_execution_id capability (ACT-TEID-002)
+
+    def _fresh_process(self, rnd: int, bundle: Bundle, pool_doc: dict[str, Any], worker: Any) -> None:
+        if getattr(worker, "streams", 1) > 1:
+            return  # every example already replays on another process
+        super()._fresh_process(rnd, bundle, pool_doc, worker)
+
+    def _example(self, c: DataChooser, data: Any, bundle: Bundle, pool_doc: dict[str, Any], pool: list[str],
+                 worker: Any, reference: ReferenceWorker, rnd: int) -> None:
+        workflow = pool[c.int(0, len(pool) - 1)]
+        value = data.draw(P.inputs)
+        iid = pick(c, INSTANCE_IDS)
+        streams = getattr(worker, "streams", 1)
+        unechoed = getattr(worker, "unechoed", 0)
+
+        def ask(case: TurnCase) -> pb.WorkflowResponse | None:
+            self.progress.count("turns")
+            return worker.answer(case) if streams == 1 else worker.answer(case, stream=0)
+
+        run = run_program(bundle, workflow, value, c, instance_id=iid, events=self.features.events,
+                          suspend=self.features.suspend, max_turns=self.max_turns, answer=ask, perturb=True)
+        note = (f"program {workflow}, input {value!r}, instance {iid}, {len(run.cases)} turn(s) answered by "
+                f"{self.target}, end {run.end}")
+        ctx = dict(workflow=workflow, pool_doc=pool_doc, rnd=rnd, note=note, worker=worker, bundle=bundle)
+        if run.end == "no-answer":
+            last = run.cases[-1]
+            self._finding("no-answer", compare(reference_answer(bundle, ranked(last)), None), last, **ctx)
+        if getattr(worker, "unechoed", 0) > unechoed:
+            bad = next(x for x in run.cases if x.got is not None and not x.got.completionToken)
+            self._finding("token-not-echoed", Comparison((("completionToken", "the work item's", ""),), "strict",
+                                                        normalise(bad.got), normalise(bad.got)), bad, **ctx)
+        answered = [x for x in run.cases if x.got is not None]
+        if self.task_execution_ids:
+            for x in answered:
+                self._execution_ids(x, ctx)
+        self._replays(answered, streams, worker, ctx)
+        for x in answered:
+            if x.committed:
+                self._semantics(x, bundle, ctx)
+        if self.robustness and self.mutations and answered and chance(c, 25):
+            self._robustness(c, pick(c, answered), worker, streams, ctx)
+
+    # ------------------------------------------------------------------ the checks
+
+    def _execution_ids(self, x: TurnCase, ctx: dict[str, Any]) -> None:
+        """ACT-TEID-002: every ScheduleTask of one answer has a non-empty id of its own (a retry
+        keeps its call's id, but never comes in the same answer as another attempt)."""
+        assert x.got is not None
+        ids = [a.scheduleTask.taskExecutionId for a in x.got.actions if a.HasField("scheduleTask")]
+        if all(ids) and len(set(ids)) == len(ids):
+            return
+        what = "an empty taskExecutionId" if not all(ids) else "two calls with one taskExecutionId"
+        cmp = Comparison((("actions[].scheduleTask.taskExecutionId", "one non-empty id per call", what),), "strict",
+                         normalise(x.got), normalise(x.got))
+        self._finding("task-execution-ids", cmp, x, **ctx)
+
+    def _replays(self, answered: list[TurnCase], streams: int, worker: Any, ctx: dict[str, Any]) -> None:
+        jobs = [(0, _replay(x)) for x in answered]
+        if streams > 1:
+            jobs += [(1 + i % (streams - 1), _replay(x)) for i, x in enumerate(answered)]
+        if not jobs:
+            return
+        self.progress.count("turns", len(jobs))
+        if streams > 1:
+            again = worker.answer_many(jobs)
+        else:
+            again = [worker.answer(case) for _, case in jobs]
+        for (stream, _case), x, got in zip(jobs, answered + answered, again):
+            cmp = compare(x.got, got, profile=self.profile)  # type: ignore[arg-type]
+            if not cmp.equal:
+                kind = "self-determinism" if stream == 0 else "self-determinism-fresh-process"
+                self._finding(kind, cmp, x, **ctx)
+
+    def _semantics(self, x: TurnCase, bundle: Bundle, ctx: dict[str, Any]) -> None:
+        """The turn's completion against the program language: the reference executor on the SDK's
+        history, renumbered the reference's way. Differences in anything else go to the report."""
+        assert x.got is not None
+        case = ranked(x)
+        raw = reference_answer(bundle, case)
+        ref = self.dialect.reference(raw, case)
+        got = dense(x.got, x) if case is not x else x.got
+        self.differential.compared(sdk=self.target)
+        diff = compare(ref, got, profile=EXACT)
+        if not diff.equal:
+            self.differential.add_comparison(sdk=self.target, comparison=diff, source=f"fuzz seed {self.seed}",
+                                             example={"program": ctx["workflow"], "example": ctx["note"]})
+        if any(e.HasField("executionTerminated") for e in x.new):
+            return  # the engine ends it TERMINATED whatever the answer says (R3.16)
+        if _nondeterminism(raw) and not _nondeterminism(x.got):
+            self.progress.count("oracle-unavailable")  # the renumbered history is not one the reference replays
+            return
+        want, have = completion(raw), completion(x.got)
+        if want == have:
+            return
+        if want is None or have is None or want[0] != have[0]:
+            path, a, b = "completion.workflowStatus", want[0] if want else "running", have[0] if have else "running"
+        else:
+            path, a, b = f"completion.{'newInput' if want[0] == 'CONTINUED_AS_NEW' else 'output'}", want[1], have[1]
+        cmp = Comparison(((path, a, b),), "strict", normalise(ref), normalise(got))
+        self._finding("semantics", cmp, case, raw=raw, ref=ref, got=got, **ctx)
+
+    def _robustness(self, c: DataChooser, base: TurnCase, worker: Any, streams: int, ctx: dict[str, Any]) -> None:
+        broken = mutate(c, _replay(base), rounds=1)
+        if broken is None:
+            return
+        self.progress.count("turns")
+        got = worker.answer(broken) if streams == 1 else worker.answer(broken, stream=0)
+        crashed = hasattr(worker, "alive") and not worker.alive()
+        if got is None or crashed:
+            what = "no answer in time" if got is None else "the worker process died"
+            self._finding("robustness", Comparison((("answer", "an answer", what),), "kind", {}, None), broken, **ctx)
+
+    def _finding(self, kind: str, cmp: Comparison, case: TurnCase, *, workflow: str, pool_doc: dict[str, Any],
+                 rnd: int, note: str, worker: Any, bundle: Bundle, raw: pb.WorkflowResponse | None = None,
+                 ref: pb.WorkflowResponse | None = None, got: pb.WorkflowResponse | None = None) -> None:
+        if raw is None:
+            raw = case.got if case.got is not None else reference_answer(bundle, ranked(case))
+        self._report(kind, cmp, case, workflow, pool_doc, ref if ref is not None else raw,
+                     got if got is not None else case.got, rnd, note, worker=worker, raw=raw)
+
+    def _report(self, kind: str, cmp: Comparison, case: TurnCase, workflow: str, pool_doc: dict[str, Any],
+                ref: pb.WorkflowResponse, got: pb.WorkflowResponse | None, rnd: int, note: str,
+                *, worker: Any = None, raise_: bool = True, raw: pb.WorkflowResponse | None = None) -> None:
+        spec = KINDS.get(kind)
+        if spec is not None:
+            self._levels[f"{kind}: {cmp.signature()}"] = spec
+        super()._report(kind, cmp, case, workflow, pool_doc, ref, got, rnd, note, worker=worker, raise_=raise_,
+                        raw=raw)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._levels: dict[str, Kind] = {}
+
+    def _found(self, f: Finding) -> None:
+        spec = self._levels.get(f.key, KINDS.get(f.kind))
+        if spec is not None:
+            f.level, f.requirement, f.scenario_ok = spec.level.value, spec.requirement, spec.scenario
+        super()._found(f)
+
+
+__all__ = ["KINDS", "Kind", "Level", "SelfOracleCampaign", "completion"]
