@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -79,6 +79,26 @@ class DataChooser:
         from hypothesis import strategies as st
 
         return self.data.draw(st.integers(lo, hi))
+
+
+@dataclass
+class FastDataChooser:
+    """`DataChooser` for hot loops: each decision is one integer choice of Hypothesis' choice
+    sequence (`ConjectureData.draw_integer`, shrinking towards the lower bound), without building a
+    strategy and a printed draw per decision, which costs more than a turn of the engine model.
+    Falls back to `DataChooser` on a Hypothesis without that method."""
+
+    data: Any
+
+    def __post_init__(self) -> None:
+        raw = getattr(self.data, "conjecture_data", None)
+        self._draw = getattr(raw, "draw_integer", None)
+        self._slow = DataChooser(self.data) if self._draw is None else None
+
+    def int(self, lo: int, hi: int) -> int:
+        if self._slow is not None:
+            return self._slow.int(lo, hi)
+        return self._draw(lo, hi, shrink_towards=lo)
 
 
 @dataclass(frozen=True)
@@ -291,6 +311,19 @@ class _Sim:
         return [e for e in self.inbox if e.visible_at <= self.now]
 
     def simulate(self) -> SimRun:
+        steps = self.steps()
+        try:
+            case = next(steps)
+            while True:
+                assert self.answer is not None
+                case = steps.send(self.answer(case))
+        except StopIteration as stop:
+            return stop.value
+
+    def steps(self) -> Generator[TurnCase, "pb.WorkflowResponse | None", SimRun]:
+        """The schedule, step by step: yields each turn the worker must answer (only when
+        `answer` is set) and takes the answer back; returns the run. Every draw happens between
+        yields, so several runs stepped in a fixed order draw deterministically (`run_programs`)."""
         turns = 0
         redelivered = 0
         first = True
@@ -330,7 +363,7 @@ class _Sim:
                 result = execute(self.bundle, instance_id=self.iid, past=past, new=new)
                 resp = result.response(instance_id=self.iid, completion_token="fuzz")
             else:
-                got = self.answer(TurnCase(self.iid, past, tuple(new), "dispatched"))
+                got = yield TurnCase(self.iid, past, tuple(new), "dispatched")
                 if got is None:
                     self.run.cases.append(TurnCase(self.iid, past, tuple(new), "dispatched"))
                     self.run.end = "no-answer"
@@ -434,3 +467,41 @@ def run_program(bundle: Bundle, workflow: str, input: Any, chooser: Chooser, *, 
                max_generations=max_generations, events=events, suspend=suspend, terminate=terminate,
                redeliver=redeliver, segments=segments, answer=answer, perturb=perturb)
     return sim.simulate()
+
+
+@dataclass(frozen=True)
+class Program:
+    """One schedule of `run_programs`: a program, its input and its instance id."""
+
+    workflow: str
+    input: Any
+    instance_id: str
+
+
+def run_programs(bundle: Bundle, programs: Sequence[Program], chooser: Chooser,
+                 answer_many: Callable[[list[tuple[int, TurnCase]]], list["pb.WorkflowResponse | None"]], *,
+                 max_turns: int = 10, events: bool = True, suspend: bool = True, perturb: bool = False) -> list[SimRun]:
+    """Several schedules at once, in lock step: each step, every unfinished run draws its next turn
+    (in a fixed order), then all those turns are answered together by `answer_many([(run index,
+    turn), ...])`, so a worker gets several turns in flight while the draws stay deterministic."""
+    sims = [_Sim(bundle, p.workflow, p.input, chooser, instance_id=p.instance_id, start_ns=START_NS,
+                 max_turns=max_turns, max_generations=3, events=events, suspend=suspend, terminate=True,
+                 redeliver=True, segments=False, answer=lambda case: None, perturb=perturb) for p in programs]
+    gens = [s.steps() for s in sims]
+    runs: list[SimRun | None] = [None] * len(sims)
+    asked: dict[int, TurnCase] = {}
+    for i, g in enumerate(gens):
+        try:
+            asked[i] = next(g)
+        except StopIteration as stop:
+            runs[i] = stop.value
+    while asked:
+        order = sorted(asked)
+        answers = answer_many([(i, asked[i]) for i in order])
+        asked = {}
+        for i, got in zip(order, answers):
+            try:
+                asked[i] = gens[i].send(got)
+            except StopIteration as stop:
+                runs[i] = stop.value
+    return [r for r in runs if r is not None]

@@ -1,7 +1,7 @@
 """Self-oracle fuzzing: an SDK's verdicts from the contract and from its own answers, not the reference's.
 
 The SDK under test answers every turn of a schedule, and the reference engine's own rules
-(`fake_sidecar.engine.turns.decide_turn` / `absorb`, through `interleave.run_program(answer=...)`)
+(`fake_sidecar.engine.turns.decide_turn` / `absorb`, through `interleave.run_programs`)
 commit its answers, so every history it is sent is one a real engine would write for that SDK (its
 action ids, its timers, its child ids). Each example is then held to the contract:
 
@@ -18,7 +18,8 @@ The first three rows also cover "no result, timer or event lost or consumed twic
 doubly consumed result changes the program's outcome, or leaves it waiting where the program
 language does not. Reachable perturbations are valid inputs (a second ExecutionSuspended, a
 resume while running, duplicated events, events batched into one turn, redelivered turns:
-`run_program(perturb=True)`).
+`perturb=True`). Each example runs up to `parallel` histories in lock step (`interleave.run_programs`),
+so every stream has several turns in flight.
 
 Differences from the reference worker's answer to the same (renumbered) turn are never findings:
 they go to the differential report (`differential.DifferentialReport`).
@@ -42,7 +43,7 @@ from conformance.fuzz import programs as P
 from conformance.fuzz.compare import EXACT, Comparison, compare, normalise
 from conformance.fuzz.differential import DifferentialReport
 from conformance.fuzz.dialect import dense, ranked
-from conformance.fuzz.interleave import DataChooser, TurnCase, chance, pick, run_program
+from conformance.fuzz.interleave import DataChooser, FastDataChooser, Program, TurnCase, chance, pick, run_programs
 from conformance.fuzz.mutate import mutate
 from conformance.fuzz.worker_fuzz import INSTANCE_IDS, Finding, WorkerCampaign
 from conformance.fuzz.workers import ReferenceWorker, reference_answer
@@ -104,6 +105,23 @@ def _nondeterminism(resp: pb.WorkflowResponse) -> bool:
                for a in resp.actions)
 
 
+def perturbed(case: TurnCase) -> bool:
+    """The turn holds a reachable oddity of `run_programs(perturb=True)`: a second ExecutionSuspended
+    before a resume, or a resume while running."""
+    suspended = False
+    for ev in list(case.past) + list(case.new):
+        kind = ev.WhichOneof("eventType")
+        if kind == "executionSuspended":
+            if suspended:
+                return True
+            suspended = True
+        elif kind == "executionResumed":
+            if not suspended:
+                return True
+            suspended = False
+    return False
+
+
 def _replay(case: TurnCase) -> TurnCase:
     return TurnCase(case.instance_id, case.past, case.new, case.form)
 
@@ -116,6 +134,7 @@ class SelfOracleCampaign(WorkerCampaign):
     differential: DifferentialReport = field(default_factory=DifferentialReport)
     robustness: bool = True
     task_execution_ids: bool = True  # the target has the task_execution_id capability (ACT-TEID-002)
+    parallel: int = 4  # histories per example, run together (at most)
 
     def _fresh_process(self, rnd: int, bundle: Bundle, pool_doc: dict[str, Any], worker: Any) -> None:
         if getattr(worker, "streams", 1) > 1:
@@ -124,38 +143,61 @@ class SelfOracleCampaign(WorkerCampaign):
 
     def _example(self, c: DataChooser, data: Any, bundle: Bundle, pool_doc: dict[str, Any], pool: list[str],
                  worker: Any, reference: ReferenceWorker, rnd: int) -> None:
-        workflow = pool[c.int(0, len(pool) - 1)]
-        value = data.draw(P.inputs)
-        iid = pick(c, INSTANCE_IDS)
+        c = FastDataChooser(data)  # type: ignore[assignment]
         streams = getattr(worker, "streams", 1)
+        # Several histories per example, stepped together, so that each stream has turns in flight;
+        # Hypothesis shrinks the count towards one.
+        count = 1 + c.int(0, max(0, self.parallel - 1))
+        programs = []
+        for k in range(count):
+            iid = pick(c, INSTANCE_IDS)
+            programs.append(Program(pool[c.int(0, len(pool) - 1)], data.draw(P.inputs), iid if k == 0 else f"{iid}-{k}"))
         unechoed = getattr(worker, "unechoed", 0)
 
-        def ask(case: TurnCase) -> pb.WorkflowResponse | None:
-            self.progress.count("turns")
-            return worker.answer(case) if streams == 1 else worker.answer(case, stream=0)
+        def answer_many(jobs: list[tuple[int, TurnCase]]) -> list[pb.WorkflowResponse | None]:
+            self.progress.count("turns", len(jobs))
+            if streams == 1:
+                return [worker.answer(case) for _, case in jobs]
+            return worker.answer_many([(k % streams, case) for k, case in jobs])
 
-        run = run_program(bundle, workflow, value, c, instance_id=iid, events=self.features.events,
-                          suspend=self.features.suspend, max_turns=self.max_turns, answer=ask, perturb=True)
-        note = (f"program {workflow}, input {value!r}, instance {iid}, {len(run.cases)} turn(s) answered by "
-                f"{self.target}, end {run.end}")
-        ctx = dict(workflow=workflow, pool_doc=pool_doc, rnd=rnd, note=note, worker=worker, bundle=bundle)
-        if run.end == "no-answer":
-            last = run.cases[-1]
-            self._finding("no-answer", compare(reference_answer(bundle, ranked(last)), None), last, **ctx)
+        runs = run_programs(bundle, programs, c, answer_many, events=self.features.events,
+                            suspend=self.features.suspend, max_turns=self.max_turns, perturb=self._perturb)
         if getattr(worker, "unechoed", 0) > unechoed:
-            bad = next(x for x in run.cases if x.got is not None and not x.got.completionToken)
+            bad = next(x for r in runs for x in r.cases if x.got is not None and not x.got.completionToken)
+            note = f"program {runs[0].workflow}, {count} histories, answered by {self.target}"
             self._finding("token-not-echoed", Comparison((("completionToken", "the work item's", ""),), "strict",
-                                                        normalise(bad.got), normalise(bad.got)), bad, **ctx)
-        answered = [x for x in run.cases if x.got is not None]
-        if self.task_execution_ids:
-            for x in answered:
-                self._execution_ids(x, ctx)
-        self._replays(answered, streams, worker, ctx)
-        for x in answered:
-            if x.committed:
-                self._semantics(x, bundle, ctx)
+                                                        normalise(bad.got), normalise(bad.got)), bad,
+                          workflow=runs[0].workflow, pool_doc=pool_doc, rnd=rnd, note=note, worker=worker,
+                          bundle=bundle)
+        contexts = []
+        for k, run in enumerate(runs):
+            note = (f"program {run.workflow}, input {run.input!r}, instance {run.instance_id}, {len(run.cases)} "
+                    f"turn(s) answered by {self.target}, end {run.end}"
+                    + (f" (history {k + 1} of {count} run together)" if count > 1 else ""))
+            ctx = dict(workflow=run.workflow, pool_doc=pool_doc, rnd=rnd, note=note, worker=worker, bundle=bundle)
+            contexts.append(ctx)
+            if run.end == "no-answer":
+                last = run.cases[-1]
+                if self._perturb and perturbed(last):
+                    # Each such hang costs two timeouts and a restart: once one is seen, the campaign
+                    # stops making these perturbations and spends its budget on other schedules.
+                    self._perturb = False
+                    self.progress.say(f"{self.target} hangs on a perturbed history (a second suspend or a stray "
+                                      "resume): no more such perturbations in this campaign")
+                self._finding("no-answer", compare(reference_answer(bundle, ranked(last)), None), last, **ctx)
+            if self.task_execution_ids:
+                for x in run.cases:
+                    if x.got is not None:
+                        self._execution_ids(x, ctx)
+        self._replays(runs, contexts, streams, worker)
+        for run, ctx in zip(runs, contexts):
+            for x in run.cases:
+                if x.got is not None and x.committed:
+                    self._semantics(x, bundle, ctx)
+        answered = [(x, ctx) for run, ctx in zip(runs, contexts) for x in run.cases if x.got is not None]
         if self.robustness and self.mutations and answered and chance(c, 25):
-            self._robustness(c, pick(c, answered), worker, streams, ctx)
+            x, ctx = pick(c, answered)
+            self._robustness(c, x, worker, streams, ctx)
 
     # ------------------------------------------------------------------ the checks
 
@@ -171,21 +213,27 @@ class SelfOracleCampaign(WorkerCampaign):
                          normalise(x.got), normalise(x.got))
         self._finding("task-execution-ids", cmp, x, **ctx)
 
-    def _replays(self, answered: list[TurnCase], streams: int, worker: Any, ctx: dict[str, Any]) -> None:
-        jobs = [(0, _replay(x)) for x in answered]
-        if streams > 1:
-            jobs += [(1 + i % (streams - 1), _replay(x)) for i, x in enumerate(answered)]
+    def _replays(self, runs: list[Any], contexts: list[dict[str, Any]], streams: int, worker: Any) -> None:
+        """Every answered turn again: on the stream that made it, and on another one (a process that
+        never saw the instance), all at once."""
+        jobs, recorded = [], []
+        for k, (run, ctx) in enumerate(zip(runs, contexts)):
+            home = k % streams
+            for x in run.cases:
+                if x.got is None:
+                    continue
+                jobs.append((home, _replay(x)))
+                recorded.append((x, ctx, "self-determinism"))
+                if streams > 1:
+                    jobs.append(((home + 1) % streams, _replay(x)))
+                    recorded.append((x, ctx, "self-determinism-fresh-process"))
         if not jobs:
             return
         self.progress.count("turns", len(jobs))
-        if streams > 1:
-            again = worker.answer_many(jobs)
-        else:
-            again = [worker.answer(case) for _, case in jobs]
-        for (stream, _case), x, got in zip(jobs, answered + answered, again):
+        again = worker.answer_many(jobs) if streams > 1 else [worker.answer(case) for _, case in jobs]
+        for (x, ctx, kind), got in zip(recorded, again):
             cmp = compare(x.got, got, profile=self.profile)  # type: ignore[arg-type]
             if not cmp.equal:
-                kind = "self-determinism" if stream == 0 else "self-determinism-fresh-process"
                 self._finding(kind, cmp, x, **ctx)
 
     def _semantics(self, x: TurnCase, bundle: Bundle, ctx: dict[str, Any]) -> None:
@@ -247,6 +295,7 @@ class SelfOracleCampaign(WorkerCampaign):
     def __post_init__(self) -> None:
         super().__post_init__()
         self._levels: dict[str, Kind] = {}
+        self._perturb = True
 
     def _found(self, f: Finding) -> None:
         spec = self._levels.get(f.key, KINDS.get(f.kind))

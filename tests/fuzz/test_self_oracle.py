@@ -164,3 +164,48 @@ def test_a_broken_differential_file_is_a_clear_error(tmp_path):
     path.write_text("{not json", encoding="utf-8")
     with pytest.raises(ValueError, match="not a differential report"):
         load(path)
+
+
+def test_histories_run_together_draw_the_same_schedule_every_time():
+    """run_programs steps several schedules in lock step: the same choices and answers give the same
+    histories, however the answers were computed (here: a pool of threads, in any order)."""
+    import random
+    from concurrent.futures import ThreadPoolExecutor
+
+    from fake_worker.programs import parse_bundle
+
+    from conformance.fuzz import programs as P
+    from conformance.fuzz.interleave import Program, RandomChooser, run_programs
+
+    doc = P.sample_pool(3, 8)
+    bundle = parse_bundle({"programs": doc})
+    names = sorted(n for n in doc if n.startswith("p"))
+    worker = ReferenceWorker(bundle)
+
+    def answer_many(jobs):
+        with ThreadPoolExecutor(max_workers=4) as ex:
+            return list(ex.map(lambda job: worker.answer(job[1]), jobs))
+
+    def once():
+        programs = [Program(names[k % len(names)], k, f"fz-{k}") for k in range(4)]
+        runs = run_programs(bundle, programs, RandomChooser(random.Random(7)), answer_many, perturb=True)
+        return [[(c.past, c.new, c.got.SerializeToString(deterministic=True)) for c in r.cases] for r in runs]
+
+    first = once()
+    assert first == once()
+    assert sum(len(r) for r in first) > 4
+
+
+def test_perturbed_turns_are_recognised():
+    from conformance.fuzz.interleave import TurnCase
+    from conformance.fuzz.self_oracle import perturbed
+
+    def ev(kind: str) -> pb.HistoryEvent:
+        e = pb.HistoryEvent(eventId=-1)
+        getattr(e, kind).SetInParent()
+        return e
+
+    plain = TurnCase("i", (ev("executionStarted"),), (ev("executionSuspended"), ev("executionResumed")), "dispatched")
+    twice = TurnCase("i", (ev("executionSuspended"),), (ev("executionSuspended"),), "dispatched")
+    stray = TurnCase("i", (ev("executionStarted"),), (ev("executionResumed"),), "dispatched")
+    assert not perturbed(plain) and perturbed(twice) and perturbed(stray)
