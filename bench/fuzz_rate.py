@@ -113,13 +113,21 @@ def bench_campaigns(target, examples: int, streams: int) -> list[tuple[str, int,
     old.run()
     rows.append(("differential campaign, 1 process (before)", old.clock.examples,
                  old.progress.counters.get("turns", 0), time.perf_counter() - t0))
-    new = SelfOracleCampaign(
-        make_worker=lambda bundle, doc: DriverPool(lambda: DriverWorker(target, bundle, doc), streams=streams),
-        **common)
-    t0 = time.perf_counter()
-    new.run()
-    rows.append((f"self-oracle campaign, {streams} processes (after)", new.clock.examples,
-                 new.progress.counters.get("turns", 0), time.perf_counter() - t0))
+    for perturb in (True, False):
+        pools = []
+
+        def make(bundle, doc):
+            pools.append(DriverPool(lambda: DriverWorker(target, bundle, doc), streams=streams))
+            return pools[-1]
+
+        new = SelfOracleCampaign(make_worker=make, **common)
+        new._perturb = perturb
+        t0 = time.perf_counter()
+        new.run()
+        silent = sum(w.silent for p in pools for w in p.workers)
+        label = f"self-oracle, {streams} processes" + ("" if perturb else ", no perturbations") + " (after)"
+        rows.append((label + (f", {silent} unanswered" if silent else ""), new.clock.examples,
+                     new.progress.counters.get("turns", 0), time.perf_counter() - t0))
     return rows
 
 
@@ -137,10 +145,10 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("fake_sidecar").setLevel(logging.ERROR)
         print(f"fuzz campaigns (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs), "
               f"{args.examples} examples each, start-up included")
-        print(f"  {'worker':<20}{'campaign':<46}{'examples/s':>11}{'turns/s':>9}{'turns':>7}{'s':>6}")
+        print(f"  {'worker':<20}{'campaign':<58}{'examples/s':>11}{'turns/s':>9}{'turns':>7}{'s':>6}")
         for name in args.worker or ["dapr-ext-workflow"]:
             for label, ex, turns, took in bench_campaigns(load_targets().worker(name), args.examples, args.streams):
-                print(f"  {name:<20}{label:<46}{ex / took:>11.1f}{turns / took:>9.0f}{turns:>7}{took:>6.0f}")
+                print(f"  {name:<20}{label:<58}{ex / took:>11.1f}{turns / took:>9.0f}{turns:>7}{took:>6.0f}")
         return 0
     logging.getLogger("fake_sidecar").setLevel(logging.ERROR)
     scale = 5 if args.quick else 1
