@@ -11,6 +11,7 @@ action ids, its timers, its child ids). Each example is then held to the contrac
 | `self-determinism` | MUST | every prefix of the history, sent again to the same process, gets the recorded answer |
 | `self-determinism-fresh-process` | MUST | ... and sent to another process of the SDK, one that never saw the instance |
 | `semantics` | MUST | each committed turn ends the workflow exactly when the program language says, with its status and output (the reference executor evaluates the program on the SDK's history, renumbered as it numbers ids) |
+| `lost-progress` | MUST | a turn after which the program goes on (new work) is not answered with nothing |
 | `token-not-echoed` | MUST | every answer carries its work item's completion token |
 | `robustness` | SHOULD | an impossible history (a turn broken by `mutate.mutate`) is answered, not hung on |
 
@@ -42,7 +43,7 @@ from taskhub_wire import pb
 from conformance.fuzz import programs as P
 from conformance.fuzz.compare import EXACT, Comparison, compare, normalise
 from conformance.fuzz.differential import DifferentialReport
-from conformance.fuzz.dialect import dense, ranked
+from conformance.fuzz.dialect import dense, is_sentinel_action, ranked
 from conformance.fuzz.interleave import DataChooser, FastDataChooser, Program, TurnCase, chance, pick, run_programs
 from conformance.fuzz.mutate import mutate
 from conformance.fuzz.worker_fuzz import INSTANCE_IDS, Finding, WorkerCampaign
@@ -69,6 +70,7 @@ KINDS: Mapping[str, Kind] = {
     "semantics": Kind(Level.MUST, "", scenario=True),
     "token-not-echoed": Kind(Level.MUST, "TOK-ECHO-001", scenario=False),
     "task-execution-ids": Kind(Level.MUST, "ACT-TEID-002", scenario=False),
+    "lost-progress": Kind(Level.MUST, "", scenario=True),
     "robustness": Kind(Level.SHOULD, "", scenario=False),
 }
 _TERMINAL_NAMES = {pb.ORCHESTRATION_STATUS_COMPLETED: "COMPLETED", pb.ORCHESTRATION_STATUS_FAILED: "FAILED",
@@ -103,6 +105,12 @@ def _payload(text: str) -> Any:
 def _nondeterminism(resp: pb.WorkflowResponse) -> bool:
     return any(a.HasField("completeWorkflow") and "NonDeterminism" in a.completeWorkflow.failureDetails.errorType
                for a in resp.actions)
+
+
+def _progress(resp: pb.WorkflowResponse) -> bool:
+    """The answer starts new work (an activity, a child, a timer that fires)."""
+    return any(a.HasField("scheduleTask") or a.HasField("createChildWorkflow")
+               or (a.HasField("createTimer") and not is_sentinel_action(a)) for a in resp.actions)
 
 
 def perturbed(case: TurnCase) -> bool:
@@ -255,6 +263,13 @@ class SelfOracleCampaign(WorkerCampaign):
             self.progress.count("oracle-unavailable")  # the renumbered history is not one the reference replays
             return
         want, have = completion(raw), completion(x.got)
+        if want is None and have is None and not x.got.actions and _progress(raw) and \
+                not any(e.HasField("executionSuspended") for e in x.new):
+            # The SDK answers nothing where the program goes on: a result, timer or event it was
+            # given is lost, and nothing outstanding will ever wake it again.
+            cmp = Comparison((("actions", [a.WhichOneof("workflowActionType") for a in ref.actions], []),), "strict",
+                             normalise(ref), normalise(got))
+            self._finding("lost-progress", cmp, case, raw=raw, ref=ref, got=got, **ctx)
         if want == have:
             return
         if want is None or have is None or want[0] != have[0]:

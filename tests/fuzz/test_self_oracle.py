@@ -86,6 +86,17 @@ class Renumbering:
         return None
 
 
+class LosesResults(Renumbering):
+    """Answers nothing to a turn that delivers an activity result (the result is lost)."""
+
+    name = "loses-results"
+
+    def answer(self, case):
+        if any(e.HasField("taskCompleted") for e in case.new):
+            return pb.WorkflowResponse(instanceId=case.instance_id)
+        return ReferenceWorker(self.bundle).answer(case)
+
+
 def test_reference_worker_has_no_finding():
     c = campaign("reference", lambda bundle, doc: ReferenceWorker(bundle))
     findings = c.run()
@@ -122,6 +133,12 @@ def test_an_answer_that_changes_on_replay_is_a_self_determinism_finding():
     findings = campaign("flip-flop", lambda bundle, doc: FunctionWorker(bundle, _flip_flop(), name="flip")).run()
     assert any(f.kind == "self-determinism" and f.level == "MUST" for f in findings), \
         [f.headline() for f in findings]
+
+
+def test_a_lost_result_is_found():
+    findings = campaign("loses-results", lambda bundle, doc: LosesResults(bundle)).run()
+    assert {"lost-progress", "semantics"} & {f.kind for f in findings}, [f.headline() for f in findings]
+    assert all(f.level == "MUST" for f in findings)
 
 
 def test_other_action_ids_are_legitimate_variation():
