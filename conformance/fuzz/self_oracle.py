@@ -192,7 +192,12 @@ class SelfOracleCampaign(WorkerCampaign):
                     self._perturb = False
                     self.progress.say(f"{self.target} hangs on a perturbed history (a second suspend or a stray "
                                       "resume): no more such perturbations in this campaign")
-                self._finding("no-answer", compare(reference_answer(bundle, ranked(last)), None), last, **ctx)
+                # Written in the reference's numbering, as every vector is (the runner sends it to
+                # each SDK in that SDK's own).
+                case = ranked(last)
+                raw = reference_answer(bundle, case)
+                self._finding("no-answer", compare(raw, None), case, raw=raw, ref=self.dialect.reference(raw, case),
+                              **ctx)
             if self.task_execution_ids:
                 for x in run.cases:
                     if x.got is not None:
