@@ -310,6 +310,9 @@ def load_scenario(path: Path, *, root: Path) -> Scenario:
         c.err(("sidecar",), f"sidecar options are a mapping of {sorted(SIDECAR_OPTIONS)}")
         sidecar = {}
     c.keys(sidecar, SIDECAR_OPTIONS, ("sidecar",), "sidecar options")
+    if sidecar.get("task_execution_id", "passthrough") not in ("spec", "passthrough"):
+        c.err(("sidecar", "task_execution_id"), f"task_execution_id {sidecar['task_execution_id']!r}: use spec (a fresh "
+              "id per dispatch) or passthrough (the SDK's id, the default)")
     worker = data.get("worker", {}) or {}
     if not isinstance(worker, Mapping):
         c.err(("worker",), "worker options are a mapping, e.g. {adversary: [...]}")
