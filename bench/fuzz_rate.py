@@ -13,7 +13,14 @@ on average).
   it. Start-up is timed separately. A driver that is not installed is skipped, with the command
   that installs it; programs a driver cannot express are left out of its pool (counted).
 
-    ./dev bench fuzz_rate [--quick] [--histories N] [--worker NAME ...]
+- campaigns, side by side in one run (the machine's load is the same for both): the differential
+  campaign as it was (`worker_fuzz.WorkerCampaign`, one driver process, each turn made by the
+  reference and sent once) and the self-oracle campaign (`self_oracle.SelfOracleCampaign` on a
+  `workers.DriverPool`: the SDK's answers drive the schedule, and every turn is replayed on the same
+  process and on another one at once). Turns checked per second counts every turn a driver
+  answered; Hypothesis, the engine model and the comparisons are included.
+
+    ./dev bench fuzz_rate [--quick] [--histories N] [--worker NAME ...] [--campaigns] [--examples N] [--streams N]
 """
 
 from __future__ import annotations
@@ -87,12 +94,62 @@ def bench_driver(target, doc, n: int) -> dict:
             "refused": len(worker.refused)}
 
 
+def bench_campaigns(target, examples: int, streams: int) -> list[tuple[str, int, int, float]]:
+    """(label, examples, turns, seconds) of the old differential campaign and the self-oracle one."""
+    from conformance.fuzz.common import Budget
+    from conformance.fuzz.compare import profile_for
+    from conformance.fuzz.programs import Features
+    from conformance.fuzz.self_oracle import SelfOracleCampaign
+    from conformance.fuzz.worker_fuzz import WorkerCampaign
+    from conformance.fuzz.workers import DriverPool, DriverWorker
+
+    dialect = Dialect.from_capabilities(target.capabilities)
+    common = dict(target=target.name, features=Features.from_capabilities(target.capabilities),
+                  profile=profile_for(target.name, target.capabilities), dialect=dialect, seed=1,
+                  budget=Budget(examples=examples), database=None, derandomize=True, fresh_process=False, out=None)
+    rows = []
+    old = WorkerCampaign(make_worker=lambda bundle, doc: DriverWorker(target, bundle, doc, dialect=dialect), **common)
+    t0 = time.perf_counter()
+    old.run()
+    rows.append(("differential campaign, 1 process (before)", old.clock.examples,
+                 old.progress.counters.get("turns", 0), time.perf_counter() - t0))
+    for perturb in (True, False):
+        pools = []
+
+        def make(bundle, doc):
+            pools.append(DriverPool(lambda: DriverWorker(target, bundle, doc), streams=streams))
+            return pools[-1]
+
+        new = SelfOracleCampaign(make_worker=make, **common)
+        new._perturb = perturb
+        t0 = time.perf_counter()
+        new.run()
+        silent = sum(w.silent for p in pools for w in p.workers)
+        label = f"self-oracle, {streams} processes" + ("" if perturb else ", no perturbations") + " (after)"
+        rows.append((label + (f", {silent} unanswered" if silent else ""), new.clock.examples,
+                     new.progress.counters.get("turns", 0), time.perf_counter() - t0))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="a fifth of the histories")
     ap.add_argument("--histories", type=int, default=None, help="histories per SDK driver (default 100)")
     ap.add_argument("--worker", action="append", default=[], help="only these worker targets")
+    ap.add_argument("--campaigns", action="store_true",
+                    help="only the campaign comparison (before/after), on --worker (default dapr-ext-workflow)")
+    ap.add_argument("--examples", type=int, default=150, help="examples per campaign (default 150)")
+    ap.add_argument("--streams", type=int, default=3, help="driver processes of the self-oracle campaign (default 3)")
     args = ap.parse_args(argv)
+    if args.campaigns:
+        logging.getLogger("fake_sidecar").setLevel(logging.ERROR)
+        print(f"fuzz campaigns (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs), "
+              f"{args.examples} examples each, start-up included")
+        print(f"  {'worker':<20}{'campaign':<58}{'examples/s':>11}{'turns/s':>9}{'turns':>7}{'s':>6}")
+        for name in args.worker or ["dapr-ext-workflow"]:
+            for label, ex, turns, took in bench_campaigns(load_targets().worker(name), args.examples, args.streams):
+                print(f"  {name:<20}{label:<58}{ex / took:>11.1f}{turns / took:>9.0f}{turns:>7}{took:>6.0f}")
+        return 0
     logging.getLogger("fake_sidecar").setLevel(logging.ERROR)
     scale = 5 if args.quick else 1
     doc = P.sample_pool(1, 24)

@@ -65,6 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "as durabletask-go and daprd do, for workers that lack the field)")
     p.add_argument("--clock", choices=("real", "virtual"), default="real",
                    help="virtual: when nothing is in flight, jump to the next due timer")
+    p.add_argument("--task-execution-id", choices=("spec", "passthrough"), default="passthrough",
+                   help="ActivityRequest.taskExecutionId: spec, a fresh id made by the sidecar on every dispatch (as "
+                        "the spec says); passthrough (default), the id the SDK scheduled, as durabletask-go and daprd "
+                        "send it")
     p.add_argument("--log-level", default="WARNING", type=str.upper,
                    choices=("DEBUG", "INFO", "WARNING", "ERROR"), help="log level on stderr (default WARNING)")
     return p
@@ -96,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         server = SidecarServer.start(host=args.host, port=args.port, db=args.db, api_token=args.api_token,
                                      activity_lease=args.activity_lease, max_payload=args.max_payload,
                                      max_message_bytes=args.max_message_bytes, strict_tokens=args.strict_tokens,
-                                     clock=args.clock)
+                                     clock=args.clock, task_execution_id=args.task_execution_id)
     except StoreError as exc:
         print(f"fake-sidecar: {exc}", file=sys.stderr)
         return 2

@@ -30,7 +30,7 @@ from google.protobuf.message import DecodeError, Message
 from taskhub_wire import pb, rt
 from taskhub_wire.rpc import DAPR_WORKFLOW, TASKHUB, Kind, ServiceTable
 
-from fake_sidecar.engine import Engine, EngineConfig, EngineError, RealClock, VirtualClock
+from fake_sidecar.engine import Engine, EngineConfig, EngineError, RealClock, TaskExecutionIdMode, VirtualClock
 from fake_sidecar.engine.errors import ShuttingDown
 from fake_sidecar.engine.model import InstanceView, ts, ts_ns, wire
 from fake_sidecar.engine.store import open_store
@@ -439,8 +439,9 @@ class SidecarServer:
               api_token: str | None = None, activity_lease: float | None = None,
               max_payload: int | None = None, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
               strict_tokens: bool = False, clock: str = "real", max_workers: int = 512,
-              engine_class: type[Engine] = Engine) -> "SidecarServer":
-        """`engine_class` lets the harness's tests run deliberately broken engines (mutants).
+              engine_class: type[Engine] = Engine, task_execution_id: str = "passthrough") -> "SidecarServer":
+        """`engine_class` lets the harness's tests run deliberately broken engines (mutants);
+        `task_execution_id` is `spec` (a fresh id per activity dispatch) or `passthrough` (the SDK's).
 
         `max_message_bytes` bounds every gRPC message both ways: a bigger request is refused
         with RESOURCE_EXHAUSTED before it is read, and a workflow whose turn would not fit
@@ -449,12 +450,16 @@ class SidecarServer:
         """
         if clock not in ("real", "virtual"):
             raise ValueError(f"unknown clock {clock!r}; known: real, virtual")
+        modes = {m.value: m for m in TaskExecutionIdMode}
+        if task_execution_id not in modes:
+            raise ValueError(f"unknown task_execution_id mode {task_execution_id!r}; known: {', '.join(modes)}")
         if max_message_bytes <= 0:
             raise ValueError(f"max_message_bytes must be greater than 0, not {max_message_bytes}")
         engine = engine_class(store=open_store(db), clock=VirtualClock() if clock == "virtual" else RealClock(),
                               config=EngineConfig(activity_lease_s=activity_lease, max_payload=max_payload,
                                                   max_message_bytes=max_message_bytes,
-                                                  strict_tokens=strict_tokens))
+                                                  strict_tokens=strict_tokens,
+                                                  task_execution_id=modes[task_execution_id]))
         loop = asyncio.new_event_loop()
         thread = threading.Thread(target=loop.run_forever, name="sidecar-grpc-loop", daemon=True)
         thread.start()

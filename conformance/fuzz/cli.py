@@ -50,6 +50,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="do not run each written scenario on the worker (it is always checked on the reference pair)")
     p.add_argument("--pool", type=int, default=24, help="programs per round (default 24)")
     p.add_argument("--no-mutations", action="store_true", help="valid histories only")
+    p.add_argument("--streams", type=int, default=3,
+                   help="worker processes per SDK campaign (default 3): each history is made on one and replayed "
+                        "on the others at once (the fresh-process check), no process is started per example")
+    p.add_argument("--reports", type=Path, default=None, metavar="DIR",
+                   help="where the differential report goes (default reports/): differential.md and .json, the "
+                        "differences from the reference worker's answers, never a verdict")
+    p.add_argument("--no-differential", action="store_true", help="write no differential report")
     p.add_argument("--targets", type=Path, default=None, help="a targets file that adds to the built-in targets")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines, only the final report")
     return p
@@ -64,6 +71,7 @@ class CampaignResult:
     findings: list[Any] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     error: str = ""
+    differential: Any = None  # a differential.DifferentialReport (self-oracle campaigns)
 
 
 def _command(args: argparse.Namespace, *, worker: str | None = None, sidecar: str | None = None) -> str:
@@ -101,6 +109,9 @@ def run(args: argparse.Namespace) -> int:
     database = None if args.no_database else (args.database or work / DEFAULT_DATABASE)
     if database is not None:
         database.mkdir(parents=True, exist_ok=True)
+    if args.streams < 1:
+        print(f"conformance fuzz: --streams {args.streams}: give at least 1 worker process", file=sys.stderr)
+        return EXIT_BAD_INPUT
     out = None if args.quiet else sys.stdout
     logging.getLogger("fake_sidecar").setLevel(logging.ERROR)
     logging.getLogger("fake_worker").setLevel(logging.ERROR)
@@ -109,6 +120,16 @@ def run(args: argparse.Namespace) -> int:
         results.append(_worker_campaign(args, target, budget, database, out))
     for target in sidecars:
         results.append(_sidecar_campaign(args, target, budget, database, out))
+    differential = [r.differential for r in results if r.differential is not None]
+    if differential and not args.no_differential:
+        from conformance.fuzz.differential import DifferentialReport
+
+        merged = DifferentialReport()
+        for d in differential:
+            merged.merge(d)
+        md, _js = merged.write(args.reports or ROOT / "reports")
+        print(f"differential report (observations, never verdicts): {md} and .json, "
+              f"{len(merged.groups)} field/SDK group(s)")
     print(report(results, args))
     if any(r.error for r in results):
         return EXIT_BAD_INPUT if all(r.error for r in results) else EXIT_FINDINGS
@@ -121,7 +142,8 @@ def _worker_campaign(args: argparse.Namespace, target: Any, budget: Any, databas
     from conformance.fuzz.dialect import Dialect
     from conformance.fuzz.programs import Features
     from conformance.fuzz.worker_fuzz import WorkerCampaign, known_from
-    from conformance.fuzz.workers import DriverWorker, ReferenceWorker
+    from conformance.fuzz.self_oracle import SelfOracleCampaign
+    from conformance.fuzz.workers import DriverPool, DriverWorker, ReferenceWorker
 
     result = CampaignResult(label=f"worker {target.name}", kind="worker")
     reference = target.reference
@@ -140,7 +162,9 @@ def _worker_campaign(args: argparse.Namespace, target: Any, budget: Any, databas
     def make(bundle: Any, doc: Any) -> Any:
         if reference:
             return ReferenceWorker(bundle)
-        return DriverWorker(target, bundle, doc, dialect=dialect)
+        # Self-oracle: the SDK's own histories, in its own numbering (no dialect rewriting).
+        concurrency = 1 if any(g.requirement == "TOK-ECHO-001" for g in target.gaps) else 8
+        return DriverPool(lambda: DriverWorker(target, bundle, doc), streams=args.streams, concurrency=concurrency)
 
     def on_finding(f: Any) -> None:
         try:
@@ -165,6 +189,11 @@ def _worker_campaign(args: argparse.Namespace, target: Any, budget: Any, databas
     def _write_finding(f: Any) -> None:
         if args.no_write or reference or f.target == "reference":
             return
+        if not f.scenario_ok:
+            # A vector states the reference's answer; this kind is about the SDK's own answers
+            # (the same turn answered twice differently, a missing token, a hang on a broken history).
+            f.verified = "reported, not written as a scenario (a vector cannot state this kind)"
+            return
         source = None
         if f.kind in ("differential", "no-answer"):
             reduced = scenario_out.reduce_program(f.bundle_doc, f.workflow, f.case)
@@ -182,10 +211,16 @@ def _worker_campaign(args: argparse.Namespace, target: Any, budget: Any, databas
     if known:
         result.notes.append(f"{len(known)} finding(s) already written for {target.name} in {out_dir} are not "
                             "reported again")
-    campaign = WorkerCampaign(target=target.name, make_worker=make, features=features, profile=profile,
-                              dialect=dialect, seed=args.seed, budget=budget, database=database,
-                              pool_size=args.pool, mutations=not args.no_mutations, known=set(known), out=out,
-                              on_finding=on_finding)
+    common = dict(target=target.name, make_worker=make, features=features, profile=profile, dialect=dialect,
+                  seed=args.seed, budget=budget, database=database, pool_size=args.pool,
+                  mutations=not args.no_mutations, known=set(known), out=out, on_finding=on_finding)
+    if reference:
+        campaign = WorkerCampaign(**common)
+    else:
+        campaign = SelfOracleCampaign(**common, task_execution_ids="task_execution_id" in target.capabilities)
+        result.notes.append(f"self-oracle: the SDK's own answers drive the engine's rules; {args.streams} worker "
+                            "process(es), each history replayed on the same one and on another; differences from "
+                            "the reference worker go to the differential report")
     began = time.monotonic()
     try:
         result.findings = campaign.run()
@@ -194,7 +229,9 @@ def _worker_campaign(args: argparse.Namespace, target: Any, budget: Any, databas
         result.findings = campaign.findings
     result.seconds = time.monotonic() - began
     result.examples = campaign.clock.examples
-    result.notes.append(f"{campaign.progress.counters.get('turns', 0)} turns checked")
+    turns = campaign.progress.counters.get("turns", 0)
+    result.notes.append(f"{turns} turns checked ({turns / max(result.seconds, 1e-9):.0f}/s)")
+    result.differential = getattr(campaign, "differential", None)
     return result
 
 
@@ -244,7 +281,9 @@ def report(results: list[CampaignResult], args: argparse.Namespace) -> str:
             lines.append(f"  ERROR: {r.error}")
         for i, f in enumerate(r.findings, 1):
             total += 1
-            lines.append(f"  {i}. {f.headline()}" + (" (flaky)" if getattr(f, "flaky", False) else ""))
+            level = f" [{f.level}{' ' + f.requirement if getattr(f, 'requirement', '') else ''}]" \
+                if getattr(f, "level", "") else ""
+            lines.append(f"  {i}. {f.headline()}{level}" + (" (flaky)" if getattr(f, "flaky", False) else ""))
             if hasattr(f, "comparison"):
                 lines.append(f"     example: {f.example}")
                 for d in f.comparison.describe(limit=4).splitlines():

@@ -183,3 +183,21 @@ def _renumber_action(a: pb.WorkflowAction, move: Callable[[int], int], instance_
     if a.HasField("createTimer") and a.createTimer.HasField("childWorkflowRetry"):
         r = a.createTimer.childWorkflowRetry
         r.instanceId = child_id(instance_id, r.instanceId, move)
+
+
+def ranked(case: TurnCase) -> TurnCase:
+    """`case` with its action ids replaced by their rank from 1 (and the references and default child
+    ids with them): a history an SDK wrote in its own numbering (ids from 0, an id per event wait,
+    no 9999-12-31 timers) as the reference numbers it, so the reference executor can replay it (it
+    replays histories without the optional timers, as older SDKs write them)."""
+    used = sorted({e.eventId for e in case.past if e.WhichOneof("eventType") in ACTION_EVENTS and e.eventId >= 0})
+    if used == list(range(1, len(used) + 1)):
+        return case
+    rank = {i: n + 1 for n, i in enumerate(used)}
+
+    def move(i: int) -> int:
+        return rank.get(i, i)
+
+    return TurnCase(case.instance_id, tuple(_renumber(e, move, case.instance_id) for e in case.past),
+                    tuple(_renumber(e, move, case.instance_id) for e in case.new), case.form, note=case.note,
+                    stripped=True)

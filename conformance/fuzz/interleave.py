@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -81,6 +81,26 @@ class DataChooser:
         return self.data.draw(st.integers(lo, hi))
 
 
+@dataclass
+class FastDataChooser:
+    """`DataChooser` for hot loops: each decision is one integer choice of Hypothesis' choice
+    sequence (`ConjectureData.draw_integer`, shrinking towards the lower bound), without building a
+    strategy and a printed draw per decision, which costs more than a turn of the engine model.
+    Falls back to `DataChooser` on a Hypothesis without that method."""
+
+    data: Any
+
+    def __post_init__(self) -> None:
+        raw = getattr(self.data, "conjecture_data", None)
+        self._draw = getattr(raw, "draw_integer", None)
+        self._slow = DataChooser(self.data) if self._draw is None else None
+
+    def int(self, lo: int, hi: int) -> int:
+        if self._slow is not None:
+            return self._slow.int(lo, hi)
+        return self._draw(lo, hi, shrink_towards=lo)
+
+
 @dataclass(frozen=True)
 class TurnCase:
     """One turn a worker is sent: the committed history before it and the delivered events."""
@@ -92,6 +112,13 @@ class TurnCase:
     note: str = ""
     answer: TurnResult | None = None  # the reference's answer, when already known
     stripped: bool = False  # a dialect removed 9999-12-31 timers from it (dialect.py)
+    got: pb.WorkflowResponse | None = None  # the worker's own answer, when its answers drove the schedule
+    committed: bool = False  # the engine committed `got` (else it abandoned or never got it)
+
+
+# The worker answering each turn, when its own answers drive the schedule (self-oracle fuzzing);
+# None: no answer in time.
+Answerer = Callable[[TurnCase], "pb.WorkflowResponse | None"]
 
 
 @dataclass
@@ -103,6 +130,7 @@ class SimRun:
     end: str = ""  # completed | failed | terminated | continued | stalled | quiescent | max-turns | ...
     generations: int = 1
     abandoned: int = 0  # answers the engine rejected (R3.13/R3.14); the turn was redelivered
+    history: list[pb.HistoryEvent] = field(default_factory=list)  # the last generation's committed history
 
 
 @dataclass
@@ -130,8 +158,10 @@ def copy_event(ev: pb.HistoryEvent) -> pb.HistoryEvent:
 class _Sim:
     def __init__(self, bundle: Bundle, workflow: str, input: Any, chooser: Chooser, *, instance_id: str,
                  start_ns: int, max_turns: int, max_generations: int, events: bool, suspend: bool,
-                 terminate: bool, redeliver: bool, segments: bool) -> None:
+                 terminate: bool, redeliver: bool, segments: bool, answer: Answerer | None = None,
+                 perturb: bool = False) -> None:
         self.bundle, self.c, self.iid = bundle, chooser, instance_id
+        self.answer, self.perturb = answer, perturb
         self.max_turns, self.max_generations = max_turns, max_generations
         self.events, self.suspend_ok, self.terminate_ok = events, suspend, terminate
         self.redeliver_ok, self.segments = redeliver, segments
@@ -209,6 +239,10 @@ class _Sim:
             markers = [e.event.WhichOneof("eventType") for e in self.inbox
                        if e.event.WhichOneof("eventType") in ("executionSuspended", "executionResumed")]
             suspended = markers[-1] == "executionSuspended" if markers else self.inst.suspended
+            if self.perturb and chance(self.c, 15):
+                # Reachable on real engines (engine-rules R6.7: a second suspend is recorded; daprd
+                # records a resume of a running instance): the other marker than the state asks for.
+                suspended = not suspended
             if not suspended:
                 ev.executionSuspended.SetInParent()
                 if self.c.int(0, 1):
@@ -277,6 +311,19 @@ class _Sim:
         return [e for e in self.inbox if e.visible_at <= self.now]
 
     def simulate(self) -> SimRun:
+        steps = self.steps()
+        try:
+            case = next(steps)
+            while True:
+                assert self.answer is not None
+                case = steps.send(self.answer(case))
+        except StopIteration as stop:
+            return stop.value
+
+    def steps(self) -> Generator[TurnCase, "pb.WorkflowResponse | None", SimRun]:
+        """The schedule, step by step: yields each turn the worker must answer (only when
+        `answer` is set) and takes the answer back; returns the run. Every draw happens between
+        yields, so several runs stepped in a fixed order draw deterministically (`run_programs`)."""
         turns = 0
         redelivered = 0
         first = True
@@ -293,7 +340,7 @@ class _Sim:
                 due = sorted(e.visible_at for e in self.inbox if self.now < e.visible_at < NEVER_NS)
                 if not (due or self.activities or self.children) or not chance(self.c, 85):
                     self.run.end = "quiescent"
-                    return self.run
+                    return self._done()
                 if self.activities and (not due or self.c.int(0, 1)):
                     self.tick()
                     self.push(self._activity_result(self.activities.pop(self.c.int(0, len(self.activities) - 1))))
@@ -304,26 +351,36 @@ class _Sim:
                 visible = self.take()
             if turns >= self.max_turns:
                 self.run.end = "max-turns"
-                return self.run
+                return self._done()
             turns += 1
             ws = pb.HistoryEvent(eventId=-1, timestamp=ts(self.tick()))
             ws.workflowStarted.SetInParent()
             new = [ws] + [copy_event(e.event) for e in visible if e.event.WhichOneof("eventType") != "executionStarted"
                           or not self.inst.started]
             past = tuple(copy_event(e) for e in self.inst.history)
-            result = execute(self.bundle, instance_id=self.iid, past=past, new=new)
+            result = got = None
+            if self.answer is None:
+                result = execute(self.bundle, instance_id=self.iid, past=past, new=new)
+                resp = result.response(instance_id=self.iid, completion_token="fuzz")
+            else:
+                got = yield TurnCase(self.iid, past, tuple(new), "dispatched")
+                if got is None:
+                    self.run.cases.append(TurnCase(self.iid, past, tuple(new), "dispatched"))
+                    self.run.end = "no-answer"
+                    return self._done()
+                resp = got
             if self.redeliver_ok and redelivered < 2 and chance(self.c, 10):
                 # The stream breaks before the answer lands: the turn is dispatched again later,
                 # with whatever arrived meanwhile.
                 redelivered += 1
-                self.run.cases.append(TurnCase(self.iid, past, tuple(new), "redelivered", answer=result))
+                self.run.cases.append(TurnCase(self.iid, past, tuple(new), "redelivered", answer=result, got=got))
                 continue
-            self.run.cases.append(TurnCase(self.iid, past, tuple(new), "dispatched", answer=result))
-            resp = result.response(instance_id=self.iid, completion_token="fuzz")
             outcome = decide_turn(self.inst, new, resp, now_ns=self.tick(1000))
+            self.run.cases.append(TurnCase(self.iid, past, tuple(new), "dispatched", answer=result, got=got,
+                                           committed=outcome.kind not in (STALL, ABANDON)))
             if outcome.kind == STALL:
                 self.run.end = "stalled"
-                return self.run
+                return self._done()
             if outcome.kind == ABANDON:
                 # R3.14 (an action id already in history: a stale answer) or a malformed answer: the
                 # engine redelivers the turn later. The reference worker does this after a turn that
@@ -358,13 +415,17 @@ class _Sim:
             if outcome.continue_as_new is not None:
                 if self.run.generations >= self.max_generations:
                     self.run.end = "continued"
-                    return self.run
+                    return self._done()
                 self._continue_as_new(*outcome.continue_as_new)
                 continue
             if self.inst.completed is not None:
                 status = self.inst.completed.executionCompleted.workflowStatus
                 self.run.end = pb.OrchestrationStatus.Name(status).removeprefix("ORCHESTRATION_STATUS_").lower()
-                return self.run
+                return self._done()
+
+    def _done(self) -> SimRun:
+        self.run.history = list(self.inst.history)
+        return self.run
 
     def _cancel_event_timer(self, name: str) -> None:
         folded = name.casefold()
@@ -396,9 +457,51 @@ class _Sim:
 def run_program(bundle: Bundle, workflow: str, input: Any, chooser: Chooser, *, instance_id: str = "fz-1",
                 start_ns: int = START_NS, max_turns: int = 10, max_generations: int = 3, events: bool = True,
                 suspend: bool = True, terminate: bool = True, redeliver: bool = True,
-                segments: bool = False) -> SimRun:
-    """Run `workflow` with a schedule made by `chooser`; every turn the worker is sent is in `cases`."""
+                segments: bool = False, answer: Answerer | None = None, perturb: bool = False) -> SimRun:
+    """Run `workflow` with a schedule made by `chooser`; every turn the worker is sent is in `cases`.
+
+    `answer`: the worker whose answers the engine commits (default: the reference executor), so
+    that every history is one a real engine would write for that worker. `perturb`: also the
+    reachable oddities an engine may deliver (a second ExecutionSuspended, a resume while running)."""
     sim = _Sim(bundle, workflow, input, chooser, instance_id=instance_id, start_ns=start_ns, max_turns=max_turns,
                max_generations=max_generations, events=events, suspend=suspend, terminate=terminate,
-               redeliver=redeliver, segments=segments)
+               redeliver=redeliver, segments=segments, answer=answer, perturb=perturb)
     return sim.simulate()
+
+
+@dataclass(frozen=True)
+class Program:
+    """One schedule of `run_programs`: a program, its input and its instance id."""
+
+    workflow: str
+    input: Any
+    instance_id: str
+
+
+def run_programs(bundle: Bundle, programs: Sequence[Program], chooser: Chooser,
+                 answer_many: Callable[[list[tuple[int, TurnCase]]], list["pb.WorkflowResponse | None"]], *,
+                 max_turns: int = 10, events: bool = True, suspend: bool = True, perturb: bool = False) -> list[SimRun]:
+    """Several schedules at once, in lock step: each step, every unfinished run draws its next turn
+    (in a fixed order), then all those turns are answered together by `answer_many([(run index,
+    turn), ...])`, so a worker gets several turns in flight while the draws stay deterministic."""
+    sims = [_Sim(bundle, p.workflow, p.input, chooser, instance_id=p.instance_id, start_ns=START_NS,
+                 max_turns=max_turns, max_generations=3, events=events, suspend=suspend, terminate=True,
+                 redeliver=True, segments=False, answer=lambda case: None, perturb=perturb) for p in programs]
+    gens = [s.steps() for s in sims]
+    runs: list[SimRun | None] = [None] * len(sims)
+    asked: dict[int, TurnCase] = {}
+    for i, g in enumerate(gens):
+        try:
+            asked[i] = next(g)
+        except StopIteration as stop:
+            runs[i] = stop.value
+    while asked:
+        order = sorted(asked)
+        answers = answer_many([(i, asked[i]) for i in order])
+        asked = {}
+        for i, got in zip(order, answers):
+            try:
+                asked[i] = gens[i].send(got)
+            except StopIteration as stop:
+                runs[i] = stop.value
+    return [r for r in runs if r is not None]

@@ -238,7 +238,7 @@ def render(finding: Any, *, profile: Profile, command: str, stem: str,
     requires = _requires(programs, events, vector["actions"])
     if finding.ref is not ref and [a.id for a in finding.ref.actions] != [a.id for a in ref.actions]:
         requires = sorted(set(requires) | {"event_wait_timer"})  # the reference reserved ids for its wait timers
-    requirements = ["RPL-DET-001"]
+    requirements = [getattr(finding, "requirement", "") or "RPL-DET-001"]
     if "NonDeterminismError" in json.dumps(json_format.MessageToDict(ref)):
         requirements.append("RPL-NDET-001")
     doc = {
@@ -269,6 +269,7 @@ def render(finding: Any, *, profile: Profile, command: str, stem: str,
     if finding.stderr:
         header += ["# Worker stderr (last lines):", *_comment(finding.stderr[-1500:])]
     header += [
+        *([f"# fuzz-level: {finding.level}"] if getattr(finding, "level", "") else []),
         f"# fuzz-target: {finding.target}",
         f"# fuzz-key: {finding.key}",
         f"# Reproduce with: conformance run --worker {finding.target} --scenario regressions/{stem}",

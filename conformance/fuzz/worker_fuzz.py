@@ -71,6 +71,9 @@ class Finding:
     stderr: str = ""
     raw: pb.WorkflowResponse | None = None  # the reference's own answer to `case` (what a scenario expects)
     found_at: float = field(default_factory=time.time)
+    level: str = ""  # MUST | SHOULD | OBSERVATION, where the campaign knows it (self_oracle.KINDS)
+    requirement: str = ""  # the requirement it breaks, where the campaign knows it
+    scenario_ok: bool = True  # the reference's answer is a fair expectation for a regression vector
 
     def headline(self) -> str:
         return f"{self.kind} on {self.target}: {self.signature}"
@@ -175,6 +178,14 @@ class WorkerCampaign:
             raise
         except BaseException as exc:  # noqa: BLE001 - Hypothesis' report; the findings are in _pending
             flaky = "Flaky" in type(exc).__name__ or "flaky" in str(exc).lower()[:200]
+            if not self._pending and flaky:
+                # A worker whose answers drive the schedule (self_oracle) answered one choice sequence
+                # two ways (a slow answer retried on a fresh process, say): this chunk ends, the
+                # campaign goes on. A real nondeterminism is a finding of its own on the next replay.
+                self.progress.count("flaky-chunks")
+                self.progress.say(f"chunk {chunk_no} of round {rnd} ended early: {type(exc).__name__} "
+                                  "(the worker answered one schedule two ways)")
+                return
             if not self._pending:
                 raise
             for err in other_errors(exc):  # an error of the fuzzer itself, next to findings: say so

@@ -19,8 +19,10 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -135,6 +137,8 @@ class DriverWorker:
         self.silent = 0  # turns never answered
         self.transient = 0  # turns answered only on a second try (by a fresh process)
         self.refused: dict[str, str] = {}  # programs the target cannot express -> its message
+        self.unechoed = 0  # answers that came back without the work item's completion token
+        self._restart_lock = threading.Lock()
         try:
             self._start_pruning()
         except BaseException:
@@ -182,22 +186,35 @@ class DriverWorker:
         return proc is None or proc.is_running()
 
     def answer(self, case: TurnCase) -> pb.WorkflowResponse | None:
+        """The worker's answer to `case` (None: none in time, twice). Safe to call from several
+        threads at once: the sidecar matches answers to turns by completion token."""
+        handle = self.handle
         if not self.alive():
-            self.restart()
+            self._restart_if(handle)
         sent = self.dialect.to_worker(case)
+        handle = self.handle
         resp = self.sidecar.engine.inject_turn(instance_id=sent.instance_id, past=sent.past, new=sent.new,
                                                timeout=self.timeout)
         if resp is None:
             # No answer: once more on a fresh driver process, so that a slow machine is not a finding.
-            self.restart()
+            self._restart_if(handle)
+            handle = self.handle
             resp = self.sidecar.engine.inject_turn(instance_id=sent.instance_id, past=sent.past, new=sent.new,
                                                    timeout=self.timeout)
             if resp is None:
                 self.silent += 1
-                self.restart()  # a wedged driver: a fresh one for the next turn
+                self._restart_if(handle)  # a wedged driver: a fresh one for the next turn
             else:
                 self.transient += 1
+        if resp is not None and not resp.completionToken.startswith("vector-"):
+            self.unechoed += 1  # matched by instance id (a worker without the token field)
         return self.dialect.from_worker(resp, case)
+
+    def _restart_if(self, handle: Any) -> None:
+        """Restart the driver unless another thread already did since `handle` was current."""
+        with self._restart_lock:
+            if self.handle is handle:
+                self.restart()
 
     def stderr_tail(self) -> str:
         proc = getattr(self.handle, "proc", None)
@@ -227,6 +244,80 @@ class DriverWorker:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+class DriverPool:
+    """Several processes of one worker target, each on its own stream (and in-process sidecar):
+    turns of one history go to one of them, replays of it to the others at the same time, so the
+    fuzzer checks "the same answer in a fresh process" without re-spawning a process per example.
+
+    `concurrency`: turns in flight at once on one stream (1 for a worker that answers without the
+    completion token: the sidecar could not tell two of its answers apart)."""
+
+    def __init__(self, make: Callable[[], DriverWorker], *, streams: int = 2, concurrency: int = 8) -> None:
+        self.workers: list[DriverWorker] = []
+        with ThreadPoolExecutor(max_workers=streams) as ex:
+            futures = [ex.submit(make) for _ in range(max(1, streams))]
+            errors = []
+            for f in futures:
+                try:
+                    self.workers.append(f.result())
+                except Exception as exc:  # noqa: BLE001 - close the others, then report the first
+                    errors.append(exc)
+        if errors:
+            self.close()
+            raise errors[0]
+        self.name = self.workers[0].name
+        self.concurrency = max(1, concurrency)
+        self._pool = ThreadPoolExecutor(max_workers=len(self.workers) * self.concurrency,
+                                        thread_name_prefix="fuzz-turn")
+        self._slots = [threading.Semaphore(self.concurrency) for _ in self.workers]
+
+    @property
+    def streams(self) -> int:
+        return len(self.workers)
+
+    @property
+    def refused(self) -> dict[str, str]:
+        return self.workers[0].refused
+
+    @property
+    def bundle(self) -> Bundle:
+        return self.workers[0].bundle
+
+    @property
+    def bundle_doc(self) -> dict[str, Any]:
+        return self.workers[0].bundle_doc
+
+    @property
+    def unechoed(self) -> int:
+        return sum(w.unechoed for w in self.workers)
+
+    def answer(self, case: TurnCase, *, stream: int = 0) -> pb.WorkflowResponse | None:
+        with self._slots[stream]:
+            return self.workers[stream].answer(case)
+
+    def answer_many(self, jobs: Sequence[tuple[int, TurnCase]]) -> list[pb.WorkflowResponse | None]:
+        """Answers to (stream, turn) pairs, all in flight at once (up to `concurrency` per stream)."""
+        futures = [self._pool.submit(self.answer, case, stream=i % len(self.workers)) for i, case in jobs]
+        return [f.result() for f in futures]
+
+    def alive(self, stream: int = 0) -> bool:
+        return self.workers[stream].alive()
+
+    def stderr_tail(self) -> str:
+        return self.workers[0].stderr_tail()
+
+    def restart(self) -> None:
+        for w in self.workers:
+            w.restart()
+
+    def close(self) -> None:
+        pool = getattr(self, "_pool", None)
+        if pool is not None:
+            pool.shutdown(wait=True)
+        for w in self.workers:
+            w.close()
 
 
 def wait_until(pred: Callable[[], bool], timeout: float) -> bool:

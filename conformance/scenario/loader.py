@@ -40,7 +40,7 @@ STEP_KINDS = {
     "cut_streams": set(),
 }
 STEP_SCALAR = {"advance_clock": "by", "sleep": "for"}  # `- sleep: 1s` is short for `- sleep: {for: 1s}`
-SIDECAR_OPTIONS = {"max_payload", "activity_lease", "clock", "api_token"}
+SIDECAR_OPTIONS = {"max_payload", "activity_lease", "clock", "api_token", "task_execution_id"}
 GRPC_CODES = ("OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
               "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
               "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED")
@@ -377,6 +377,9 @@ def _scenario(c: _Checker, doc: SourceDoc, *, path: Path, root: Path) -> Scenari
         c.err(("sidecar",), f"sidecar options are a mapping of {sorted(SIDECAR_OPTIONS)}")
         sidecar = {}
     c.keys(sidecar, SIDECAR_OPTIONS, ("sidecar",), "sidecar options")
+    if sidecar.get("task_execution_id", "passthrough") not in ("spec", "passthrough"):
+        c.err(("sidecar", "task_execution_id"), f"task_execution_id {sidecar['task_execution_id']!r}: use spec (a fresh "
+              "id per dispatch) or passthrough (the SDK's id, the default)")
     worker = data.get("worker", {}) or {}
     if not isinstance(worker, Mapping):
         c.err(("worker",), "worker options are a mapping, e.g. {adversary: [...]}")

@@ -38,7 +38,8 @@ class ReferenceSidecar:
         server = SidecarServer.start(port=port, db=self.db, api_token=self.options.get("api_token"),
                                      activity_lease=self.options.get("activity_lease"),
                                      max_payload=self.options.get("max_payload"),
-                                     clock=self.options.get("clock", "real"), engine_class=self.engine_class)
+                                     clock=self.options.get("clock", "real"), engine_class=self.engine_class,
+                                     task_execution_id=self.options.get("task_execution_id", "passthrough"))
         adopt(server, server.engine)  # their log lines belong to the scenario starting them
         return server
 

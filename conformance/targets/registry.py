@@ -129,6 +129,15 @@ def load_targets(path: Path = DEFAULT_TARGETS, *, drivers: Path | None = None,
             from conformance.targets.reference import start_reference_sidecar
 
             starter = start_reference_sidecar
+            defaults = dict(raw.get("options") or {})
+            from conformance.scenario.loader import SIDECAR_OPTIONS
+
+            unknown = sorted(set(defaults) - SIDECAR_OPTIONS)
+            if unknown:
+                raise TargetError(f"{where}: sidecars.{name}.options: unknown option(s) {', '.join(unknown)}; "
+                                  f"known: {', '.join(sorted(SIDECAR_OPTIONS))}")
+            if defaults:  # target options (e.g. task_execution_id: passthrough) under each scenario's own
+                starter = partial(_with_defaults, start_reference_sidecar, defaults)
         elif kind == "durabletask-go":
             from conformance.targets.external import start_durabletask_go
 
@@ -189,3 +198,7 @@ def declare(targets: Targets, *, sidecar_capabilities: Sequence[str] = (), sidec
 
     return Targets(sidecars=more(targets.sidecars, sidecar_capabilities, sidecar_gaps),
                    workers=more(targets.workers, worker_capabilities, worker_gaps))
+
+
+def _with_defaults(start: Any, defaults: Mapping[str, Any], *, options: Mapping[str, Any], work_dir: Any) -> Any:
+    return start(options={**defaults, **options}, work_dir=work_dir)
