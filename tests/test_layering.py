@@ -9,7 +9,7 @@ included), so nothing is imported to check them.
 from __future__ import annotations
 
 import ast
-import tomllib
+import re
 from pathlib import Path
 
 import pytest
@@ -37,6 +37,7 @@ CONFORMANCE_DEBT = {
     "conformance/fuzz/interleave.py": frozenset({"fake_sidecar", "fake_worker"}),
     "conformance/fuzz/replay_worker.py": frozenset({"fake_worker"}),
     "conformance/fuzz/scenario_out.py": frozenset({"fake_worker"}),
+    "conformance/fuzz/self_oracle.py": frozenset({"fake_worker"}),
     "conformance/fuzz/worker_fuzz.py": frozenset({"fake_worker"}),
     "conformance/fuzz/workers.py": frozenset({"fake_worker"}),
     "conformance/runner/execute.py": frozenset({"fake_worker"}),
@@ -126,10 +127,12 @@ def test_the_scan_sees_every_package() -> None:
 
 def test_every_shipped_package_has_a_place_in_the_layering() -> None:
     """A new package (say a pure core below both fakes) must be placed here before it ships."""
-    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    shipped = {p.rstrip("*") for p in config["tool"]["setuptools"]["packages"]["find"]["include"]}
+    # setup.py lists the packages it finds (the scenario library is shipped beside them as data).
+    found = re.search(r"find_namespace_packages\(include=\[([^\]]*)\]", (ROOT / "setup.py").read_text(encoding="utf-8"))
+    assert found, "setup.py no longer calls find_namespace_packages(include=[...]): update this test"
+    shipped = {p.strip().strip("\"'").rstrip("*") for p in found.group(1).split(",") if p.strip()}
     assert shipped == set(PACKAGES), (
-        f"pyproject.toml ships {sorted(shipped)}, the layering knows {sorted(PACKAGES)}: add the new "
+        f"setup.py ships {sorted(shipped)}, the layering knows {sorted(PACKAGES)}: add the new "
         "package to PACKAGES and FORBIDDEN (what it must not import) and describe it in docs/design.md §2"
     )
 
