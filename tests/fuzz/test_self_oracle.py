@@ -109,7 +109,7 @@ def test_shared_task_execution_ids_break_the_contract():
     mutation = WORKER_MUTATIONS["reuses-task-execution-ids"]
     findings = campaign("reuses", lambda bundle, doc: FunctionWorker(bundle, mutation, name="reuses")).run()
     kinds = {(f.kind, f.level, f.requirement) for f in findings}
-    assert ("task-execution-ids", "MUST", "ACT-TEID-002") in kinds, kinds
+    assert ("task-execution-ids", "MUST", "ACT-TEID-003") in kinds, kinds
 
 
 def test_reordered_actions_are_an_observation_not_a_finding():
