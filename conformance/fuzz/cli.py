@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         results.append(_sidecar_campaign(args, target, budget, database, out))
     differential = [r.differential for r in results if r.differential is not None]
     if differential and not args.no_differential:
-        from conformance.fuzz.differential import DifferentialReport
+        from conformance.reporting.differential import DifferentialReport
 
         merged = DifferentialReport()
         for d in differential:

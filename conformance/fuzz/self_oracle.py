@@ -42,7 +42,7 @@ from taskhub_wire import pb
 
 from conformance.fuzz import programs as P
 from conformance.fuzz.compare import EXACT, Comparison, compare, normalise
-from conformance.fuzz.differential import DifferentialReport
+from conformance.reporting.differential import DifferentialReport
 from conformance.fuzz.dialect import dense, is_sentinel_action, ranked
 from conformance.fuzz.interleave import DataChooser, FastDataChooser, Program, TurnCase, chance, pick, run_programs
 from conformance.fuzz.mutate import mutate

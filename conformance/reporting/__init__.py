@@ -66,17 +66,38 @@ def read_events(path: Path) -> list[Event]:
     return events
 
 
+def write_differential(events: Sequence[Event], out_dir: Path) -> tuple[Path, Path]:
+    """The observations of a run's scenarios, by field and worker (conformance.reporting.differential)."""
+    from conformance.events import ScenarioFinished
+    from conformance.reporting.differential import DifferentialReport
+
+    report = DifferentialReport()
+    for e in events:
+        if not isinstance(e, ScenarioFinished) or e.outcome.value in ("ERROR", "NOT_APPLICABLE"):
+            continue
+        report.compared(sdk=e.worker)
+        for fld, text in e.observations:
+            report.add(sdk=e.worker, path=fld, reference="(the scenario's expectation)", got=text,
+                       source=e.scenario, example={"pair": e.pair, "reproduce": e.reproduce})
+    return report.write(out_dir)
+
+
 def write_reports(*, events: Sequence[Event], out_dir: Path, catalogue: Catalogue) -> dict[str, Path]:
     """Write every file report of a run into `out_dir`; returns report name -> path.
 
     Names: events (events.jsonl), junit (junit.xml), allure (allure-results/), summary
-    (summary.json), matrix_md (matrix.md), matrix_html (matrix.html).
+    (summary.json), matrix_md (matrix.md), matrix_html (matrix.html), differential_md and
+    differential_json (differential.md/.json: the run's observations, differences from the
+    reference the contract allows, by field and SDK; never a verdict).
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     events = list(events)
     matrix_md, matrix_html = write_matrix(events, out_dir, catalogue=catalogue)
+    differential_md, differential_json = write_differential(events, out_dir)
     return {
+        "differential_md": differential_md,
+        "differential_json": differential_json,
         "events": write_events(events, out_dir / "events.jsonl"),
         "junit": write_junit(events, out_dir / "junit.xml", reports=out_dir),
         "allure": write_allure(events, out_dir / "allure-results", catalogue=catalogue),

@@ -20,7 +20,7 @@ from taskhub_wire import pb
 
 from conformance.fuzz.common import Budget
 from conformance.fuzz.dialect import _renumber, _renumber_action
-from conformance.fuzz.differential import DifferentialReport, add_difference, load
+from conformance.reporting.differential import DifferentialReport, add_difference, load
 from conformance.fuzz.self_oracle import SelfOracleCampaign, completion
 from conformance.fuzz.workers import FunctionWorker, ReferenceWorker
 from tests.mutants.variants import WORKER_MUTATIONS

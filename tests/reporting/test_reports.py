@@ -108,7 +108,8 @@ def test_catalogue_rejects_a_file_without_requirements(tmp_path):
 
 
 def test_write_reports_returns_every_report(reports):
-    assert set(reports) == {"events", "junit", "allure", "summary", "matrix_md", "matrix_html"}
+    assert set(reports) == {"events", "junit", "allure", "summary", "matrix_md", "matrix_html", "differential_md",
+                            "differential_json"}
     for name, path in reports.items():
         assert path.exists(), name
     assert reports["allure"].is_dir()
@@ -534,3 +535,17 @@ def test_transcript_lines_do_not_repeat_the_rpc_name():
     assert transcript_line(TranscriptEntry(t=0, channel="client", direction="request", rpc="Hello", summary="Hello")) == (
         "+0.000s client request Hello"
     )
+
+
+def test_the_differential_report_gathers_a_runs_observations(tmp_path):
+    from dataclasses import replace
+
+    events = synthetic.events()
+    i = next(i for i, e in enumerate(events) if isinstance(e, ScenarioFinished))
+    events[i] = replace(events[i], outcome=Outcome.OBSERVATION,
+                        observations=(("ScheduleTask.id", "actions[0].ScheduleTask.id: expected 1, got 0"),))
+    written = write_reports(events=events, out_dir=tmp_path, catalogue=load_catalogue())
+    doc = json.loads(written["differential_json"].read_text(encoding="utf-8"))
+    rows = [(d["field"], d["sdk"], d["count"]) for d in doc["differences"]]
+    assert rows == [("ScheduleTask.id", events[i].worker, 1)]
+    assert "ScheduleTask.id" in written["differential_md"].read_text(encoding="utf-8")

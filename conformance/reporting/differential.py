@@ -96,8 +96,9 @@ class DifferentialReport:
 
     def to_markdown(self) -> str:
         lines = ["# Differences from the reference worker", "",
-                 "Observations, never verdicts: the same turn answered by an SDK and by the reference worker "
-                 "(which answers as dapr-ext-workflow does), compared field by field. The contract does not ask an "
+                 "Observations, never verdicts: the same turn answered by an SDK and by the reference worker, "
+                 "compared field by field, and the differences scenarios found where the contract leaves the "
+                 "choice to the worker (docs/verdicts.md). The contract does not ask an "
                  "SDK to answer as the reference does; contract violations are in the fuzz and run reports.", ""]
         if self.turns:
             lines.append("Turns compared: " + ", ".join(f"{k} {v}" for k, v in sorted(self.turns.items())) + ".")
