@@ -103,10 +103,13 @@ class Matrix:
         return counts
 
 
+OUTCOME_ORDER_WORST_FIRST = (Outcome.FAILED, Outcome.ERROR, Outcome.KNOWN_FAILURE, Outcome.WARNING,
+                             Outcome.OBSERVATION, Outcome.PASSED, Outcome.NOT_APPLICABLE)
+
+
 def _result_lines(cell: Cell) -> list[tuple[str, str, str]]:
     """(scenario, outcome, why) for each result of a cell, worst outcomes first."""
-    rank = {o: i for i, o in enumerate((Outcome.FAILED, Outcome.ERROR, Outcome.KNOWN_FAILURE, Outcome.WARNING,
-                                        Outcome.OBSERVATION, Outcome.PASSED, Outcome.NOT_APPLICABLE))}
+    rank = {o: i for i, o in enumerate(OUTCOME_ORDER_WORST_FIRST)}
     return [(r.scenario, r.outcome.value, reason(r)) for r in sorted(cell.results, key=lambda r: rank[r.outcome])]
 
 
@@ -199,6 +202,7 @@ td.UNCOVERED { background-image: repeating-linear-gradient(135deg, #ffffff 0 6px
 tfoot td { border-top: 2px solid #9ca3af; font-size: 11px; vertical-align: top; }
 tfoot td.counts { text-align: left; }
 tfoot .n { display: inline-block; min-width: 20px; text-align: right; font-weight: 700; margin-right: 4px; }
+.repro { display: block; font-size: 10px; color: #374151; white-space: normal; }
 .gap { display: block; font-size: 10px; font-weight: 400; color: #92400e; }
 """
 
@@ -217,10 +221,20 @@ def _cell_html(cell: Cell) -> str:
     gap = '<span class="gap">declared gap passed</span>' if cell.gap_passed else ""
     if status in (CellStatus.PASSED, CellStatus.UNCOVERED) or not lines:
         return f"<td {attrs}>{LABEL[status]}{gap}</td>"
+    # What to act on first, each with the command that runs it again; the passing scenarios folded away.
+    rank = {o: i for i, o in enumerate(OUTCOME_ORDER_WORST_FIRST)}
+    results = sorted(cell.results, key=lambda r: rank[r.outcome])
+    problems = [r for r in results if r.outcome is not Outcome.PASSED]
+    passed = [r for r in results if r.outcome is Outcome.PASSED]
     items = "".join(
-        f"<li><code>{escape(s)}</code> {escape(o)}" + (f'<span class="why">{escape(why)}</span>' if why else "") + "</li>"
-        for s, o, why in lines
+        f"<li><code>{escape(r.scenario)}</code> {escape(r.outcome.value)}"
+        + (f'<span class="why">{escape(why)}</span>' if (why := reason(r)) else "")
+        + (f'<code class="repro">{escape(r.reproduce)}</code>' if r.reproduce else "") + "</li>"
+        for r in problems
     )
+    if passed:
+        names = "".join(f"<li><code>{escape(r.scenario)}</code></li>" for r in passed)
+        items += f"<li><details><summary>{len(passed)} passed</summary><ul>{names}</ul></details></li>"
     summary = LABEL[status] + (f" · {len(lines)}" if len(lines) > 1 else "")
     opened = " open" if status in (CellStatus.FAILED, CellStatus.ERROR) else ""  # the ones to act on
     return f"<td {attrs}><details{opened}><summary>{escape(summary)}</summary><ul>{items}</ul></details>{gap}</td>"

@@ -549,3 +549,10 @@ def test_the_differential_report_gathers_a_runs_observations(tmp_path):
     rows = [(d["field"], d["sdk"], d["count"]) for d in doc["differences"]]
     assert rows == [("ScheduleTask.id", events[i].worker, 1)]
     assert "ScheduleTask.id" in written["differential_md"].read_text(encoding="utf-8")
+
+
+def test_a_failed_html_cell_lists_failures_first_with_their_reproduce_line(reports):
+    html = reports["matrix_html"].read_text(encoding="utf-8")
+    cell = html[html.index("activities/at-least-once</code> FAILED"):]
+    cell = cell[:cell.index("</td>")]
+    assert '<code class="repro">python -m conformance run scenarios/activities/at-least-once.yaml --pair ' in cell
