@@ -132,6 +132,10 @@ def vector(obs: Observed) -> None:
         out.append(f"expected {len(expected)} action(s), got {len(actions)}: {json.dumps(actions)}")
     for i, (want, got) in enumerate(zip(expected, actions)):
         out += [classify_answer_mismatch(x) for x in m.match(want, got, f"actions[{i}]")]
+    if vec.custom_status is not MISSING:
+        out += m.match(vec.custom_status, answer.get("custom_status"), "custom_status")
+    if vec.version is not None:
+        out += m.match(dict(vec.version), answer.get("version") or {}, "version")
     why = ("a history no engine writes for this worker (built from the reference worker's answers, which it numbers "
            "differently, or impossible for any worker)" if obs.vector_foreign else
            "the turn delivers ExecutionTerminated: the engine terminates the instance and applies none of the "
@@ -141,10 +145,6 @@ def vector(obs: Observed) -> None:
         out = [Mismatch(text=x.text if isinstance(x, Mismatch) else x, level=Level.OBSERVATION,
                         field=x.field if isinstance(x, Mismatch) else "actions") for x in out]
         out.append(Mismatch(text=f"({why}: compared as an observation)", level=Level.OBSERVATION))
-    if vec.custom_status is not MISSING:
-        out += m.match(vec.custom_status, answer.get("custom_status"), "custom_status")
-    if vec.version is not None:
-        out += m.match(dict(vec.version), answer.get("version") or {}, "version")
     if out and obs.vector_note:
         # The note weighs what the mismatches weigh: it must not turn observations into a failure.
         levels = [x.level if isinstance(x, Mismatch) else None for x in out]

@@ -209,7 +209,9 @@ def _worker_campaign(args: argparse.Namespace, target: Any, budget: Any, databas
     known = set() if reference else known_from(sorted(out_dir.glob("*.yaml")) if out_dir.is_dir() else [],
                                                 target.name)
     if known:
-        result.notes.append(f"{len(known)} finding(s) already written for {target.name} in {out_dir} are not "
+        shown = out_dir.resolve().relative_to(Path.cwd()) if out_dir.resolve().is_relative_to(Path.cwd()) else out_dir
+        # A path relative to where the campaign ran: reports are committed, machine paths must not be.
+        result.notes.append(f"{len(known)} finding(s) already written for {target.name} in {shown} are not "
                             "reported again")
     common = dict(target=target.name, make_worker=make, features=features, profile=profile, dialect=dialect,
                   seed=args.seed, budget=budget, database=database, pool_size=args.pool,
