@@ -9,6 +9,7 @@ options).
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shlex
 import sys
@@ -334,6 +335,9 @@ def cmd_init_target(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # gRPC's C core logs transport events (a GOAWAY when a sidecar stops) at INFO to stderr; a run's
+    # output is its report, so only its errors are let through unless the caller asks otherwise.
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     from conformance.library import LibraryError
     from conformance.reporting import EventLogError
     from conformance.reporting.catalogue import CatalogueError
