@@ -109,7 +109,7 @@ def judge(mismatches: Sequence[Mismatch], *, requirements: Sequence[str],
                 mark(rid, _OF_LEVEL[Level.of_requirement(levels.get(rid, "MUST"))], m.text)
             continue
         # A mismatch with a level but no requirement weighs on the scenario's requirements of that level;
-        # with none of them it is filed under the strongest of the scenario's requirements, capped at its level.
+        # with none of them, an observation is filed under RPL-XREF-001 and a warning under the first one.
         same = [r for r in targets if Level.of_requirement(levels.get(r, "MUST")) is m.level]
         if m.level is Level.OBSERVATION and not same:
             mark(CROSS_WORKER, Verdict.OBSERVATION, m.text)
