@@ -10,7 +10,7 @@ import sys
 import threading
 
 from fake_sidecar.engine.store import StoreError
-from taskhub_wire.limits import DEFAULT_MAX_MESSAGE_BYTES
+from taskhub_wire.limits import DEFAULT_MAX_MESSAGE_BYTES, byte_count
 
 
 def _positive_float(text: str) -> float:
@@ -18,16 +18,6 @@ def _positive_float(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of bytes") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
     return value
@@ -55,9 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="require metadata 'dapr-api-token: T' on every RPC (default: env DAPR_API_TOKEN)")
     p.add_argument("--activity-lease", type=_positive_float, default=None, metavar="SECONDS",
                    help="dispatch an activity again if it is not completed within SECONDS (default: never)")
-    p.add_argument("--max-payload", type=_positive_int, default=None, metavar="BYTES",
+    p.add_argument("--max-payload", type=byte_count, default=None, metavar="BYTES",
                    help="stall a workflow (PAYLOAD_SIZE_EXCEEDED) whose history exceeds 95%% of BYTES")
-    p.add_argument("--max-message-bytes", type=_positive_int, default=DEFAULT_MAX_MESSAGE_BYTES, metavar="BYTES",
+    p.add_argument("--max-message-bytes", type=byte_count, default=DEFAULT_MAX_MESSAGE_BYTES, metavar="BYTES",
                    help="largest gRPC message received or sent (default 4194304, daprd's --max-body-size); "
                         "a workflow whose turn would not fit stalls (PAYLOAD_SIZE_EXCEEDED)")
     p.add_argument("--strict-tokens", action="store_true",

@@ -9,21 +9,11 @@ import signal
 import sys
 import threading
 
-from taskhub_wire.limits import DEFAULT_MAX_MESSAGE_BYTES
+from taskhub_wire.limits import DEFAULT_MAX_MESSAGE_BYTES, byte_count
 from fake_worker.activities import ActivityRunner
 from fake_worker.adversary import Adversary, AdversaryError, load_rules
 from fake_worker.client import ConnectError, Worker, WorkerOptions
 from fake_worker.programs import ProgramError, load_bundle
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of bytes") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="CompleteOrchestratorTask (as the Python SDKs) or CompleteWorkflowTask (as Go)")
     p.add_argument("--connect-timeout", type=float, default=10.0, metavar="SECONDS",
                    help="give up when the sidecar cannot be reached within SECONDS (default 10)")
-    p.add_argument("--max-message-bytes", type=_positive_int, default=DEFAULT_MAX_MESSAGE_BYTES, metavar="BYTES",
+    p.add_argument("--max-message-bytes", type=byte_count, default=DEFAULT_MAX_MESSAGE_BYTES, metavar="BYTES",
                    help=f"largest gRPC message received or sent (default {DEFAULT_MAX_MESSAGE_BYTES}, daprd's "
                         "--max-body-size, as the reference sidecar's --max-message-bytes)")
     p.add_argument("--adversary", metavar="RULES", help="misbehave: a JSON/YAML file or inline JSON list of rules")
