@@ -125,6 +125,8 @@ class Worker:
         call = client.stream("GetWorkItems", pb.GetWorkItemsRequest())
         with self._lock:
             self._call = call
+            if self._stop.is_set():  # stop() came between the Hello and this stream: it cancelled nothing
+                call.cancel()
         if not self.connected_once.is_set():
             self.connected_once.set()
             if self.on_connect is not None:
