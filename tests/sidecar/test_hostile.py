@@ -45,17 +45,8 @@ def _wait_for(predicate, what: str, timeout: float = 60.0) -> None:
 
 
 @pytest.fixture
-def server() -> Iterator[SidecarServer]:
-    srv = SidecarServer.start(port=0, db=":memory:")
-    try:
-        yield srv
-    finally:
-        srv.stop()
-
-
-@pytest.fixture
-def big_client(server: SidecarServer) -> Iterator[TaskHubClient]:
-    channel = grpc.insecure_channel(server.address, options=UNLIMITED)
+def big_client(sidecar: SidecarServer) -> Iterator[TaskHubClient]:
+    channel = grpc.insecure_channel(sidecar.address, options=UNLIMITED)
     try:
         yield TaskHubClient(channel)
     finally:
@@ -69,7 +60,7 @@ def test_default_message_limit_is_daprds_max_body_size():
 
 
 @pytest.mark.parametrize("megabytes", [5, 10])
-def test_oversized_start_instance_is_refused_at_once(server, big_client, megabytes):
+def test_oversized_start_instance_is_refused_at_once(sidecar, big_client, megabytes):
     req = pb.CreateInstanceRequest(instanceId="huge", name="W")
     req.input.value = json.dumps("x" * (megabytes * 1_000_000))
     # Before the limit the sidecar stored it and waited for a worker until the deadline.
@@ -98,11 +89,11 @@ GROWING = parse_bundle({"programs": {"grow": {"steps": [
 ]}}})
 
 
-def test_history_over_the_limit_stalls_instead_of_looping(server, big_client, caplog):
+def test_history_over_the_limit_stalls_instead_of_looping(sidecar, big_client, caplog):
     """Each message fits, but the history outgrows 4 MiB: the sidecar stalls the instance with a
     message naming the size and the flag, instead of sending a turn the worker must refuse
     (it used to be refused and sent again on every reconnect, 116 times in 30 s)."""
-    worker = Worker(bundle=GROWING, options=WorkerOptions(sidecar=server.address), activities=ActivityRunner())
+    worker = Worker(bundle=GROWING, options=WorkerOptions(sidecar=sidecar.address), activities=ActivityRunner())
     thread = threading.Thread(target=worker.run, name="reference-worker", daemon=True)
     thread.start()
     caplog.set_level(logging.WARNING, logger="fake_sidecar")
@@ -124,7 +115,7 @@ def test_history_over_the_limit_stalls_instead_of_looping(server, big_client, ca
         assert f"max gRPC body size {DEFAULT_MAX_MESSAGE_BYTES} bytes" in desc and "--max-message-bytes" in desc
         assert [r for r in caplog.records if r.levelno == logging.WARNING and "--max-message-bytes" in r.getMessage()]
         # No turn was sent and lost: the work item never went out.
-        assert server.engine.counters.abandoned_turns == 0
+        assert sidecar.engine.counters.abandoned_turns == 0
     finally:
         worker.stop()
         thread.join(timeout=15)
@@ -190,17 +181,17 @@ def test_by_default_an_empty_token_is_accepted_as_both_real_engines_do():
     assert (counters.zombie_activity, counters.zombie_turn) == (0, 0)
 
 
-def test_a_non_ascii_token_is_ignored_not_an_internal_error(server):
-    channel = grpc.insecure_channel(server.address)
+def test_a_non_ascii_token_is_ignored_not_an_internal_error(sidecar):
+    channel = grpc.insecure_channel(sidecar.address)
     client = TaskHubClient(channel)
-    worker = RawWorker(server.address)
+    worker = RawWorker(sidecar.address)
     try:
         with ThreadPoolExecutor(1) as pool:
             started = pool.submit(client.call, "StartInstance", pb.CreateInstanceRequest(instanceId="u", name="W"),
                                   timeout=30)
             turn = worker.next_workflow()
             worker.answer(turn, complete(1, '"x"'), token="zombie-\u00e9\u4e2d")
-            assert server.engine.counters.zombie_turn == 1
+            assert sidecar.engine.counters.zombie_turn == 1
             worker.answer(turn, complete(1, '"x"'))
             started.result(timeout=30)
     finally:
@@ -224,26 +215,26 @@ def test_api_token_refuses_near_misses():
 
 # ----------------------------------------------------------------------------- stream floods
 
-def test_a_thousand_idle_streams_do_not_freeze_the_sidecar(server):
+def test_a_thousand_idle_streams_do_not_freeze_the_sidecar(sidecar):
     """Each stream used to hold one of 512 threads: 530 idle streams and Hello timed out.
     (bench/stream_flood.py measures the latency; this test only asks for an answer.)"""
 
 
-    flood = grpc.insecure_channel(server.address)
-    channel = grpc.insecure_channel(server.address)
+    flood = grpc.insecure_channel(sidecar.address)
+    channel = grpc.insecure_channel(sidecar.address)
     client = TaskHubClient(channel)
     streams = []
     try:
         open_stream = flood.unary_stream("/TaskHubSidecarService/GetWorkItems")
         streams = [open_stream(pb.GetWorkItemsRequest().SerializeToString()) for _ in range(1000)]
-        _wait_for(lambda: server.engine.connected_streams() >= 1000, "1,000 open streams", timeout=120)
+        _wait_for(lambda: sidecar.engine.connected_streams() >= 1000, "1,000 open streams", timeout=120)
         client.call("Hello", empty_pb2.Empty(), timeout=30)
         assert not client.call("GetInstance", pb.GetInstanceRequest(instanceId="none"), timeout=30).exists
         for call in streams:
             call.cancel()
-        _wait_for(lambda: server.engine.connected_streams() == 0, "the streams to close", timeout=120)
+        _wait_for(lambda: sidecar.engine.connected_streams() == 0, "the streams to close", timeout=120)
         # The cancelled streams left nothing wedged: the next worker gets the next turn.
-        worker = RawWorker(server.address)
+        worker = RawWorker(sidecar.address)
         try:
             with ThreadPoolExecutor(1) as pool:
                 started = pool.submit(client.call, "StartInstance", pb.CreateInstanceRequest(instanceId="f", name="W"),
