@@ -15,6 +15,7 @@ from typing import Any
 
 from conformance.scenario.matching import Matcher, contains_in_order, exactly
 from conformance.scenario.model import MISSING, Expectation, Scenario
+from conformance.scenario.placeholders import substitute
 from conformance.verdict import Level, Mismatch
 
 
@@ -87,7 +88,7 @@ def resolve_instance(obs: Observed, key: str) -> str:
     """An expectation key: an instance name, or an id pattern with `${name}` placeholders."""
     if key in obs.instances:
         return obs.instances[key]
-    return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", lambda m: obs.instances.get(m.group(1), m.group(0)), key)
+    return str(substitute(key, ids=obs.instances))
 
 
 def _payload(text: str | None) -> Any:

@@ -12,7 +12,7 @@ Shape of the file::
         source: "seed 000 §...; engine-rules R4.6"
         engines_differ: {...}            # optional free-form mapping
 
-`load_catalogue` checks the whole file and raises one `CatalogueError` listing every problem
+`load_catalogue` checks the whole file and raises one `InputError` listing every problem
 (`file:line: requirements[i] (ID): ...`), so a broken catalogue is fixed in one go.
 """
 
@@ -26,6 +26,8 @@ from typing import Any
 
 import yaml
 
+from conformance.errors import InputError
+
 DEFAULT_PATH = Path(__file__).resolve().parents[1] / "requirements.yaml"  # conformance/requirements.yaml
 LEVELS = ("MUST", "SHOULD", "MAY", "INFO")  # strongest first; INFO: an observation, never a failure
 APPLIES_TO = ("engine", "worker", "both")
@@ -34,14 +36,9 @@ _OPTIONAL_KEYS = ("engines_differ",)
 _KNOWN_KEYS = _REQUIRED_KEYS + _OPTIONAL_KEYS
 
 
-class CatalogueError(ValueError):
-    """The catalogue file is wrong; `problems` lists every problem found, one line each."""
-
-    def __init__(self, source: str, problems: list[str]) -> None:
-        self.source = source
-        self.problems = tuple(problems)
-        noun = "problem" if len(problems) == 1 else "problems"
-        super().__init__(f"{source}: {len(problems)} {noun} in the requirement catalogue:\n" + "\n".join(f"  - {p}" for p in problems))
+def _bad_catalogue(source: str, problems: list[str]) -> InputError:
+    """The catalogue file is wrong: every problem found, one line each (most start with `file:line`)."""
+    return InputError(problems, subject=f"the requirement catalogue {source}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -97,7 +94,7 @@ def load_catalogue(path: str | Path = DEFAULT_PATH) -> Catalogue:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
-        raise CatalogueError(str(path), [f"cannot read the file: {e.strerror or e}"]) from None
+        raise _bad_catalogue(str(path), [f"cannot read the file: {e.strerror or e}"]) from None
     return parse_catalogue(text, source=str(path), path=path)
 
 
@@ -110,17 +107,17 @@ def parse_catalogue(text: str, *, source: str = "<catalogue>", path: Path | None
         finally:
             loader.dispose()
     except yaml.YAMLError as e:
-        raise CatalogueError(source, [f"not valid YAML: {e}"]) from None
+        raise _bad_catalogue(source, [f"not valid YAML: {e}"]) from None
 
     if not isinstance(data, dict) or "requirements" not in data:
-        raise CatalogueError(source, ["the top level must be a mapping with the key 'requirements' (a list of requirements)"])
+        raise _bad_catalogue(source, ["the top level must be a mapping with the key 'requirements' (a list of requirements)"])
     problems: list[str] = []
     extra_top = sorted(str(k) for k in data if k != "requirements")
     if extra_top:
         problems.append(f"unknown top-level key(s) {', '.join(map(repr, extra_top))}; the only key is 'requirements'")
     entries = data["requirements"]
     if not isinstance(entries, list):
-        raise CatalogueError(source, problems + [f"'requirements' must be a list, not {type(entries).__name__}"])
+        raise _bad_catalogue(source, problems + [f"'requirements' must be a list, not {type(entries).__name__}"])
 
     lines = _entry_lines(root)
     seen: dict[str, str] = {}  # id -> where it was first defined
@@ -174,7 +171,7 @@ def parse_catalogue(text: str, *, source: str = "<catalogue>", path: Path | None
                 )
             )
     if problems:
-        raise CatalogueError(source, problems)
+        raise _bad_catalogue(source, problems)
     return Catalogue(tuple(requirements), path)
 
 

@@ -31,7 +31,10 @@ from taskhub_wire.rpc import DAPR_WORKFLOW, TASKHUB, TaskHubClient
 from conformance.checks import ALWAYS, CHECKS, ConformanceFailure, Observed
 from conformance.events import Outcome, ScenarioFinished, TranscriptEntry
 from conformance.reporting.logs import adopt
-from conformance.scenario.model import MISSING, ErrorExpect, Scenario, StartSpec, Step
+from conformance.scenario.model import MISSING, ErrorExpect, Scenario, StartSpec
+from conformance.scenario import steps
+from conformance.scenario.placeholders import substitute
+from conformance.scenario.steps import Step
 from conformance.scenario.wire import event_dict, message_dict
 from conformance.runner.isolation import claimer
 from conformance.targets.base import CannotExpress, Gap, Pair, Replayer, WorkerStart
@@ -116,18 +119,8 @@ class _Run:
     # -- helpers ---------------------------------------------------------------------------
 
     def subst(self, value: Any) -> Any:
-        """`${name}` placeholders -> instance ids, recursively in strings."""
-        if isinstance(value, str):
-            whole = re.fullmatch(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", value)
-            if whole and whole.group(1) in self.vars and whole.group(1) not in self.instances:
-                return self.vars[whole.group(1)]  # a captured value keeps its type
-            known = {**{k: str(v) for k, v in self.vars.items()}, **self.instances}
-            return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", lambda m: known.get(m.group(1), m.group(0)), value)
-        if isinstance(value, list):
-            return [self.subst(v) for v in value]
-        if isinstance(value, Mapping):
-            return {k: self.subst(v) for k, v in value.items()}
-        return value
+        """`${name}` placeholders -> instance ids (or values captured by `call` steps)."""
+        return substitute(value, ids=self.instances, values=self.vars)
 
     def iid(self, name: Any) -> str:
         name = str(name or "main")
@@ -310,95 +303,137 @@ def _do_start(run: _Run, h: _Harness, spec: StartSpec) -> None:
          timeout=run.scenario.timeout)
 
 
+@dataclass(frozen=True, kw_only=True)
+class _At:
+    """What every step handler gets besides its arguments: the run, its live pieces, the step."""
+
+    run: _Run
+    h: _Harness
+    step: Step
+
+    @property
+    def where(self) -> str:
+        return f"{self.step.span} {self.step.kind.name}"
+
+    @property
+    def timeout(self) -> float:
+        return self.run.scenario.timeout
+
+    def rpc(self, rpc: str, request: Any) -> Any:
+        return _rpc(self.run, self.h.client, rpc, request, expect=self.step.expect_error, where=self.where,
+                    timeout=self.timeout)
+
+
+def _on_start(at: _At, a: steps.Start) -> None:
+    _do_start(at.run, at.h, a.spec(expect_error=at.step.expect_error, span=at.step.span))
+
+
+def _on_wait(at: _At, a: steps.Wait) -> None:
+    _wait_status(at.h.client, at.run.iid(a.instance), list(a.statuses),
+                 a.timeout if a.timeout is not None else at.timeout, where=at.where)
+
+
+def _on_raise(at: _At, a: steps.Raise) -> None:
+    req = pb.RaiseEventRequest(instanceId=at.run.iid(a.instance), name=a.event)
+    payload = _payload(at.run.subst(a.data))
+    if payload is not None:
+        req.input.value = payload
+    at.rpc("RaiseEvent", req)
+
+
+def _on_suspend_or_resume(at: _At, a: steps.Suspend | steps.Resume) -> None:
+    suspend = isinstance(a, steps.Suspend)
+    req = (pb.SuspendRequest if suspend else pb.ResumeRequest)(instanceId=at.run.iid(a.instance))
+    if a.reason:
+        req.reason.value = a.reason
+    at.rpc("SuspendInstance" if suspend else "ResumeInstance", req)
+
+
+def _on_terminate(at: _At, a: steps.Terminate) -> None:
+    req = pb.TerminateRequest(instanceId=at.run.iid(a.instance), recursive=a.recursive)
+    payload = _payload(at.run.subst(a.output))
+    if payload is not None:
+        req.output.value = payload
+    at.rpc("TerminateInstance", req)
+
+
+def _on_purge(at: _At, a: steps.Purge) -> None:
+    req = pb.PurgeInstancesRequest(instanceId=at.run.iid(a.instance), recursive=a.recursive)
+    if a.force is not None:
+        req.force = a.force
+    at.rpc("PurgeInstances", req)
+
+
+def _on_worker(at: _At, a: steps.RestartWorker | steps.StartWorker | steps.StopWorker) -> None:
+    if not isinstance(a, steps.StartWorker):
+        at.h.stop_worker()
+    if not isinstance(a, steps.StopWorker):
+        at.h.start_worker(programs=a.programs, versions=a.versions)
+
+
+def _on_kill_sidecar(at: _At, a: steps.KillSidecar) -> None:
+    at.h.sidecar.kill()
+
+
+def _on_restart_sidecar(at: _At, a: steps.RestartSidecar) -> None:
+    at.h.sidecar.restart()
+    if at.h.sidecar.address != at.h.client.address:
+        raise HarnessError(f"{at.where}: the sidecar came back on another address ({at.h.sidecar.address})")
+
+
+def _on_advance_clock(at: _At, a: steps.AdvanceClock) -> None:
+    engine = getattr(at.h.sidecar, "engine", None)
+    if engine is None:
+        raise HarnessError(f"{at.where}: sidecar {at.run.pair.sidecar.name} has no clock the harness can move")
+    engine.advance_clock(a.seconds)
+
+
+def _on_sleep(at: _At, a: steps.Sleep) -> None:
+    time.sleep(a.seconds)  # the step's point is to let real time pass
+
+
+def _on_call(at: _At, a: steps.Call) -> None:
+    run, h = at.run, at.h
+    table = TASKHUB if a.rpc in TASKHUB.methods else DAPR_WORKFLOW
+    method = table.method(a.rpc)
+    try:
+        request = json_format.ParseDict(run.subst(dict(a.request)), method.request())
+    except json_format.ParseError as exc:
+        raise HarnessError(f"{at.where}: request is not a {method.request.DESCRIPTOR.name}: {exc}") from None
+    resp = _raw_call(run, h, method, request, expect=at.step.expect_error, where=at.where, timeout=at.timeout,
+                     metadata=a.metadata)
+    if resp is not None and a.response is not MISSING:
+        from conformance.scenario.matching import Matcher
+
+        matcher = Matcher(captures=dict(run.vars))
+        mismatches = matcher.match(run.subst(a.response), message_dict(resp), "$")
+        if mismatches:
+            raise StepFailed(f"{at.where}: {method.name} response: " + "; ".join(mismatches))
+        run.vars.update(matcher.captures)  # `${NAME}` captured here can be used by later steps
+
+
+def _on_release_replays(at: _At, a: steps.ReleaseReplays) -> None:
+    at.h.proxy.replay_pending()
+
+
+def _on_cut_streams(at: _At, a: steps.CutStreams) -> None:
+    at.h.proxy.cut_streams()
+
+
+# One handler per argument class of the step registry (conformance/scenario/steps.py); a test checks
+# that every kind has one.
+HANDLERS: Mapping[type, Callable[[_At, Any], None]] = {
+    steps.Start: _on_start, steps.Wait: _on_wait, steps.Raise: _on_raise, steps.Suspend: _on_suspend_or_resume,
+    steps.Resume: _on_suspend_or_resume, steps.Terminate: _on_terminate, steps.Purge: _on_purge,
+    steps.RestartWorker: _on_worker, steps.StartWorker: _on_worker, steps.StopWorker: _on_worker,
+    steps.KillSidecar: _on_kill_sidecar, steps.RestartSidecar: _on_restart_sidecar,
+    steps.AdvanceClock: _on_advance_clock, steps.Sleep: _on_sleep, steps.Call: _on_call,
+    steps.ReleaseReplays: _on_release_replays, steps.CutStreams: _on_cut_streams,
+}
+
+
 def _do_step(run: _Run, h: _Harness, step: Step) -> None:
-    a = step.args
-    where = f"{step.span} {step.kind}"
-    timeout = run.scenario.timeout
-    if step.kind == "start":
-        from fake_worker.programs import parse_duration
-
-        spec = StartSpec(name=str(a.get("as", "main")), workflow=str(a["workflow"]), input=a.get("input", MISSING),
-                         scheduled_in=parse_duration(a["scheduled_in"]) if "scheduled_in" in a else None,
-                         instance_id=a.get("instance_id"), expect_error=step.expect_error, span=step.span)
-        _do_start(run, h, spec)
-    elif step.kind == "wait":
-        from fake_worker.programs import parse_duration
-
-        wanted = [a["status"]] if isinstance(a["status"], str) else list(a["status"])
-        _wait_status(h.client, run.iid(a.get("instance")), wanted,
-                     parse_duration(a["timeout"]) if "timeout" in a else timeout, where=where)
-    elif step.kind == "raise":
-        req = pb.RaiseEventRequest(instanceId=run.iid(a.get("instance")), name=str(a["event"]))
-        payload = _payload(run.subst(a.get("data", MISSING)))
-        if payload is not None:
-            req.input.value = payload
-        _rpc(run, h.client, "RaiseEvent", req, expect=step.expect_error, where=where, timeout=timeout)
-    elif step.kind in ("suspend", "resume"):
-        cls = pb.SuspendRequest if step.kind == "suspend" else pb.ResumeRequest
-        req = cls(instanceId=run.iid(a.get("instance")))
-        if a.get("reason"):
-            req.reason.value = str(a["reason"])
-        _rpc(run, h.client, "SuspendInstance" if step.kind == "suspend" else "ResumeInstance", req,
-             expect=step.expect_error, where=where, timeout=timeout)
-    elif step.kind == "terminate":
-        req = pb.TerminateRequest(instanceId=run.iid(a.get("instance")), recursive=bool(a.get("recursive", False)))
-        payload = _payload(run.subst(a.get("output", MISSING)))
-        if payload is not None:
-            req.output.value = payload
-        _rpc(run, h.client, "TerminateInstance", req, expect=step.expect_error, where=where, timeout=timeout)
-    elif step.kind == "purge":
-        req = pb.PurgeInstancesRequest(instanceId=run.iid(a.get("instance")), recursive=bool(a.get("recursive", False)))
-        if "force" in a:
-            req.force = bool(a["force"])
-        _rpc(run, h.client, "PurgeInstances", req, expect=step.expect_error, where=where, timeout=timeout)
-    elif step.kind in ("restart_worker", "start_worker", "stop_worker"):
-        if step.kind != "start_worker":
-            h.stop_worker()
-        if step.kind != "stop_worker":
-            h.start_worker(programs=a.get("programs"), versions=a.get("versions"))
-    elif step.kind == "kill_sidecar":
-        h.sidecar.kill()
-    elif step.kind == "restart_sidecar":
-        h.sidecar.restart()
-        if h.sidecar.address != h.client.address:
-            raise HarnessError(f"{where}: the sidecar came back on another address ({h.sidecar.address})")
-    elif step.kind == "advance_clock":
-        from fake_worker.programs import parse_duration
-
-        engine = getattr(h.sidecar, "engine", None)
-        if engine is None:
-            raise HarnessError(f"{where}: sidecar {run.pair.sidecar.name} has no clock the harness can move")
-        engine.advance_clock(parse_duration(a["by"]))
-    elif step.kind == "sleep":
-        from fake_worker.programs import parse_duration
-
-        time.sleep(parse_duration(a["for"]))
-    elif step.kind == "call":
-        table = TASKHUB if str(a["rpc"]) in TASKHUB.methods else DAPR_WORKFLOW
-        method = table.method(str(a["rpc"]))
-        try:
-            request = json_format.ParseDict(run.subst(a.get("request") or {}), method.request())
-        except json_format.ParseError as exc:
-            raise HarnessError(f"{where}: request is not a {method.request.DESCRIPTOR.name}: {exc}") from None
-        expect = a.get("expect") or {}
-        metadata = None if "metadata" not in a else tuple((str(k), str(v)) for k, v in a["metadata"].items())
-        resp = _raw_call(run, h, method, request, expect=step.expect_error, where=where, timeout=timeout,
-                         metadata=metadata)
-        if resp is not None and expect.get("response") is not None:
-            from conformance.scenario.matching import Matcher
-
-            got = message_dict(resp)
-            matcher = Matcher(captures=dict(run.vars))
-            mismatches = matcher.match(run.subst(expect["response"]), got, "$")
-            if mismatches:
-                raise StepFailed(f"{where}: {method.name} response: " + "; ".join(mismatches))
-            run.vars.update(matcher.captures)  # `${NAME}` captured here can be used by later steps
-    elif step.kind == "release_replays":
-        h.proxy.replay_pending()
-    elif step.kind == "cut_streams":
-        h.proxy.cut_streams()
-    else:  # pragma: no cover - the loader rejects unknown kinds
-        raise HarnessError(f"{where}: unknown step kind {step.kind}")
+    HANDLERS[type(step.args)](_At(run=run, h=h, step=step), step.args)
 
 
 def _final_wait(run: _Run, h: _Harness) -> None:

@@ -9,8 +9,9 @@ instead of last-wins, and every reader, scanner and constructor failure turned i
 
 from __future__ import annotations
 
+import difflib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -217,3 +218,10 @@ class _Builder:
             # e.g. an integer past Python's digit limit, a date like 2026-13-45, a float overflow
             raise self.fail(node.start_mark.line + 1, node.start_mark.column + 1,
                             f"value {node.value[:40]!r} cannot be read: {exc}") from None
+
+
+def did_you_mean(word: Any, known: Iterable[str]) -> str:
+    """` (did you mean 'x'?)` for the closest known name, or nothing."""
+    names = {str(k).lower(): str(k) for k in known}  # case is a typo too: Workflow -> workflow
+    close = difflib.get_close_matches(str(word).lower(), list(names), n=1, cutoff=0.6)
+    return f" (did you mean {names[close[0]]!r}?)" if close else ""
