@@ -28,7 +28,8 @@ from google.protobuf import json_format
 from taskhub_wire import pb
 from taskhub_wire.rpc import DAPR_WORKFLOW, TASKHUB, TaskHubClient
 
-from conformance.checks import ALWAYS, CHECKS, ConformanceFailure, Observed
+from conformance.checks import ALWAYS, CHECKS, Observed
+from conformance.failures import TargetMisbehaved, failures_of, render, reproduce_line
 from conformance.events import Outcome, ScenarioFinished, TranscriptEntry
 from conformance.reporting.logs import adopt
 from conformance.scenario.model import MISSING, ErrorExpect, Scenario, StartSpec
@@ -38,7 +39,7 @@ from conformance.scenario.steps import Step
 from conformance.scenario.wire import event_dict, message_dict
 from conformance.runner.isolation import claimer
 from conformance.targets.base import CannotExpress, Gap, Pair, Replayer, WorkerStart
-from conformance.verdict import Judgement, Level, Verdict, judge
+from conformance.verdict import Level, Mismatch, Verdict, judge
 
 
 @functools.cache
@@ -60,8 +61,21 @@ class HarnessError(Exception):
     """The scenario could not be run as written on this pair (an ERROR, not a conformance failure)."""
 
 
-class StepFailed(Exception):
-    """A step's own expectation did not hold (e.g. an RPC that should fail succeeded)."""
+@dataclass(frozen=True)
+class _Where:
+    """Where a step (or the final wait) is written: `file:line what`, and the span apart for its failures."""
+
+    span: Any  # conformance.scenario.source.Span
+    what: str
+
+    def __str__(self) -> str:
+        return f"{self.span} {self.what}"
+
+
+def _step_failed(where: _Where, text: str, *, expected: str | None = None, got: str | None = None) -> TargetMisbehaved:
+    """A step's own expectation did not hold (e.g. an RPC that should fail succeeded): the target misbehaved."""
+    return TargetMisbehaved(check="step", mismatches=[Mismatch(text=text, location=str(where.span), expected=expected,
+                                                               got=got)])
 
 
 def _status_name(value: int) -> str:
@@ -133,15 +147,16 @@ def _payload(value: Any) -> str | None:
     return None if value is MISSING else json.dumps(value)
 
 
-def _expect_error(exc: grpc.RpcError, want: ErrorExpect, where: str) -> None:
+def _expect_error(exc: grpc.RpcError, want: ErrorExpect, where: _Where) -> None:
     code = exc.code().name
     if want.codes and code not in want.codes:
-        raise StepFailed(f"{where}: expected status {'/'.join(want.codes)}, got {code}: {exc.details()}")
+        raise _step_failed(where, f"{where}: expected status {'/'.join(want.codes)}, got {code}: {exc.details()}",
+                           expected="/".join(want.codes), got=code)
     if want.details and not re.search(want.details, exc.details() or ""):
-        raise StepFailed(f"{where}: status details {exc.details()!r} do not match /{want.details}/")
+        raise _step_failed(where, f"{where}: status details {exc.details()!r} do not match /{want.details}/")
 
 
-def _rpc(run: _Run, client: _Client, rpc: str, request: Any, *, expect: ErrorExpect | None, where: str,
+def _rpc(run: _Run, client: _Client, rpc: str, request: Any, *, expect: ErrorExpect | None, where: _Where,
          timeout: float) -> Any:
     try:
         resp = client.call(rpc, request, timeout=timeout)
@@ -149,14 +164,14 @@ def _rpc(run: _Run, client: _Client, rpc: str, request: Any, *, expect: ErrorExp
         if expect is not None:
             _expect_error(exc, expect, where)
             return None
-        raise StepFailed(f"{where}: {rpc} failed: {exc.code().name}: {exc.details()}") from None
+        raise _step_failed(where, f"{where}: {rpc} failed: {exc.code().name}: {exc.details()}") from None
     if expect is not None:
-        raise StepFailed(f"{where}: expected {rpc} to fail ({'/'.join(expect.codes) or 'non-OK'}"
+        raise _step_failed(where, f"{where}: expected {rpc} to fail ({'/'.join(expect.codes) or 'non-OK'}"
                          f"{', details /' + expect.details + '/' if expect.details else ''}), but it succeeded")
     return resp
 
 
-def _raw_call(run: "_Run", h: "_Harness", method: Any, request: Any, *, expect: ErrorExpect | None, where: str,
+def _raw_call(run: "_Run", h: "_Harness", method: Any, request: Any, *, expect: ErrorExpect | None, where: _Where,
               timeout: float, metadata: tuple[tuple[str, str], ...] | None) -> Any:
     """Any RPC of either service on the sidecar, optionally with exactly the given metadata."""
     call = h.client.channel.unary_unary(method.path, request_serializer=method.request.SerializeToString,
@@ -170,10 +185,10 @@ def _raw_call(run: "_Run", h: "_Harness", method: Any, request: Any, *, expect: 
         if expect is not None:
             _expect_error(exc, expect, where)
             return None
-        raise StepFailed(f"{where}: {method.name} failed: {exc.code().name}: {exc.details()}") from None
+        raise _step_failed(where, f"{where}: {method.name} failed: {exc.code().name}: {exc.details()}") from None
     h.client._log(t, method.name, request, resp, None)
     if expect is not None:
-        raise StepFailed(f"{where}: expected {method.name} to fail ({'/'.join(expect.codes) or 'non-OK'}), "
+        raise _step_failed(where, f"{where}: expected {method.name} to fail ({'/'.join(expect.codes) or 'non-OK'}), "
                          "but it succeeded")
     return resp
 
@@ -201,7 +216,7 @@ def _history(client: _Client, iid: str) -> list[Any]:
         raise
 
 
-def _wait_status(client: _Client, iid: str, wanted: Sequence[str], timeout: float, *, where: str) -> dict[str, Any]:
+def _wait_status(client: _Client, iid: str, wanted: Sequence[str], timeout: float, *, where: _Where) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     last = None
     failed: str | None = None
@@ -217,13 +232,13 @@ def _wait_status(client: _Client, iid: str, wanted: Sequence[str], timeout: floa
             return last
         if time.monotonic() > deadline:
             if failed is not None:
-                raise StepFailed(f"{where}: GetInstance {iid} failed until the deadline: {failed}")
+                raise _step_failed(where, f"{where}: GetInstance {iid} failed until the deadline: {failed}")
             got = "no such instance" if last is None else last["status"]
             why = ""
             if last and last.get("failure"):
                 why = f" ({last['failure']['errorType']}: {last['failure']['errorMessage'][:200]})"
-            raise StepFailed(f"{where}: instance {iid} did not reach {'/'.join(wanted)} within {timeout:g}s; "
-                             f"it is {got}{why}")
+            raise _step_failed(where, f"{where}: instance {iid} did not reach {'/'.join(wanted)} within {timeout:g}s; "
+                                      f"it is {got}{why}", expected="/".join(wanted), got=got)
         time.sleep(0.02)
 
 
@@ -299,7 +314,7 @@ def _do_start(run: _Run, h: _Harness, spec: StartSpec) -> None:
         req.input.value = payload
     if spec.scheduled_in is not None:
         req.scheduledStartTimestamp.FromNanoseconds(time.time_ns() + int(spec.scheduled_in * 1e9))
-    _rpc(run, h.client, "StartInstance", req, expect=spec.expect_error, where=f"{spec.span} start {spec.name}",
+    _rpc(run, h.client, "StartInstance", req, expect=spec.expect_error, where=_Where(spec.span, f"start {spec.name}"),
          timeout=run.scenario.timeout)
 
 
@@ -312,8 +327,8 @@ class _At:
     step: Step
 
     @property
-    def where(self) -> str:
-        return f"{self.step.span} {self.step.kind.name}"
+    def where(self) -> _Where:
+        return _Where(self.step.span, self.step.kind.name)
 
     @property
     def timeout(self) -> float:
@@ -408,7 +423,7 @@ def _on_call(at: _At, a: steps.Call) -> None:
         matcher = Matcher(captures=dict(run.vars))
         mismatches = matcher.match(run.subst(a.response), message_dict(resp), "$")
         if mismatches:
-            raise StepFailed(f"{at.where}: {method.name} response: " + "; ".join(mismatches))
+            raise _step_failed(at.where, f"{at.where}: {method.name} response: " + "; ".join(mismatches))
         run.vars.update(matcher.captures)  # `${NAME}` captured here can be used by later steps
 
 
@@ -443,8 +458,8 @@ def _final_wait(run: _Run, h: _Harness) -> None:
             continue
         iid = run.iid(key) if key in run.instances else str(run.subst(key))
         try:
-            _wait_status(h.client, iid, [exp.status], run.scenario.timeout, where=f"{exp.span} expect")
-        except StepFailed:
+            _wait_status(h.client, iid, [exp.status], run.scenario.timeout, where=_Where(exp.span, "expect"))
+        except TargetMisbehaved:
             return  # the expectations check reports the actual status, with every other mismatch
 
 
@@ -509,7 +524,7 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
     run = _Run(scenario=scenario, pair=pair, work_dir=Path(tmp), reproduce=reproduce)
     transcript: list[TranscriptEntry] = []
     logs: list[str] = []  # a process sidecar's own logs, named in a failure's message
-    failures: list[ConformanceFailure] = []
+    failures: list[TargetMisbehaved] = []
     error: str | None = None
     cannot: str | None = None
     with ExitStack() as stack:
@@ -534,10 +549,10 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
             for name in names:
                 try:
                     CHECKS[name](obs)
-                except ConformanceFailure as exc:
+                except TargetMisbehaved as exc:
                     failures.append(exc)
-        except StepFailed as exc:
-            failures.append(ConformanceFailure(check="step", mismatches=[str(exc)]))
+        except TargetMisbehaved as exc:  # a step's own expectation (conformance.failures)
+            failures.append(exc)
         except CannotExpress as exc:
             cannot = str(exc)
         except Exception as exc:  # noqa: BLE001 - the harness must report, not crash
@@ -554,32 +569,32 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
     log_note = "".join(f"\nsidecar log: {p}" for p in logs)
     if error is not None:
         return ScenarioFinished(outcome=Outcome.ERROR, duration_s=duration, transcript=tuple(transcript),
-                                message=f"{error}{log_note}\nReproduce with: {reproduce}", **base)
+                                message=f"{error}{log_note}\n{reproduce_line(reproduce)}", **base)
     return _verdict(scenario, failures, gap, duration=duration, transcript=tuple(transcript),
                     reproduce=reproduce, base=base, note=log_note)
 
 
-def _verdict(scenario: Scenario, failures: Sequence[ConformanceFailure], gap: Gap | None, *, duration: float,
+def _verdict(scenario: Scenario, failures: Sequence[TargetMisbehaved], gap: Gap | None, *, duration: float,
              transcript: tuple[TranscriptEntry, ...], reproduce: str, base: Mapping[str, Any],
              note: str = "") -> ScenarioFinished:
     """The scenario's outcome from its mismatches: only a broken MUST fails (conformance.verdict)."""
     levels = requirement_levels()
-    found = [m for f in failures for m in f.found]
-    judged = judge(found, requirements=scenario.requirements, levels=levels)
+    found = [(f.check, m) for f in failures for m in f.found]
+    judged = judge([m for _, m in found], requirements=scenario.requirements, levels=levels)
     known = judged.outcome is Verdict.FAILED and gap is not None
     verdicts = tuple((rid, Outcome.KNOWN_FAILURE.value if known and v is Verdict.FAILED else v.value)
                      for rid, v in judged.per_requirement)
-    observations = tuple((m.field or f.check, m.text) for f in failures for m in f.found
-                         if m.level is Level.OBSERVATION)
+    observations = tuple((m.field or check, m.text) for check, m in found if m.level is Level.OBSERVATION)
+    data = failures_of(judged, found, reproduce=reproduce)
     common = dict(duration_s=duration, transcript=transcript, verdicts=verdicts, broken=judged.broken,
-                  observations=observations, **base)
+                  observations=observations, failures=data, **base)
     if judged.outcome is Verdict.PASSED:
         # Only a gap narrowed to named scenarios can be judged by one scenario passing.
         passed_gap = gap is not None and bool(gap.scenarios)
         return ScenarioFinished(outcome=Outcome.PASSED, gap_passed=passed_gap,
                                 gap_reason=f"declared gap {gap.requirement} passed here: narrow or remove it in the "
                                            "target's declaration" if passed_gap and gap else "", **common)
-    message = _render(judged, failures) + f"{note}\n\nReproduce with: {reproduce}"
+    message = render(data, sources=requirement_sources(), note=note, reproduce=reproduce)
     if known:
         assert gap is not None
         return ScenarioFinished(outcome=Outcome.KNOWN_FAILURE, message=message,
@@ -592,20 +607,6 @@ def _verdict(scenario: Scenario, failures: Sequence[ConformanceFailure], gap: Ga
     return ScenarioFinished(outcome=outcome, message=message, gap_passed=stale,
                             gap_reason=f"declared gap {gap.requirement} is no longer a MUST failure here: narrow or "
                                        "remove it in the target's declaration" if stale and gap else "", **common)
-
-
-def _render(judged: Judgement, failures: Sequence[ConformanceFailure]) -> str:
-    """Worst first: what is broken (with the requirement and where the contract says so), then what differs."""
-    sources = requirement_sources()
-    check_of = {m.text: f.check for f in failures for m in f.found}
-    blocks = []
-    for section in judged.sections:
-        lines = [section.heading]
-        if section.verdict is Verdict.FAILED:  # where the contract says so
-            lines += [f"  {rid}: {sources[rid]}" for rid in section.requirements if rid in sources]
-        lines += [f"  - [{check_of.get(t, 'check')}] {t}" for t in section.texts]
-        blocks.append("\n".join(lines))
-    return "\n\n".join(blocks)
 
 
 def _run_vector(run: _Run, stack: ExitStack) -> Observed:
