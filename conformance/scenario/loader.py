@@ -14,7 +14,7 @@ from conformance.scenario.model import (
     DIRECTIONS, MISSING, STATUSES, ErrorExpect, Expectation, HistoryExpect, LedgerExpect, Scenario, StartSpec, Vector,
 )
 from conformance.errors import InputError, Problem
-from conformance.scenario.source import SourceDoc, YamlSyntaxError, did_you_mean, load_source
+from conformance.scenario.source import SourceDoc, did_you_mean, load_source
 from conformance.scenario.placeholders import has_placeholder
 from conformance.scenario.steps import STEPS, OnInstance, Start, Step, WorkerArgs, read_args
 from conformance.scenario.wire import WireError, parse_event
@@ -262,10 +262,7 @@ def load_scenario(path: Path, *, root: Path) -> Scenario:
     """Load one scenario; raises InputError with every problem found."""
     display = str(path)
     try:
-        doc = load_source(path, display=display)
-    except YamlSyntaxError as exc:
-        raise _bad_scenarios([Problem(file=exc.span.file, line=exc.span.line, what=exc.problem,
-                                      excerpt=exc.excerpt)]) from None
+        doc = load_source(path, display=display)  # a file that is not YAML: an InputError of its own
     except OSError as exc:
         raise _bad_scenarios([Problem(file=display, line=1, what=f"cannot read: {exc.strerror}")]) from None
     c = _Checker(doc)
