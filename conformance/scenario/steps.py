@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from conformance.scenario.model import MISSING, STATUSES, ErrorExpect, StartSpec
-from conformance.scenario.source import Span, did_you_mean
+from conformance.scenario.source import Span
 
 Path = tuple[Any, ...]  # keys and indices from the document's root
 
@@ -26,6 +26,8 @@ class Checks(Protocol):
     """What argument checks need of the loader (its problem list and the checks it owns)."""
 
     def err(self, path: Path, message: str) -> None: ...
+
+    def keys(self, data: Mapping[str, Any], allowed: Iterable[str], path: Path, what: str) -> None: ...
 
     def duration(self, value: Any, path: Path) -> float: ...
 
@@ -384,11 +386,7 @@ def read_args(c: Checks, kind: StepKind, raw: Mapping[str, Any], path: Path, *, 
 
     `extra` keys are allowed and left to the caller (a scenario's first `start` takes expect_error).
     """
-    allowed = sorted(kind.keys | extra)
-    for k in raw:
-        if k not in allowed:
-            c.err(path + (k,), f"unknown key {k!r} in {what}{did_you_mean(k, allowed)}; "
-                               f"allowed: {', '.join(allowed) or 'none'}")
+    c.keys(raw, kind.keys | extra, path, what)
     values: dict[str, Any] = {}
     for name, a in args_of(kind.args):
         if a.key not in raw:
