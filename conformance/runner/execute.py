@@ -29,11 +29,11 @@ from taskhub_wire import pb
 from taskhub_wire.rpc import DAPR_WORKFLOW, TASKHUB, TaskHubClient
 
 from conformance.checks import ALWAYS, CHECKS, Observed
-from conformance.failures import TargetMisbehaved, failures_of, render, reproduce_line
 from conformance.events import Outcome, ScenarioFinished, TranscriptEntry
+from conformance.failures import TargetMisbehaved, failures_of, render, reproduce_line
 from conformance.reporting.logs import adopt
-from conformance.scenario.model import MISSING, ErrorExpect, Scenario, StartSpec
 from conformance.scenario import steps
+from conformance.scenario.model import MISSING, ErrorExpect, Scenario, StartSpec
 from conformance.scenario.placeholders import substitute
 from conformance.scenario.steps import Step
 from conformance.scenario.wire import event_dict, message_dict

@@ -10,12 +10,12 @@ from typing import Any
 
 from fake_worker.programs import ProgramError, parse_bundle, parse_duration
 
+from conformance.errors import InputError, Problem
 from conformance.scenario.model import (
     DIRECTIONS, MISSING, STATUSES, ErrorExpect, Expectation, HistoryExpect, LedgerExpect, Scenario, StartSpec, Vector,
 )
-from conformance.errors import InputError, Problem
-from conformance.scenario.source import SourceDoc, did_you_mean, load_source
 from conformance.scenario.placeholders import has_placeholder
+from conformance.scenario.source import SourceDoc, did_you_mean, load_source
 from conformance.scenario.steps import STEPS, OnInstance, Start, Step, WorkerArgs, read_args
 from conformance.scenario.wire import WireError, parse_event
 
