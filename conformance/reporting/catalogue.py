@@ -18,7 +18,7 @@ Shape of the file::
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from conformance.errors import InputError
+from conformance.errors import InputError, Problem
 
 DEFAULT_PATH = Path(__file__).resolve().parents[1] / "requirements.yaml"  # conformance/requirements.yaml
 LEVELS = ("MUST", "SHOULD", "MAY", "INFO")  # strongest first; INFO: an observation, never a failure
@@ -36,7 +36,7 @@ _OPTIONAL_KEYS = ("engines_differ",)
 _KNOWN_KEYS = _REQUIRED_KEYS + _OPTIONAL_KEYS
 
 
-def _bad_catalogue(source: str, problems: list[str]) -> InputError:
+def _bad_catalogue(source: str, problems: Sequence[Problem | str]) -> InputError:
     """The catalogue file is wrong: every problem found, one line each (most start with `file:line`)."""
     return InputError(problems, subject=f"the requirement catalogue {source}")
 
@@ -111,7 +111,7 @@ def parse_catalogue(text: str, *, source: str = "<catalogue>", path: Path | None
 
     if not isinstance(data, dict) or "requirements" not in data:
         raise _bad_catalogue(source, ["the top level must be a mapping with the key 'requirements' (a list of requirements)"])
-    problems: list[str] = []
+    problems: list[Problem | str] = []
     extra_top = sorted(str(k) for k in data if k != "requirements")
     if extra_top:
         problems.append(f"unknown top-level key(s) {', '.join(map(repr, extra_top))}; the only key is 'requirements'")
@@ -125,37 +125,40 @@ def parse_catalogue(text: str, *, source: str = "<catalogue>", path: Path | None
     for i, entry in enumerate(entries):
         line = lines[i] if i < len(lines) else 0
         where = f"{source}:{line}" if line else source
+
+        def bad(what: str, *, at: str) -> None:
+            problems.append(Problem(file=source, line=line, at=at, what=what))
         if not isinstance(entry, dict):
-            problems.append(f"{where}: requirements[{i}]: must be a mapping, not {type(entry).__name__}")
+            bad(f"must be a mapping, not {type(entry).__name__}", at=f"requirements[{i}]")
             continue
         rid = entry.get("id")
         label = f"requirements[{i}] ({rid})" if isinstance(rid, str) and rid else f"requirements[{i}]"
         before = len(problems)
         missing = [k for k in _REQUIRED_KEYS if k not in entry]
         if missing:
-            problems.append(f"{where}: {label}: missing key(s) {', '.join(missing)}")
+            bad(f"missing key(s) {', '.join(missing)}", at=label)
         unknown = sorted(str(k) for k in entry if k not in _KNOWN_KEYS)
         if unknown:
-            problems.append(f"{where}: {label}: unknown key(s) {', '.join(unknown)}; known: {', '.join(_KNOWN_KEYS)}")
+            bad(f"unknown key(s) {', '.join(unknown)}; known: {', '.join(_KNOWN_KEYS)}", at=label)
         for key in _REQUIRED_KEYS:
             if key in entry and (not isinstance(entry[key], str) or not entry[key].strip()):
-                problems.append(f"{where}: {label}: {key!r} must be a non-empty string, got {entry[key]!r}")
+                bad(f"{key!r} must be a non-empty string, got {entry[key]!r}", at=label)
         if isinstance(rid, str) and rid.strip():
             if any(c.isspace() for c in rid):
-                problems.append(f"{where}: {label}: id must not contain spaces")
+                bad("id must not contain spaces", at=label)
             if rid in seen:
-                problems.append(f"{where}: {label}: duplicate id {rid!r} (first defined at {seen[rid]})")
+                bad(f"duplicate id {rid!r} (first defined at {seen[rid]})", at=label)
             else:
                 seen[rid] = where
         level = entry.get("level")
         if isinstance(level, str) and level.strip() and level not in LEVELS:
-            problems.append(f"{where}: {label}: bad level {level!r}; one of {', '.join(LEVELS)}")
+            bad(f"bad level {level!r}; one of {', '.join(LEVELS)}", at=label)
         applies = entry.get("applies_to")
         if isinstance(applies, str) and applies.strip() and applies not in APPLIES_TO:
-            problems.append(f"{where}: {label}: bad applies_to {applies!r}; one of {', '.join(APPLIES_TO)}")
+            bad(f"bad applies_to {applies!r}; one of {', '.join(APPLIES_TO)}", at=label)
         differ = entry.get("engines_differ")
         if differ is not None and not isinstance(differ, dict):
-            problems.append(f"{where}: {label}: 'engines_differ' must be a mapping, got {type(differ).__name__}")
+            bad(f"'engines_differ' must be a mapping, got {type(differ).__name__}", at=label)
         if len(problems) == before:
             requirements.append(
                 Requirement(
