@@ -256,12 +256,27 @@ class _Harness:
         stack.callback(self.client.close)
         self.bundle, self.bundle_doc = sc.programs, dict(sc.programs_doc)
         self.worker = None
+        self.more_workers: list[Any] = []  # `add_worker`: more workers beside the first, on the same engine
         self.zombies: list[str] = []
         self.start_worker()
         stack.callback(self.stop_worker)
+        stack.callback(self.stop_more_workers)
 
     def _stop_sidecar(self) -> None:
         self.sidecar.stop()
+
+    def add_worker(self) -> None:
+        """One more worker with the current programs beside the running ones (several workers, one engine)."""
+        first = self.worker
+        self.start_worker()
+        self.more_workers.append(self.worker)
+        self.worker = first
+
+    def stop_more_workers(self) -> None:
+        while self.more_workers:
+            worker = self.more_workers.pop()
+            worker.stop()
+            self.zombies += getattr(worker, "zombies_sent", lambda: [])()
 
     def start_worker(self, *, programs: Mapping[str, Any] | None = None,
                      versions: Mapping[str, Sequence[str]] | None = None) -> None:
@@ -356,6 +371,8 @@ def _do_step(run: _Run, h: _Harness, step: Step) -> None:
             h.stop_worker()
         if step.kind != "stop_worker":
             h.start_worker(programs=a.get("programs"), versions=a.get("versions"))
+    elif step.kind == "add_worker":
+        h.add_worker()
     elif step.kind == "kill_sidecar":
         h.sidecar.kill()
     elif step.kind == "restart_sidecar":

@@ -27,8 +27,8 @@ from conformance.scenario.model import Scenario
 from conformance.targets.base import Pair
 
 # Steps that end or replace the worker's stream (or the engine under it).
-_CONNECTION_STEPS = frozenset({"stop_worker", "start_worker", "restart_worker", "cut_streams", "kill_sidecar",
-                               "restart_sidecar", "release_replays"})
+_CONNECTION_STEPS = frozenset({"stop_worker", "start_worker", "restart_worker", "add_worker", "cut_streams",
+                               "kill_sidecar", "restart_sidecar", "release_replays"})
 
 
 def claimer(proxy: Any) -> Callable[[Any], None]:

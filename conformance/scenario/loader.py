@@ -31,6 +31,7 @@ STEP_KINDS = {
     "restart_worker": {"programs", "versions"},
     "stop_worker": set(),
     "start_worker": {"programs", "versions"},
+    "add_worker": set(),
     "kill_sidecar": set(),
     "restart_sidecar": set(),
     "advance_clock": {"by"},
