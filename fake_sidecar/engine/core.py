@@ -861,7 +861,11 @@ class Engine:
         past = inst.history
         req = pb.WorkflowRequest(instanceId=inst.iid)
         req.executionId.value = inst.execution_id
-        warm = stream.warm.get(inst.iid, 0) if stream.stateful else 0
+        # What this stream was sent counts only for the same execution: after continue-as-new or a
+        # new start under the id, another stream may have carried the new history past that count.
+        execution, warm = stream.warm.get(inst.iid, ("", 0)) if stream.stateful else ("", 0)
+        if execution != inst.execution_id:
+            warm = 0
         if 0 < warm <= len(past):
             req.pastEvents.extend(past[warm:])
             req.cachedHistory.eventCount = warm
@@ -877,7 +881,7 @@ class Engine:
         if self._refused(inst, ("wf", inst.iid, 0), size):
             return None
         if stream.stateful:
-            stream.warm[inst.iid] = len(past)
+            stream.warm[inst.iid] = (inst.execution_id, len(past))
         inst.turn = Turn(token=token, stream=sid, new_events=delivered, consumed=consumed, past_len=len(past))
         stream.out.add(("wf", inst.iid, 0))
         item = pb.WorkItem(completionToken=token)
