@@ -1082,8 +1082,11 @@ class Engine:
         parent_ref = None if detached else {"iid": parent.iid, "task_id": task_id, "name": parent.name,
                                             "exec_id": parent.execution_id}
         if existing is not None:
-            same_owner = (existing.parent or {}).get("iid") == parent.iid and \
-                (existing.parent or {}).get("task_id") == task_id
+            # The same create again means the same parent execution: a later generation that
+            # reuses the action id (and so the default child id) creates the child afresh.
+            owner = existing.parent or {}
+            same_owner = owner.get("iid") == parent.iid and owner.get("task_id") == task_id and \
+                owner.get("exec_id", parent.execution_id) == parent.execution_id
             if same_owner and not detached:
                 return  # idempotent retry of the same create (R3.5 DAPR)
             if not existing.terminal:
