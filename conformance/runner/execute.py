@@ -297,7 +297,9 @@ class _Harness:
         token = self.run.scenario.sidecar.get("api_token")
         self.worker = self.run.pair.worker.start(WorkerStart(
             address=self.proxy.address, bundle=self.bundle, bundle_doc=self.bundle_doc, work_dir=self.run.work_dir,
-            ledger=self.ledger, adversary=tuple(self.run.scenario.worker.get("adversary") or ()), api_token=token))
+            ledger=self.ledger, adversary=tuple(self.run.scenario.worker.get("adversary") or ()), api_token=token,
+            stateful_history=bool(self.run.scenario.worker.get("stateful_history", False)),
+            history_cache_instances=self.run.scenario.worker.get("history_cache_instances")))
         # Engines that only accept workflow calls once a worker is connected (daprd registers its
         # workflow actor types then) say so by this hook; the harness waits before the next step.
         ready = getattr(self.sidecar, "wait_until_workflows_ready", None)
