@@ -11,6 +11,8 @@ Shape of the file::
         applies_to: engine               # engine | worker | both
         source: "seed 000 §...; engine-rules R4.6"
         engines_differ: {...}            # optional free-form mapping
+        ports: ["dapr/dapr tests/integration/suite/daprd/workflow/dedup/taskfailed.go"]   # optional: the
+                                         # cases of a real engine's own test suite the requirement ports
 
 `load_catalogue` checks the whole file and raises one `InputError` listing every problem
 (`file:line: requirements[i] (ID): ...`), so a broken catalogue is fixed in one go.
@@ -18,6 +20,7 @@ Shape of the file::
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +35,9 @@ DEFAULT_PATH = Path(__file__).resolve().parents[1] / "requirements.yaml"  # conf
 LEVELS = ("MUST", "SHOULD", "MAY", "INFO")  # strongest first; INFO: an observation, never a failure
 APPLIES_TO = ("engine", "worker", "both")
 _REQUIRED_KEYS = ("id", "title", "text", "level", "area", "applies_to", "source")
-_OPTIONAL_KEYS = ("engines_differ",)
+_OPTIONAL_KEYS = ("engines_differ", "ports")
+# "<owner>/<repo> <path of the test file in it>": the test case of another project a requirement ports
+PORT_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+ [A-Za-z0-9_./-]+$")
 _KNOWN_KEYS = _REQUIRED_KEYS + _OPTIONAL_KEYS
 
 
@@ -51,6 +56,7 @@ class Requirement:
     applies_to: str  # engine | worker | both
     source: str
     engines_differ: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), compare=False, hash=False)
+    ports: tuple[str, ...] = field(default=(), compare=False)
     line: int = field(default=0, compare=False)  # 1-based line of the entry in its file (0: not from a file)
 
 
@@ -159,6 +165,12 @@ def parse_catalogue(text: str, *, source: str = "<catalogue>", path: Path | None
         differ = entry.get("engines_differ")
         if differ is not None and not isinstance(differ, dict):
             bad(f"'engines_differ' must be a mapping, got {type(differ).__name__}", at=label)
+        ports = entry.get("ports", [])
+        if not isinstance(ports, list) or not ports or not all(isinstance(x, str) and PORT_RE.match(x) for x in ports):
+            if "ports" in entry:
+                bad(f"'ports' must be a non-empty list of \"<owner>/<repo> <test file path>\" strings, got {ports!r}",
+                    at=label)
+            ports = []
         if len(problems) == before:
             requirements.append(
                 Requirement(
@@ -170,6 +182,7 @@ def parse_catalogue(text: str, *, source: str = "<catalogue>", path: Path | None
                     applies_to=applies,
                     source=entry["source"].strip(),
                     engines_differ=MappingProxyType(dict(differ or {})),
+                    ports=tuple(ports),
                     line=line,
                 )
             )

@@ -264,12 +264,27 @@ class _Harness:
         stack.callback(self.client.close)
         self.bundle, self.bundle_doc = sc.programs, dict(sc.programs_doc)
         self.worker = None
+        self.more_workers: list[Any] = []  # `add_worker`: more workers beside the first, on the same engine
         self.zombies: list[str] = []
         self.start_worker()
         stack.callback(self.stop_worker)
+        stack.callback(self.stop_more_workers)
 
     def _stop_sidecar(self) -> None:
         self.sidecar.stop()
+
+    def add_worker(self) -> None:
+        """One more worker with the current programs beside the running ones (several workers, one engine)."""
+        first = self.worker
+        self.start_worker()
+        self.more_workers.append(self.worker)
+        self.worker = first
+
+    def stop_more_workers(self) -> None:
+        while self.more_workers:
+            worker = self.more_workers.pop()
+            worker.stop()
+            self.zombies += getattr(worker, "zombies_sent", lambda: [])()
 
     def start_worker(self, *, programs: Mapping[str, Any] | None = None,
                      versions: Mapping[str, Sequence[str]] | None = None) -> None:
@@ -290,7 +305,9 @@ class _Harness:
         token = self.run.scenario.sidecar.get("api_token")
         self.worker = self.run.pair.worker.start(WorkerStart(
             address=self.proxy.address, bundle=self.bundle, bundle_doc=self.bundle_doc, work_dir=self.run.work_dir,
-            ledger=self.ledger, adversary=tuple(self.run.scenario.worker.get("adversary") or ()), api_token=token))
+            ledger=self.ledger, adversary=tuple(self.run.scenario.worker.get("adversary") or ()), api_token=token,
+            stateful_history=bool(self.run.scenario.worker.get("stateful_history", False)),
+            history_cache_instances=self.run.scenario.worker.get("history_cache_instances")))
         # Engines that only accept workflow calls once a worker is connected (daprd registers its
         # workflow actor types then) say so by this hook; the harness waits before the next step.
         ready = getattr(self.sidecar, "wait_until_workflows_ready", None)
@@ -386,6 +403,10 @@ def _on_worker(at: _At, a: steps.RestartWorker | steps.StartWorker | steps.StopW
         at.h.start_worker(programs=a.programs, versions=a.versions)
 
 
+def _on_add_worker(at: _At, a: steps.AddWorker) -> None:
+    at.h.add_worker()
+
+
 def _on_kill_sidecar(at: _At, a: steps.KillSidecar) -> None:
     at.h.sidecar.kill()
 
@@ -441,6 +462,7 @@ HANDLERS: Mapping[type, Callable[[_At, Any], None]] = {
     steps.Start: _on_start, steps.Wait: _on_wait, steps.Raise: _on_raise, steps.Suspend: _on_suspend_or_resume,
     steps.Resume: _on_suspend_or_resume, steps.Terminate: _on_terminate, steps.Purge: _on_purge,
     steps.RestartWorker: _on_worker, steps.StartWorker: _on_worker, steps.StopWorker: _on_worker,
+    steps.AddWorker: _on_add_worker,
     steps.KillSidecar: _on_kill_sidecar, steps.RestartSidecar: _on_restart_sidecar,
     steps.AdvanceClock: _on_advance_clock, steps.Sleep: _on_sleep, steps.Call: _on_call,
     steps.ReleaseReplays: _on_release_replays, steps.CutStreams: _on_cut_streams,

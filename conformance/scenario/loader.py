@@ -318,7 +318,12 @@ def _scenario(c: _Checker, doc: SourceDoc, *, path: Path, root: Path) -> Scenari
     if not isinstance(worker, Mapping):
         c.err(("worker",), "worker options are a mapping, e.g. {adversary: [...]}")
         worker = {}
-    c.keys(worker, {"adversary"}, ("worker",), "worker options")
+    c.keys(worker, {"adversary", "stateful_history", "history_cache_instances"}, ("worker",), "worker options")
+    if not isinstance(worker.get("stateful_history", False), bool):
+        c.err(("worker", "stateful_history"), "stateful_history is true or false (announce WORKER_CAPABILITY_STATEFUL_HISTORY)")
+    cache = worker.get("history_cache_instances")
+    if cache is not None and (not isinstance(cache, int) or isinstance(cache, bool) or cache < 0):
+        c.err(("worker", "history_cache_instances"), f"history_cache_instances is a count of 0 or more, got {cache!r}")
     if "adversary" in worker:
         from fake_worker.adversary import AdversaryError, parse_rules
 

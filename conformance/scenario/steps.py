@@ -274,6 +274,11 @@ class StopWorker:
 
 
 @dataclass(frozen=True, kw_only=True)
+class AddWorker:
+    pass
+
+
+@dataclass(frozen=True, kw_only=True)
 class KillSidecar:
     pass
 
@@ -350,6 +355,9 @@ STEPS: Mapping[str, StepKind] = {k.name: k for k in (
     StepKind(name="start_worker", args=StartWorker, shared="worker_args", connection=True,
              doc="Start a worker (after stop_worker)."),
     StepKind(name="stop_worker", args=StopWorker, connection=True, doc="Stop the worker (its streams close)."),
+    StepKind(name="add_worker", args=AddWorker, connection=True,
+             doc="Start one more worker with the current programs beside the running one (several workers on one "
+                 "engine); stop_worker and restart_worker act on the first only."),
     StepKind(name="kill_sidecar", args=KillSidecar, connection=True,
              doc="Kill the sidecar abruptly (requires: [restart])."),
     StepKind(name="restart_sidecar", args=RestartSidecar, connection=True,
