@@ -49,6 +49,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from fake_sidecar.engine import Engine, errors
 from fake_sidecar.engine.model import NEVER_NS
+from fake_sidecar.engine.policy import REFERENCE_POLICY, EnginePolicy
 from fake_sidecar.engine.store import MemoryStore
 from fake_sidecar.engine.turns import resolution_key
 from fake_worker.programs import parse_bundle
@@ -138,6 +139,11 @@ class EngineFinding:
         return "\n".join([self.headline(), "", self.message, "", "steps (shrunk):", *[f"  {s}" for s in self.steps]])
 
 
+def _engine_name(engine_class: type[Engine], policy: EnginePolicy) -> str:
+    """The engine a finding names: its class, or the policy that makes it differ (a mutant's)."""
+    return engine_class.__name__ if type(policy) is EnginePolicy else type(policy).__name__
+
+
 def history_problems(history: list[pb.HistoryEvent]) -> list[tuple[str, str]]:
     """(check, message) for what is wrong with one committed history."""
     out: list[tuple[str, str]] = []
@@ -165,16 +171,17 @@ def history_problems(history: list[pb.HistoryEvent]) -> list[tuple[str, str]]:
 
 
 class EngineMachine(RuleBasedStateMachine):
-    """Drive one engine; `engine_class` is replaced for other engines (e.g. mutants)."""
+    """Drive one engine; `policy` is replaced for other engines (e.g. mutants)."""
 
     engine_class: type[Engine] = Engine
+    policy: EnginePolicy = REFERENCE_POLICY
     sink: Callable[[EngineFinding], None] | None = None
     campaign_seed = 0
 
     def __init__(self) -> None:
         super().__init__()
         self.clock = ManualClock()
-        self.engine = self.engine_class(store=MemoryStore(), clock=self.clock)
+        self.engine = self.engine_class(store=MemoryStore(), clock=self.clock, policy=self.policy)
         self.streams: list[int] = []
         self.held: list[Held] = []
         self.latest: dict[tuple[str, str, int], str] = {}
@@ -190,14 +197,14 @@ class EngineMachine(RuleBasedStateMachine):
         self.log.append(text)
 
     def fail(self, check: str, message: str) -> None:
-        f = EngineFinding(engine=self.engine_class.__name__, check=check, message=message, steps=list(self.log),
+        f = EngineFinding(engine=_engine_name(self.engine_class, self.policy), check=check, message=message, steps=list(self.log),
                           seed=self.campaign_seed)
         if type(self).sink is not None:
             type(self).sink(f)  # type: ignore[misc]
         raise finding_error(f.key)(f)
 
     def _inst(self, iid: str) -> Any:
-        return self.engine._instances.get(iid)  # white-box: the engine's own record
+        return self.engine.table.find(iid)  # white-box: the engine's own record
 
     def snapshot(self) -> Any:
         out = {}
@@ -420,7 +427,7 @@ class EngineMachine(RuleBasedStateMachine):
             else:
                 expect = "applied"
         before = self.snapshot()
-        got = self.engine.complete_turn(resp)
+        got = self.engine.complete_turn(resp).value
         kinds = [a.WhichOneof("workflowActionType") for a in resp.actions]
         self.step(f"complete_turn({h.iid}, {applied_variant}, {'token' if forge else 'forged token'}"
                   f"{'' if current else ' (stale)'}, actions {kinds}, patches {list(resp.version.patches)}) -> {got}")
@@ -462,7 +469,7 @@ class EngineMachine(RuleBasedStateMachine):
         before = self.snapshot()
         inst = self._inst(h.iid)
         pending = inst is not None and h.task_id in inst.activities
-        got = self.engine.complete_activity(resp)
+        got = self.engine.complete_activity(resp).value
         self.step(f"complete_activity({h.iid}/{h.task_id}, {'ok' if ok else 'failure'}, "
                   f"{'token' if forge else 'forged token'}{'' if current else ' (stale)'}) -> {got}")
         if not current:
@@ -490,11 +497,11 @@ class EngineMachine(RuleBasedStateMachine):
                 resp.result.value = json.dumps("again")
             else:
                 resp.failureDetails.errorType = "ActivityFailure"
-            got = self.engine.complete_activity(resp)
+            got = self.engine.complete_activity(resp).value
         else:
             req = h.item.workflowRequest
             result = execute(BUNDLE, instance_id=h.iid, past=req.pastEvents, new=req.newEvents)
-            got = self.engine.complete_turn(result.response(instance_id=h.iid, completion_token=h.token))
+            got = self.engine.complete_turn(result.response(instance_id=h.iid, completion_token=h.token)).value
         self.step(f"answer again {h.kind} {h.iid}/{h.task_id} with its settled token -> {got}")
         if got not in ("stale", "unknown"):
             self.fail("exactly-once" if h.kind == "act" else "tokens",
@@ -526,18 +533,17 @@ class EngineMachine(RuleBasedStateMachine):
     def advance(self, seconds: float) -> None:
         self.clock.advance_to(self.clock.now_ns() + int(seconds * 1e9))
         self.step(f"advance clock {seconds}s")
-        with self.engine._lock:
-            self.engine._run_due(self.clock.now_ns())
+        self.engine.run_due(self.clock.now_ns())
 
-    @precondition(lambda self: bool(self.engine._due))
+    @precondition(lambda self: self.engine.ticker.next_due() is not None)
     @rule()
     def advance_to_next_due(self) -> None:
-        target = self.engine._due[0][0]
+        target = self.engine.ticker.next_due()
+        assert target is not None
         if target < NEVER_NS:
             self.clock.advance_to(target)
         self.step("advance clock to the next due time")
-        with self.engine._lock:
-            self.engine._run_due(self.clock.now_ns())
+        self.engine.run_due(self.clock.now_ns())
 
     # ------------------------------------------------------------------ redelivery
 
@@ -632,6 +638,7 @@ class EngineMachine(RuleBasedStateMachine):
 @dataclass
 class EngineCampaign:
     engine_class: type[Engine] = Engine
+    policy: EnginePolicy = REFERENCE_POLICY
     name: str = "reference"
     seed: int = 0
     budget: Budget = Budget(seconds=60)
@@ -671,6 +678,7 @@ class EngineCampaign:
 
         class Machine(EngineMachine):
             engine_class = self.engine_class
+            policy = self.policy
             campaign_seed = self.seed
 
             def __init__(self) -> None:

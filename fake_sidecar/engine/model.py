@@ -6,8 +6,9 @@ goes through `InstanceView` (frozen).
 
 from __future__ import annotations
 
+import enum
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -41,6 +42,76 @@ def ts(ns: int) -> Any:
 
 def ts_ns(stamp: Any) -> int:
     return stamp.seconds * 1_000_000_000 + stamp.nanos
+
+
+class WorkKind(enum.Enum):
+    """What a dispatched work item asks of a worker."""
+
+    TURN = "turn"  # a workflow turn (WorkflowRequest)
+    ACTIVITY = "activity"  # one activity run (ActivityRequest)
+
+
+@dataclass(frozen=True)
+class WorkRef:
+    """One unit of work of an instance, as queued and as out on a stream."""
+
+    kind: WorkKind
+    iid: str
+    task_id: int = 0  # the activity's task id; 0 for a turn
+
+    @classmethod
+    def turn(cls, iid: str) -> "WorkRef":
+        return cls(kind=WorkKind.TURN, iid=iid)
+
+    @classmethod
+    def activity(cls, iid: str, task_id: int) -> "WorkRef":
+        return cls(kind=WorkKind.ACTIVITY, iid=iid, task_id=task_id)
+
+
+class CompletionOutcome(enum.Enum):
+    """What the engine did with a worker's completion (every one is answered OK on the wire)."""
+
+    APPLIED = "applied"
+    STALE = "stale"  # the token is not the current dispatch's: a zombie's answer
+    UNKNOWN = "unknown"  # nothing of that instance/task is out
+    STALLED = "stalled"
+    ABANDONED = "abandoned"  # redelivered later (R3.13)
+    VECTOR = "vector"  # the answer to an injected test vector, handed back, not applied
+
+
+class TurnDecision(enum.Enum):
+    """What a worker's answer to a turn leads to (`turns.decide_turn`)."""
+
+    COMMIT = "commit"
+    STALL = "stall"
+    ABANDON = "abandon"
+
+
+@dataclass(frozen=True)
+class ParentRef:
+    """The workflow that started a child instance, and the action that did (its task id)."""
+
+    iid: str
+    task_id: int
+    name: str
+    exec_id: str
+
+    def meta(self) -> dict[str, Any]:
+        """The stored form (the keys of the store's meta value, unchanged since it was a dict)."""
+        return {"iid": self.iid, "task_id": self.task_id, "name": self.name, "exec_id": self.exec_id}
+
+    @classmethod
+    def from_meta(cls, raw: Mapping[str, Any] | None) -> "ParentRef | None":
+        """The stored form back; ValueError (naming what is wrong) for a malformed one."""
+        if raw is None:
+            return None
+        if not isinstance(raw, Mapping):
+            raise ValueError(f"its parent is {type(raw).__name__}, not an object")
+        missing = [k for k in ("iid", "task_id", "name", "exec_id") if k not in raw]
+        if missing:
+            raise ValueError(f"its parent lacks {', '.join(missing)}")
+        return cls(iid=str(raw["iid"]), task_id=int(raw["task_id"]), name=str(raw["name"]),
+                   exec_id=str(raw["exec_id"]))
 
 
 @dataclass
@@ -89,7 +160,7 @@ class Instance:
     last_updated_ns: int
     custom_status: str | None = None
     stalled: tuple[int, str] | None = None
-    parent: dict[str, Any] | None = None
+    parent: ParentRef | None = None
     continuing: bool = False  # a continue-as-new generation waits for its first turn: RUNNING, not PENDING
     history: list[pb.HistoryEvent] = field(default_factory=list)
     inbox: list[InboxEntry] = field(default_factory=list)
@@ -155,7 +226,8 @@ class Instance:
             "seq": self.seq, "name": self.name, "generation": self.generation,
             "execution_id": self.execution_id, "created_ns": self.created_ns,
             "last_updated_ns": self.last_updated_ns, "custom_status": self.custom_status,
-            "stalled": list(self.stalled) if self.stalled else None, "parent": self.parent,
+            "stalled": list(self.stalled) if self.stalled else None,
+            "parent": self.parent.meta() if self.parent is not None else None,
             "continuing": self.continuing,
         }
 
@@ -224,4 +296,4 @@ class Stream:
     sid: int
     stateful: bool
     warm: dict[str, int] = field(default_factory=dict)
-    out: set[tuple[str, str, int]] = field(default_factory=set)
+    out: set[WorkRef] = field(default_factory=set)

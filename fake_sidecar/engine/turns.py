@@ -13,9 +13,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from taskhub_wire import pb
 
-from fake_sidecar.engine.model import TERMINAL, Instance, ts
+from fake_sidecar.engine.model import TERMINAL, Instance, TurnDecision, ts
 
-COMMIT, STALL, ABANDON = "commit", "stall", "abandon"
+COMMIT, STALL, ABANDON = TurnDecision.COMMIT, TurnDecision.STALL, TurnDecision.ABANDON
 
 # Completion statuses a worker may report; anything else is a malformed action.
 _COMPLETION_STATUSES = TERMINAL | {pb.ORCHESTRATION_STATUS_CONTINUED_AS_NEW}
@@ -31,7 +31,7 @@ class ChildStart:
 
 @dataclass
 class Outcome:
-    kind: str
+    kind: TurnDecision
     events: list[pb.HistoryEvent] = field(default_factory=list)
     stall: tuple[int, str] | None = None
     reason: str = ""
