@@ -21,7 +21,9 @@ from taskhub_wire import pb
 from fake_sidecar.engine import errors
 from fake_sidecar.engine.config import Counters, EngineConfig, TaskExecutionIdMode
 from fake_sidecar.engine.instances import InstanceTable
-from fake_sidecar.engine.model import NEVER_NS, Instance, InboxEntry, PendingActivity, Stream, Turn, WorkKind, WorkRef, ts
+from fake_sidecar.engine.model import (
+    NEVER_NS, InboxEntry, Instance, PendingActivity, Stream, Turn, WorkKind, WorkRef, ts,
+)
 from fake_sidecar.engine.policy import EnginePolicy
 from fake_sidecar.engine.refusals import RefusalTracker
 from fake_sidecar.engine.store import StoreError
