@@ -22,6 +22,12 @@ from typing import Callable, Iterable, TypeVar
 
 from google.protobuf.message import DecodeError, Message
 
+from taskhub_core import machine
+from taskhub_core.actions import Context, child_instance_id, child_result, child_start, timer_fired
+from taskhub_core.history import OPENED_BY, absorb, fresh_opened, first_version_name, resolution_key, status_name
+from taskhub_core.inbox import next_generation, timer_due_ns, without_timers
+from taskhub_core.timestamps import MAX_TIMESTAMP_NS
+from taskhub_core.turn import Decision, TurnKind, abandon
 from taskhub_wire import pb
 
 from fake_sidecar.engine import errors
@@ -31,16 +37,12 @@ from fake_sidecar.engine.model import (
 )
 from fake_sidecar.engine.refusals import RefusalTracker
 from fake_sidecar.engine.store import LoadedInstance, MemoryStore, SqliteStore, StoreError, Tx, damaged
-from fake_sidecar.engine.turns import (
-    ABANDON, STALL, Outcome, PayloadLimit, absorb, decide_turn, first_version_name, payload_size,
-    resolution_key, status_name,
-)
+from fake_sidecar.engine.turns import PayloadLimit, core_state, decide, payload_size
 
 log = logging.getLogger("fake_sidecar.engine")
 _M = TypeVar("_M", bound=Message)
 
 MAX_INSTANCE_ID = 1024
-MAX_TIMESTAMP_NS = 253402300799_999999999  # 9999-12-31T23:59:59.999999999Z
 DEFAULT_PAGE = 1024
 _IDLE_JUMP_NS = 50_000_000  # virtual clock: stay idle this long before jumping to the next timer
 
@@ -615,7 +617,7 @@ class Engine:
         reissue: list[pb.HistoryEvent] = []
         for ev in prefix:
             kind = ev.WhichOneof("eventType")
-            group = {"taskScheduled": "task", "timerCreated": "timer", "childWorkflowInstanceCreated": "child"}.get(kind)
+            group = OPENED_BY.get(kind)
             if group is not None and (group, ev.eventId) not in resolved:
                 reissue.append(ev)
                 continue
@@ -641,7 +643,7 @@ class Engine:
             new_ev = pb.HistoryEvent()
             new_ev.CopyFrom(ev)
             if new_ev.HasField("childWorkflowInstanceCreated") and ev is not target:
-                new_ev.childWorkflowInstanceCreated.instanceId = f"{new_id}:{ev.eventId & 0xFFFF:04x}"
+                new_ev.childWorkflowInstanceCreated.instanceId = child_instance_id(new_id, ev.eventId)
             inst.history.append(new_ev)
             absorb(inst, new_ev)
             tx.history_append.append((new_id, len(inst.history) - 1, wire(new_ev)))
@@ -663,23 +665,14 @@ class Engine:
             req.workflowInstance.instanceId = inst.iid
             self._add_activity(inst, req, tx)
         elif ev.HasField("timerCreated"):
-            fired = pb.HistoryEvent(eventId=-1)
-            fired.timerFired.timerId = ev.eventId
-            fired.timerFired.fireAt.CopyFrom(ev.timerCreated.fireAt)
-            self._add_inbox(inst, fired, tx, visible_at=min(ts_ns(ev.timerCreated.fireAt), NEVER_NS))
+            fired = timer_fired(timer_id=ev.eventId, fire_at=ev.timerCreated.fireAt)
+            self._add_inbox(inst, fired, tx, visible_at=timer_due_ns(fired))
         elif ev.HasField("childWorkflowInstanceCreated"):
             ce = ev.childWorkflowInstanceCreated
-            start = pb.HistoryEvent(eventId=-1, timestamp=ts(self.now()))
-            es = start.executionStarted
-            es.name = ce.name
-            if ce.HasField("input"):
-                es.input.CopyFrom(ce.input)
-            es.workflowInstance.instanceId = ce.instanceId
-            es.workflowInstance.executionId.value = uuid.uuid4().hex
-            es.parentInstance.taskScheduledId = ev.eventId
-            es.parentInstance.name.value = inst.name
-            es.parentInstance.workflowInstance.instanceId = inst.iid
-            es.parentInstance.workflowInstance.executionId.value = inst.execution_id
+            ctx = Context(iid=inst.iid, name=inst.name, execution_id=inst.execution_id, now_ns=self.now(),
+                          new_id=lambda: uuid.uuid4().hex)
+            start = child_start(child_id=ce.instanceId, name=ce.name, input=ce.input if ce.HasField("input") else None,
+                                parent_task_id=ev.eventId, ctx=ctx)
             self._start_child(inst, ce.instanceId, start, ev.eventId, tx)
 
     # ----------------------------------------------------------------- worker streams
@@ -753,12 +746,11 @@ class Engine:
     def _duplicate(inst: Instance, key: tuple[str, int], seen: set[tuple[str, int]]) -> bool:
         return key in inst.resolved or key in seen
 
-    def _decide(self, inst: Instance, turn: Turn, resp: pb.WorkflowResponse) -> Outcome:
-        return decide_turn(inst, turn.new_events, resp, now_ns=self.now())
+    def _decide(self, inst: Instance, turn: Turn, resp: pb.WorkflowResponse) -> Decision:
+        return decide(inst, turn.new_events, resp, now_ns=self.now())
 
     def _schedule_timer(self, inst: Instance, fired: pb.HistoryEvent, tx: Tx) -> None:
-        fire_ns = min(ts_ns(fired.timerFired.fireAt), NEVER_NS)
-        self._add_inbox(inst, fired, tx, visible_at=max(fire_ns, 1))
+        self._add_inbox(inst, fired, tx, visible_at=timer_due_ns(fired))
 
     def connected_streams(self) -> int:
         with self._lock:
@@ -966,11 +958,11 @@ class Engine:
                 outcome = self._decide(inst, turn, resp)
             except Exception as exc:  # noqa: BLE001 - a bad answer must never lose the turn
                 log.exception("could not apply the answer for %s", inst.iid)
-                outcome = Outcome(ABANDON, reason=f"the answer could not be applied: {exc!r}")
-            if outcome.kind == ABANDON:
+                outcome = abandon(f"the answer could not be applied: {exc!r}")
+            if outcome.kind is TurnKind.ABANDON:
                 self._abandon(inst, outcome.reason)
                 return "abandoned"
-            if outcome.kind == STALL:
+            if outcome.kind is TurnKind.STALL:
                 assert outcome.stall is not None
                 self._stall(inst, outcome.stall)
                 return "stalled"
@@ -1011,40 +1003,14 @@ class Engine:
         self._commit(tx, inst)
         self._notify(inst.iid)
 
-    def _apply(self, inst: Instance, turn: Turn, out: Outcome) -> None:
+    def _apply(self, inst: Instance, turn: Turn, out: Decision) -> None:
+        """Commit `out` as the instance machine (taskhub_core.machine) says, in one transaction."""
+        restart = dict(restart_ns=self.now(), next_execution_id=uuid.uuid4().hex) if out.continue_as_new else {}
+        cmd = machine.Commit(decision=out, consumed=frozenset(turn.consumed), now_ns=self.clock.now_ns(), **restart)
+        _, effects = machine.apply(core_state(inst), cmd)
         tx = Tx()
-        inst.custom_status = out.custom_status
-        consumed = set(turn.consumed)
-        for entry in [e for e in inst.inbox if e.seq in consumed]:
-            inst.inbox.remove(entry)
-            tx.inbox_delete.append((inst.iid, entry.seq))
-        for ev in out.events:
-            inst.history.append(ev)
-            absorb(inst, ev)
-            tx.history_append.append((inst.iid, len(inst.history) - 1, wire(ev)))
-        if out.events:
-            inst.last_updated_ns = ts_ns(out.events[-1].timestamp) or self.clock.now_ns()
-        for name in out.cancel_event_timers:
-            self._cancel_event_timer(inst, name, tx)
-        for req in out.activities:
-            self._add_activity(inst, req, tx)
-        for _timer_id, fired in out.timers:
-            self._schedule_timer(inst, fired, tx)
-        for child in out.children:
-            self._start_child(inst, child.iid, child.start, child.parent_task_id, tx, detached=child.detached)
-        for target_id, ev in out.sends:
-            target = self._instances.get(target_id)
-            if target is None or target.terminal:
-                log.info("dropped a message from %s to %s: no such running instance", inst.iid, target_id)
-                continue
-            self._add_inbox(target, ev, tx)
-            self._maybe_queue(target)
-        if out.continue_as_new is not None:
-            self._continue_as_new(inst, out.continue_as_new, tx)
-        if inst.terminal:
-            self._finish(inst, tx)
-        if out.terminate_cascade is not None and out.terminate_cascade[1]:
-            self._cascade_terminate(inst, out.terminate_cascade[0], tx)
+        for effect in effects:
+            self._perform(inst, effect, tx)
         try:
             self._commit(tx, inst)
         except errors.StoreFailed:
@@ -1062,15 +1028,45 @@ class Engine:
         tx.activity_put.append((inst.iid, req.taskId, inst.generation, wire(req)))
         self._queue_activity(inst, act)
 
-    def _cancel_event_timer(self, inst: Instance, name: str, tx: Tx) -> None:
-        """R6.3 (DAPR): a committed EventRaised deletes the oldest pending timeout timer of its wait."""
-        folded = name.casefold()
-        pending = sorted((e for e in inst.inbox if e.event.HasField("timerFired") and e.visible_at > 0
-                          and inst.timer_event_names.get(e.event.timerFired.timerId, "").casefold() == folded),
-                         key=lambda e: e.event.timerFired.timerId)
-        if pending and pending[0].visible_at > self.clock.now_ns():
-            inst.inbox.remove(pending[0])
-            tx.inbox_delete.append((inst.iid, pending[0].seq))
+    def _perform(self, inst: Instance, effect: machine.Effect, tx: Tx) -> None:
+        """Carry out one effect of a committed turn on the engine's records, the store and the queues."""
+        match effect:
+            case machine.Consumed(items=items):
+                self._remove_inbox(inst, {i.seq for i in items}, tx)
+            case machine.TimerCancelled(item=item):
+                self._remove_inbox(inst, {item.seq}, tx)
+            case machine.Recorded(events=events, custom_status=custom):
+                inst.custom_status = custom
+                for ev in events:
+                    inst.history.append(ev)
+                    absorb(inst, ev)
+                    tx.history_append.append((inst.iid, len(inst.history) - 1, wire(ev)))
+                if events:
+                    inst.last_updated_ns = ts_ns(events[-1].timestamp) or self.clock.now_ns()
+            case machine.ActivityScheduled(request=req):
+                self._add_activity(inst, req, tx)
+            case machine.TimerScheduled(item=item):
+                self._schedule_timer(inst, item.event, tx)
+            case machine.ChildStarted(child=child):
+                self._start_child(inst, child.iid, child.start, child.parent_task_id, tx, detached=child.detached)
+            case machine.MessageSent(target=target_id, event=ev):
+                target = self._instances.get(target_id)
+                if target is None or target.terminal:
+                    log.info("dropped a message from %s to %s: no such running instance", inst.iid, target_id)
+                    return
+                self._add_inbox(target, ev, tx)
+                self._maybe_queue(target)
+            case machine.GenerationStarted():
+                self._continue_as_new(inst, effect, tx)
+            case machine.Finished():
+                self._finish(inst, tx)
+            case machine.Cascaded(output=output):
+                self._cascade_terminate(inst, output, tx)
+
+    def _remove_inbox(self, inst: Instance, seqs: set[int], tx: Tx) -> None:
+        for entry in [e for e in inst.inbox if e.seq in seqs]:
+            inst.inbox.remove(entry)
+            tx.inbox_delete.append((inst.iid, entry.seq))
 
     def _start_child(self, parent: Instance, child_id: str, start: pb.HistoryEvent, task_id: int, tx: Tx,
                      *, detached: bool = False) -> None:
@@ -1107,16 +1103,9 @@ class Engine:
         self._maybe_queue(child)
         self._notify(child_id)
 
-    def _continue_as_new(self, inst: Instance, can: tuple[str | None, list[pb.HistoryEvent]], tx: Tx) -> None:
+    def _continue_as_new(self, inst: Instance, started: machine.GenerationStarted, tx: Tx) -> None:
         """R2.10 / R3.10: a new generation; old timers and activities are forgotten."""
-        new_input, carry = can
-        old_start = inst.start_event()
         tx.history_clear.add(inst.iid)
-        for entry in list(inst.inbox):
-            # Keep events that arrived during the turn (not timers of the old generation).
-            if entry.event.HasField("timerFired"):
-                inst.inbox.remove(entry)
-                tx.inbox_delete.append((inst.iid, entry.seq))
         for task_id in list(inst.activities):
             tx.activity_delete.append((inst.iid, task_id))
         inst.activities.clear()
@@ -1125,41 +1114,24 @@ class Engine:
         inst.completed = None
         inst.suspended = False
         inst.resolved = set()
-        inst.opened = {"task": set(), "timer": set(), "child": set()}
+        inst.opened = fresh_opened()
         inst.timer_event_names = {}
         inst.children = []
         inst.patches = []
         inst.generation += 1
         inst.continuing = True
-        now = self.now()
-        start = pb.HistoryEvent(eventId=-1, timestamp=ts(now))
-        es = start.executionStarted
-        es.name = inst.name
-        if new_input is not None:
-            es.input.value = new_input
-        es.workflowInstance.instanceId = inst.iid
-        inst.execution_id = uuid.uuid4().hex
-        es.workflowInstance.executionId.value = inst.execution_id
-        if old_start is not None and old_start.executionStarted.HasField("parentInstance"):
-            es.parentInstance.CopyFrom(old_start.executionStarted.parentInstance)
-        inst.created_ns = now
-        # Start event and carry-over events go first, ahead of anything still queued.
-        rest = list(inst.inbox)
-        for entry in rest:
-            tx.inbox_delete.append((inst.iid, entry.seq))
-        inst.inbox = []
-        self._add_inbox(inst, start, tx)
-        for ev in carry:
-            self._add_inbox(inst, ev, tx)
-        for entry in rest:
-            self._add_inbox(inst, entry.event, tx, visible_at=entry.visible_at)
+        es = started.start.executionStarted
+        inst.execution_id = es.workflowInstance.executionId.value
+        inst.created_ns = ts_ns(started.start.timestamp)
+        # The core's order over this engine's own entries (a turn may have added some meanwhile).
+        order = next_generation(started.start, started.carry, inst.inbox)
+        self._remove_inbox(inst, {e.seq for e in inst.inbox}, tx)
+        for ev, visible_at in order:
+            self._add_inbox(inst, ev, tx, visible_at=visible_at)
 
     def _finish(self, inst: Instance, tx: Tx) -> None:
         """Terminal: drop timers and pending activities (R6.2 DAPR) and tell the parent (R3.6)."""
-        for entry in list(inst.inbox):
-            if entry.event.HasField("timerFired"):
-                inst.inbox.remove(entry)
-                tx.inbox_delete.append((inst.iid, entry.seq))
+        self._remove_inbox(inst, {e.seq for e in without_timers(inst.inbox)[1]}, tx)
         for task_id in list(inst.activities):
             tx.activity_delete.append((inst.iid, task_id))
         inst.activities.clear()
@@ -1169,16 +1141,7 @@ class Engine:
         if parent is None or parent.terminal or parent.execution_id != inst.parent.get("exec_id"):
             return
         assert inst.completed is not None
-        done = inst.completed.executionCompleted
-        ev = pb.HistoryEvent(eventId=-1, timestamp=ts(self.now()))
-        if done.workflowStatus == pb.ORCHESTRATION_STATUS_COMPLETED:
-            ev.childWorkflowInstanceCompleted.taskScheduledId = inst.parent["task_id"]
-            if done.HasField("result"):
-                ev.childWorkflowInstanceCompleted.result.CopyFrom(done.result)
-        else:
-            ev.childWorkflowInstanceFailed.taskScheduledId = inst.parent["task_id"]
-            if done.HasField("failureDetails"):
-                ev.childWorkflowInstanceFailed.failureDetails.CopyFrom(done.failureDetails)
+        ev = child_result(inst.completed.executionCompleted, task_id=inst.parent["task_id"], now_ns=self.now())
         self._add_inbox(parent, ev, tx)
         tx.instances[parent.iid] = parent.meta()
         self._maybe_queue(parent)

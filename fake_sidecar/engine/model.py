@@ -9,20 +9,11 @@ from __future__ import annotations
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Callable
 
-from google.protobuf.timestamp_pb2 import Timestamp
-
+from taskhub_core.history import TERMINAL, Operation, fresh_opened
+from taskhub_core.timestamps import NEVER_NS, ts, ts_ns  # noqa: F401 - named here for the engine
 from taskhub_wire import pb
 
-# A timer due later than this (about year 2116) never fires: the dx SDK's
-# indefinite wait schedules one at 9999-12-31, which must be kept but never fired.
-NEVER_NS = 2**62
-
-TERMINAL = frozenset({
-    pb.ORCHESTRATION_STATUS_COMPLETED,
-    pb.ORCHESTRATION_STATUS_FAILED,
-    pb.ORCHESTRATION_STATUS_TERMINATED,
-    pb.ORCHESTRATION_STATUS_CANCELED,
-})
+# NEVER_NS, TERMINAL, ts and ts_ns are taskhub_core's, named here for the engine's modules.
 
 
 def wire(msg: Any) -> bytes:
@@ -30,17 +21,6 @@ def wire(msg: Any) -> bytes:
     its hash table, which differs between a message built by insertion and the same message parsed
     back from the database: the same committed event would change bytes across a restart."""
     return msg.SerializeToString(deterministic=True)
-
-
-def ts(ns: int) -> Any:
-    """A protobuf Timestamp for integer nanoseconds."""
-    out = Timestamp()
-    out.seconds, out.nanos = divmod(ns, 1_000_000_000)
-    return out
-
-
-def ts_ns(stamp: Any) -> int:
-    return stamp.seconds * 1_000_000_000 + stamp.nanos
 
 
 @dataclass
@@ -99,7 +79,7 @@ class Instance:
     completed: pb.HistoryEvent | None = None
     suspended: bool = False
     resolved: set[tuple[str, int]] = field(default_factory=set)
-    opened: dict[str, set[int]] = field(default_factory=lambda: {"task": set(), "timer": set(), "child": set()})
+    opened: dict[Operation, set[int]] = field(default_factory=fresh_opened)
     timer_event_names: dict[int, str] = field(default_factory=dict)
     children: list[str] = field(default_factory=list)
     patches: list[str] = field(default_factory=list)
@@ -191,7 +171,7 @@ _COLD_FIELDS = tuple(f for f in fields(Instance) if f.name not in HISTORY_FIELDS
 
 def _fresh_history_fields() -> dict[str, Any]:
     return {"history": [], "started": False, "completed": None, "suspended": False, "resolved": set(),
-            "opened": {"task": set(), "timer": set(), "child": set()}, "timer_event_names": {},
+            "opened": fresh_opened(), "timer_event_names": {},
             "children": [], "patches": []}
 
 
