@@ -79,16 +79,27 @@ def timer_fired(*, timer_id: int, fire_at: Timestamp) -> pb.HistoryEvent:
     return fired
 
 
+def execution_started(*, name: str, iid: str, now_ns: int, input: str | StringValue | None = None,
+                      execution_id: str = "") -> pb.HistoryEvent:
+    """The ExecutionStarted that begins an instance (or a generation of one)."""
+    start = pb.HistoryEvent(eventId=-1, timestamp=ts(now_ns))
+    es = start.executionStarted
+    es.name = name
+    if isinstance(input, str):
+        es.input.value = input
+    elif input is not None:
+        es.input.CopyFrom(input)
+    es.workflowInstance.instanceId = iid
+    if execution_id:
+        es.workflowInstance.executionId.value = execution_id
+    return start
+
+
 def child_start(*, child_id: str, name: str, input: StringValue | None, parent_task_id: int,
                 ctx: Context) -> pb.HistoryEvent:
     """The ExecutionStarted of a child workflow, naming its parent."""
-    start = _message(ctx)
+    start = execution_started(name=name, iid=child_id, now_ns=ctx.now_ns, input=input, execution_id=ctx.new_id())
     es = start.executionStarted
-    es.name = name
-    if input is not None:
-        es.input.CopyFrom(input)
-    es.workflowInstance.instanceId = child_id
-    es.workflowInstance.executionId.value = ctx.new_id()
     es.parentInstance.taskScheduledId = parent_task_id
     es.parentInstance.name.value = ctx.name
     es.parentInstance.workflowInstance.instanceId = ctx.iid
@@ -146,18 +157,14 @@ def create_detached(a: pb.WorkflowAction, ctx: Context) -> Made:
     cd = a.createDetachedWorkflow
     ev = _event(a, ctx)
     ev.detachedWorkflowInstanceCreated.instanceId = cd.instanceId
-    start = _message(ctx)
+    given = cd.executionId.value if cd.HasField("executionId") else ""
+    start = execution_started(name=cd.name, iid=cd.instanceId, now_ns=ctx.now_ns,
+                              input=cd.input if cd.HasField("input") else None, execution_id=given or ctx.new_id())
     es = start.executionStarted
-    es.name = cd.name
-    if cd.HasField("input"):
-        es.input.CopyFrom(cd.input)
     if cd.HasField("scheduledStartTimestamp"):
         es.scheduledStartTimestamp.CopyFrom(cd.scheduledStartTimestamp)
     for k, v in cd.tags.items():
         es.tags[k] = v
-    es.workflowInstance.instanceId = cd.instanceId
-    es.workflowInstance.executionId.value = (cd.executionId.value if cd.HasField("executionId")
-                                             and cd.executionId.value else ctx.new_id())
     return Made(event=ev, child=ChildStart(iid=cd.instanceId, start=start, parent_task_id=a.id, detached=True))
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import NamedTuple, Protocol
+from types import MappingProxyType, SimpleNamespace
+from typing import Any, NamedTuple, Protocol
 
 from taskhub_wire import pb
 
@@ -86,6 +86,17 @@ def timeout_event_name(ev: pb.HistoryEvent) -> str | None:
     return None
 
 
+def start_event(history: Iterable[pb.HistoryEvent], inbox: Iterable[Any]) -> pb.HistoryEvent | None:
+    """A generation's ExecutionStarted: in its history, or still waiting in its inbox (entries with `.event`)."""
+    for ev in history:
+        if ev.HasField("executionStarted"):
+            return ev
+    for entry in inbox:
+        if entry.event.HasField("executionStarted"):
+            return entry.event
+    return None
+
+
 def status_name(value: int) -> str:
     """An OrchestrationStatus without its prefix (COMPLETED, ...), also for an unknown number."""
     try:
@@ -141,22 +152,6 @@ def absorb(rec: HistoryRecord, ev: pb.HistoryEvent) -> None:
         rec.stalled = None  # any committed event other than a stall clears it (R1.4)
 
 
-@dataclass
-class _Record:
-    """A mutable `HistoryRecord`, only while `Facts` folds events."""
-
-    started: bool
-    continuing: bool
-    completed: pb.HistoryEvent | None
-    suspended: bool
-    stalled: tuple[int, str] | None
-    opened: dict[Operation, set[int]]
-    resolved: set[tuple[str, int]]
-    timer_event_names: dict[int, str]
-    children: list[str]
-    patches: list[str]
-
-
 @dataclass(frozen=True, kw_only=True)
 class Facts:
     """What an instance's committed history implies, frozen (see `absorb`)."""
@@ -186,14 +181,14 @@ class Facts:
         """The facts after committing `events` (one copy per call, not per event)."""
         if not events:
             return self
-        rec = _Record(started=self.started, continuing=self.continuing, completed=self.completed,
-                      suspended=self.suspended, stalled=self.stalled,
-                      opened={k: set(v) for k, v in self.opened.items()}, resolved=set(self.resolved),
-                      timer_event_names=dict(self.timer_event_names), children=list(self.children),
-                      patches=list(self.patches))
+        rec = SimpleNamespace(started=self.started, continuing=self.continuing, completed=self.completed,
+                              suspended=self.suspended, stalled=self.stalled,
+                              opened={k: set(v) for k, v in self.opened.items()}, resolved=set(self.resolved),
+                              timer_event_names=dict(self.timer_event_names), children=list(self.children),
+                              patches=list(self.patches))
         for ev in events:
-            absorb(rec, ev)
-        return Facts.of(rec)
+            absorb(rec, ev)  # type: ignore[arg-type]  # a HistoryRecord while it folds
+        return Facts.of(rec)  # type: ignore[arg-type]
 
     @property
     def used_ids(self) -> frozenset[int]:

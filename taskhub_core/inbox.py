@@ -11,7 +11,8 @@ from typing import Protocol, TypeVar
 
 from taskhub_wire import pb
 
-from taskhub_core.timestamps import NEVER_NS, ts, ts_ns
+from taskhub_core.actions import execution_started
+from taskhub_core.timestamps import NEVER_NS, ts_ns
 
 
 class Entry(Protocol):
@@ -66,14 +67,8 @@ def next_generation(start: pb.HistoryEvent, carry: Sequence[pb.HistoryEvent],
 def generation_start(*, previous: pb.HistoryEvent | None, name: str, iid: str, input: str | None,
                      execution_id: str, now_ns: int) -> pb.HistoryEvent:
     """The ExecutionStarted of a continue-as-new generation (it keeps the parent of the first)."""
-    start = pb.HistoryEvent(eventId=-1, timestamp=ts(now_ns))
+    start = execution_started(name=name, iid=iid, now_ns=now_ns, input=input, execution_id=execution_id)
     es = start.executionStarted
-    es.name = name
-    if input is not None:
-        es.input.value = input
-    es.workflowInstance.instanceId = iid
-    if execution_id:
-        es.workflowInstance.executionId.value = execution_id
     if previous is not None and previous.executionStarted.HasField("parentInstance"):
         es.parentInstance.CopyFrom(previous.executionStarted.parentInstance)
     return start

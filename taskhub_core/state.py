@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from taskhub_wire import pb
 
-from taskhub_core.history import Facts
+from taskhub_core.history import Facts, start_event
 
 
 @dataclass(frozen=True)
@@ -32,10 +32,4 @@ class InstanceState:
 
     def start_event(self) -> pb.HistoryEvent | None:
         """This generation's ExecutionStarted: in history, or still in the inbox."""
-        for ev in self.history:
-            if ev.HasField("executionStarted"):
-                return ev
-        for item in self.inbox:
-            if item.event.HasField("executionStarted"):
-                return item.event
-        return None
+        return start_event(self.history, self.inbox)

@@ -35,6 +35,7 @@ from fake_worker.activities import ActivityFailure, ActivityRunner
 from fake_worker.programs import Bundle
 from fake_worker.replay import TurnResult, execute
 from taskhub_core import machine
+from taskhub_core.actions import execution_started
 from taskhub_core.state import InboxItem, InstanceState
 from taskhub_core.timestamps import NEVER_NS, copy_event, ts
 from taskhub_wire import pb
@@ -156,14 +157,9 @@ class _Sim:
         self.run = SimRun(workflow=workflow, input=input, instance_id=instance_id)
         self.state = InstanceState(iid=instance_id, name=workflow, execution_id=f"exec-{instance_id}-0")
         self.committed: tuple[pb.HistoryEvent, ...] = ()  # history after the last commit
-        start = pb.HistoryEvent(eventId=-1, timestamp=ts(self.now))
-        es = start.executionStarted
-        es.name = workflow
-        if input is not None:
-            es.input.value = json.dumps(input)
-        es.workflowInstance.instanceId = instance_id
-        es.workflowInstance.executionId.value = f"exec-{instance_id}-0"
-        self.push(start)
+        self.push(execution_started(name=workflow, iid=instance_id, now_ns=self.now,
+                                    input=None if input is None else json.dumps(input),
+                                    execution_id=f"exec-{instance_id}-0"))
 
     # ------------------------------------------------------------------ inbox
 

@@ -23,7 +23,9 @@ from typing import Callable, Iterable, TypeVar
 from google.protobuf.message import DecodeError, Message
 
 from taskhub_core import machine
-from taskhub_core.actions import Context, child_instance_id, child_result, child_start, timer_fired
+from taskhub_core.actions import (
+    Context, child_instance_id, child_result, child_start, execution_started, timer_fired,
+)
 from taskhub_core.history import OPENED_BY, absorb, fresh_opened, first_version_name, resolution_key, status_name
 from taskhub_core.inbox import next_generation, timer_due_ns, without_timers
 from taskhub_core.timestamps import MAX_TIMESTAMP_NS
@@ -322,13 +324,9 @@ class Engine:
         with self._lock:
             self._check_open()
             now = self.now()
-            ev = pb.HistoryEvent(eventId=-1, timestamp=ts(now))
+            # An empty input means none (JS clients send "").
+            ev = execution_started(name=name, iid=iid, now_ns=now, input=input or None, execution_id=uuid.uuid4().hex)
             es = ev.executionStarted
-            es.name = name
-            if input:  # an empty string means no input (JS clients send "")
-                es.input.value = input
-            es.workflowInstance.instanceId = iid
-            es.workflowInstance.executionId.value = uuid.uuid4().hex
             if scheduled_start_ns:
                 es.scheduledStartTimestamp.CopyFrom(ts(scheduled_start_ns))
             for k, v in (tags or {}).items():

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Callable
 
-from taskhub_core.history import TERMINAL, Operation, fresh_opened
+from taskhub_core.history import TERMINAL, Operation, fresh_opened, start_event
 from taskhub_core.timestamps import NEVER_NS, ts, ts_ns  # noqa: F401 - named here for the engine
 from taskhub_wire import pb
 
@@ -157,13 +157,7 @@ class Instance:
         return self.completed is not None
 
     def start_event(self) -> pb.HistoryEvent | None:
-        for ev in self.history:
-            if ev.HasField("executionStarted"):
-                return ev
-        for entry in self.inbox:
-            if entry.event.HasField("executionStarted"):
-                return entry.event
-        return None
+        return start_event(self.history, self.inbox)
 
 
 _COLD_FIELDS = tuple(f for f in fields(Instance) if f.name not in HISTORY_FIELDS)

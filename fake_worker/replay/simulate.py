@@ -37,7 +37,7 @@ from fake_worker.activities import ActivityFailure, ActivityRunner
 from fake_worker.programs import Bundle
 from fake_worker.replay.executor import TurnResult, execute
 from taskhub_core import machine
-from taskhub_core.actions import ChildStart, child_result
+from taskhub_core.actions import ChildStart, child_result, execution_started
 from taskhub_core.state import InboxItem
 from taskhub_core.timestamps import NEVER_NS, copy_event, ts
 from taskhub_wire import pb
@@ -261,13 +261,7 @@ def _fail(body: Any, task_id: int, error_type: str, message: str) -> None:
 
 
 def _started_event(name: str, input: Any, iid: str, now: int) -> pb.HistoryEvent:
-    ev = pb.HistoryEvent(eventId=-1, timestamp=ts(now))
-    es = ev.executionStarted
-    es.name = name
-    es.workflowInstance.instanceId = iid
-    if input is not None:
-        es.input.value = _enc(input)
-    return ev
+    return execution_started(name=name, iid=iid, now_ns=now, input=None if input is None else _enc(input))
 
 
 def _external_event(ext: External) -> pb.HistoryEvent:
