@@ -56,6 +56,17 @@ def without_timers(entries: Iterable[E]) -> tuple[list[E], list[E]]:
     return kept, dropped
 
 
+def will_be_suspended(entries: Iterable[Entry], *, suspended: bool) -> bool:
+    """Suspended once the markers queued in `entries` are committed: the last queued one decides
+    (`suspended`: what history says now)."""
+    for e in entries:
+        if e.event.HasField("executionSuspended"):
+            suspended = True
+        elif e.event.HasField("executionResumed"):
+            suspended = False
+    return suspended
+
+
 def next_generation(start: pb.HistoryEvent, carry: Sequence[pb.HistoryEvent],
                     entries: Iterable[E]) -> list[tuple[pb.HistoryEvent, int]]:
     """R2.10 / R3.10: the inbox of a new generation, as (event, visible_at) in order: its

@@ -53,6 +53,7 @@ from fake_worker.programs import parse_bundle
 from fake_worker.replay import execute
 from fake_worker.replay.executor import OPTIONAL_TIMER_FIRE_AT
 from taskhub_core.history import Facts, resolution_key
+from taskhub_core.inbox import will_be_suspended
 from taskhub_core.state import InstanceState
 from taskhub_core.timestamps import NEVER_NS, ts_ns
 from taskhub_core.turn import TurnKind, decide_turn
@@ -263,7 +264,7 @@ class EngineMachine(RuleBasedStateMachine):
         inst = self._inst(slot)
         markers = [e.event.WhichOneof("eventType") for e in inst.inbox
                    if e.event.WhichOneof("eventType") in ("executionSuspended", "executionResumed")] if inst else []
-        effective = (markers[-1] == "executionSuspended") if markers else (inst.suspended if inst else False)
+        effective = will_be_suspended(inst.inbox, suspended=inst.suspended) if inst else False
         before = len(inst.inbox) if inst else 0
         try:
             if op == "suspend":

@@ -36,6 +36,7 @@ from fake_worker.programs import Bundle
 from fake_worker.replay import TurnResult, execute
 from taskhub_core import machine
 from taskhub_core.actions import execution_started
+from taskhub_core.inbox import will_be_suspended
 from taskhub_core.state import InboxItem, InstanceState
 from taskhub_core.timestamps import NEVER_NS, copy_event, ts
 from taskhub_wire import pb
@@ -214,9 +215,7 @@ class _Sim:
             # the last marker still in the inbox wins over history. (The reference engine checks
             # less: it accepts a second resume while a suspend is pending, see docs/fuzzing.md.)
             ev = pb.HistoryEvent(eventId=-1, timestamp=ts(self.now))
-            markers = [e.event.WhichOneof("eventType") for e in self.inbox
-                       if e.event.WhichOneof("eventType") in ("executionSuspended", "executionResumed")]
-            suspended = markers[-1] == "executionSuspended" if markers else self.state.facts.suspended
+            suspended = will_be_suspended(self.inbox, suspended=self.state.facts.suspended)
             if self.perturb and chance(self.c, 15):
                 # Reachable on real engines (engine-rules R6.7: a second suspend is recorded; daprd
                 # records a resume of a running instance): the other marker than the state asks for.

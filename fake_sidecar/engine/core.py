@@ -27,7 +27,7 @@ from taskhub_core.actions import (
     Context, child_instance_id, child_result, child_start, execution_started, timer_fired,
 )
 from taskhub_core.history import OPENED_BY, absorb, fresh_opened, first_version_name, resolution_key, status_name
-from taskhub_core.inbox import next_generation, timer_due_ns, without_timers
+from taskhub_core.inbox import next_generation, timer_due_ns, will_be_suspended, without_timers
 from taskhub_core.timestamps import MAX_TIMESTAMP_NS
 from taskhub_core.turn import Decision, TurnKind, abandon
 from taskhub_wire import pb
@@ -485,7 +485,7 @@ class Engine:
             self._refuse_if_stalled(inst, "resume")
             if inst.terminal:
                 return False
-            was_suspended = self._will_be_suspended(inst)
+            was_suspended = will_be_suspended(inst.inbox, suspended=inst.suspended)
             ev = pb.HistoryEvent(eventId=-1, timestamp=ts(self.now()))
             ev.executionResumed.SetInParent()
             if reason:
@@ -495,17 +495,6 @@ class Engine:
             self._commit(tx)
             self._maybe_queue(inst)
             return was_suspended
-
-    @staticmethod
-    def _will_be_suspended(inst: Instance) -> bool:
-        """Suspended once the markers already queued are committed: the last queued marker decides."""
-        state = inst.suspended
-        for entry in inst.inbox:
-            if entry.event.HasField("executionSuspended"):
-                state = True
-            elif entry.event.HasField("executionResumed"):
-                state = False
-        return state
 
     def purge(self, *, iid: str, recursive: bool, force: bool) -> int:
         with self._lock:
