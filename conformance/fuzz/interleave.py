@@ -31,9 +31,10 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from fake_worker.activities import ActivityFailure, ActivityRunner
+from fake_worker.activities import ActivityRunner
 from fake_worker.programs import Bundle
 from fake_worker.replay import TurnResult, execute
+from fake_worker.replay.simulate import run_pure_activity
 from taskhub_core import machine
 from taskhub_core.actions import execution_started
 from taskhub_core.inbox import will_be_suspended
@@ -260,16 +261,9 @@ class _Sim:
         out: Any = None
         if chance(self.c, 8):
             failure = (pick(self.c, ERROR_TYPES), "injected failure")
-        elif act.name in ("sleep", "record"):
-            out = act.input  # pure: no sleeping, no ledger
         else:
-            try:
-                out = self.runner.run(name=act.name, input=act.input, instance_id=self.iid, task_id=act.task_id,
-                                      task_execution_id=act.execution_id)
-            except ActivityFailure as exc:
-                failure = (exc.error_type, str(exc))
-            except Exception as exc:  # noqa: BLE001 - a broken input fails the activity, as a worker reports it
-                failure = (type(exc).__name__, str(exc))
+            out, failure = run_pure_activity(self.runner, name=act.name, input=act.input, instance_id=self.iid,
+                                             task_id=act.task_id, task_execution_id=act.execution_id)
         if failure is not None:
             ev.taskFailed.taskScheduledId = act.task_id
             ev.taskFailed.failureDetails.errorType = failure[0]

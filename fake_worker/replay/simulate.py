@@ -223,19 +223,15 @@ class _Sim:
         value = _dec(req, "input")
         ev = pb.HistoryEvent(eventId=-1)
         due = now + self.step_ns
-        try:
-            if req.name in ("sleep", "record"):
-                # Pure: `sleep` only delays its result, `record` writes no ledger line.
-                if req.name == "sleep":
-                    due += round(max(0.0, float(value or 0)) * 1_000_000_000)
-                out = value
-            else:
-                out = self.runner.run(name=req.name, input=value, instance_id=self.iid, task_id=req.taskId,
-                                      task_execution_id=req.taskExecutionId)
-        except ActivityFailure as exc:
-            _fail(ev.taskFailed, req.taskId, exc.error_type, str(exc))
-        except Exception as exc:  # noqa: BLE001 - a broken input fails the activity, as a worker would report it
-            _fail(ev.taskFailed, req.taskId, type(exc).__name__, str(exc))
+        out, failure = run_pure_activity(self.runner, name=req.name, input=value, instance_id=self.iid,
+                                         task_id=req.taskId, task_execution_id=req.taskExecutionId)
+        if req.name == "sleep":  # pure: `sleep` only delays its result
+            try:
+                due += round(max(0.0, float(value or 0)) * 1_000_000_000)
+            except (TypeError, ValueError, OverflowError) as exc:  # a broken input fails it, as a worker reports it
+                out, failure = None, (type(exc).__name__, str(exc))
+        if failure is not None:
+            _fail(ev.taskFailed, req.taskId, *failure)
         else:
             ev.taskCompleted.taskScheduledId = req.taskId
             if out is not None:
@@ -252,6 +248,22 @@ class _Sim:
             return None  # the child never completes
         due = turns[-1].time_ns + self.step_ns
         return due, child_result(sim.completed.executionCompleted, task_id=child.parent_task_id, now_ns=due)
+
+
+def run_pure_activity(runner: ActivityRunner, *, name: str, input: Any, instance_id: str, task_id: int,
+                      task_execution_id: str) -> tuple[Any, tuple[str, str] | None]:
+    """Run an activity the way a worker reports it, without side effects: `sleep` and `record`
+    return their input (no sleeping, no ledger line). Returns (output, None) or (None, (error
+    type, message))."""
+    if name in ("sleep", "record"):
+        return input, None
+    try:
+        return runner.run(name=name, input=input, instance_id=instance_id, task_id=task_id,
+                          task_execution_id=task_execution_id), None
+    except ActivityFailure as exc:
+        return None, (exc.error_type, str(exc))
+    except Exception as exc:  # noqa: BLE001 - a broken input fails the activity, as a worker would report it
+        return None, (type(exc).__name__, str(exc))
 
 
 def _fail(body: Any, task_id: int, error_type: str, message: str) -> None:
