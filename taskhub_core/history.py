@@ -58,15 +58,6 @@ def resolution_key(ev: pb.HistoryEvent) -> ResolutionKey | None:
     return ResolutionKey(rule[0], getattr(getattr(ev, kind), rule[1]))
 
 
-def history_patches(history: Iterable[pb.HistoryEvent]) -> list[str]:
-    """All patches recorded in history, in order (each WorkflowStarted keeps only new ones)."""
-    out: list[str] = []
-    for ev in history:
-        if ev.HasField("workflowStarted") and ev.workflowStarted.HasField("version"):
-            out.extend(ev.workflowStarted.version.patches)
-    return out
-
-
 def first_version_name(history: Iterable[pb.HistoryEvent]) -> str:
     """The version name the first turn recorded ("" when none)."""
     for ev in history:
