@@ -27,6 +27,7 @@ import grpc
 from google.protobuf import empty_pb2
 from google.protobuf.message import DecodeError, Message
 
+from taskhub_core.history import status_name
 from taskhub_wire import pb, rt
 from taskhub_wire.rpc import DAPR_WORKFLOW, TASKHUB, Kind, ServiceTable
 
@@ -35,7 +36,6 @@ from fake_sidecar.engine.errors import ShuttingDown
 from fake_sidecar.engine.model import InstanceView, ts, ts_ns, wire
 from fake_sidecar.engine.policy import REFERENCE_POLICY, EnginePolicy
 from fake_sidecar.engine.store import open_store
-from fake_sidecar.engine.turns import status_name
 from taskhub_wire.limits import DEFAULT_MAX_MESSAGE_BYTES
 from fake_sidecar.streams import Call, WorkItemPump
 

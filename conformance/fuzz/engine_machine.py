@@ -48,13 +48,16 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 from fake_sidecar.engine import Engine, errors
-from fake_sidecar.engine.model import NEVER_NS
 from fake_sidecar.engine.policy import REFERENCE_POLICY, EnginePolicy
 from fake_sidecar.engine.store import MemoryStore
-from fake_sidecar.engine.turns import resolution_key
 from fake_worker.programs import parse_bundle
 from fake_worker.replay import execute
 from fake_worker.replay.executor import OPTIONAL_TIMER_FIRE_AT
+from taskhub_core.history import Facts, resolution_key
+from taskhub_core.inbox import will_be_suspended
+from taskhub_core.state import InstanceState
+from taskhub_core.timestamps import NEVER_NS, ts_ns
+from taskhub_core.turn import TurnKind, decide_turn
 from taskhub_wire import pb
 
 from conformance.fuzz.common import Budget, Clock, FindingError, Progress, finding_error, hypothesis_settings, key, seed_for
@@ -85,6 +88,8 @@ PROGRAMS: dict[str, Any] = {
 }
 BUNDLE = parse_bundle({"programs": PROGRAMS})
 SLOTS = ("i1", "i2", "i3")
+# What complete_turn must answer for each decision of the core's turn rules.
+_EXPECTED = {TurnKind.COMMIT: "applied", TurnKind.STALL: "stalled", TurnKind.ABANDON: "abandoned"}
 VARIANTS = ("ok", "ok", "ok", "ok", "wrong_patches", "dup_timer", "stale_id", "malformed")
 
 
@@ -266,7 +271,7 @@ class EngineMachine(RuleBasedStateMachine):
         inst = self._inst(slot)
         markers = [e.event.WhichOneof("eventType") for e in inst.inbox
                    if e.event.WhichOneof("eventType") in ("executionSuspended", "executionResumed")] if inst else []
-        effective = (markers[-1] == "executionSuspended") if markers else (inst.suspended if inst else False)
+        effective = will_be_suspended(inst.inbox, suspended=inst.suspended) if inst else False
         before = len(inst.inbox) if inst else 0
         try:
             if op == "suspend":
@@ -354,9 +359,7 @@ class EngineMachine(RuleBasedStateMachine):
                     if fire == OPTIONAL_TIMER_FIRE_AT:
                         self.fail("timers", f"{req.instanceId}: the 9999-12-31 sentinel timer {ev.timerFired.timerId} "
                                             "fired")
-                    ns = fire.seconds * 1_000_000_000 + fire.nanos
-                    ws_ns = ws.timestamp.seconds * 1_000_000_000 + ws.timestamp.nanos
-                    if ns > ws_ns or ns > self.clock.now_ns():
+                    if ts_ns(fire) > ts_ns(ws.timestamp) or ts_ns(fire) > self.clock.now_ns():
                         self.fail("timers", f"{req.instanceId}: timer {ev.timerFired.timerId} delivered before its "
                                             f"fireAt")
             kinds = [e.WhichOneof("eventType") for e in req.newEvents]
@@ -390,9 +393,9 @@ class EngineMachine(RuleBasedStateMachine):
         result = execute(BUNDLE, instance_id=h.iid, past=req.pastEvents, new=req.newEvents)
         token = h.token if forge else f"forged-{self.n}"
         resp = result.response(instance_id=h.iid, completion_token=token)
-        # R3.14: ids are one sequence per generation, whatever the kind of operation.
-        opened = {e.eventId for e in req.pastEvents
-                  if e.WhichOneof("eventType") in ("taskScheduled", "timerCreated", "childWorkflowInstanceCreated")}
+        # The instance as the request shows it; the core's turn rules say what the engine must do.
+        past = InstanceState(iid=h.iid, name="", history=tuple(req.pastEvents), facts=Facts().extended(req.pastEvents))
+        opened = past.facts.used_ids
         applied_variant = "ok"
         if variant == "wrong_patches":
             patches = list(resp.version.patches)
@@ -413,19 +416,7 @@ class EngineMachine(RuleBasedStateMachine):
         current = self._current(h) and bool(forge)
         expect = None
         if current:
-            recorded = [p for e in req.pastEvents if e.HasField("workflowStarted")
-                        and e.workflowStarted.HasField("version") for p in e.workflowStarted.version.patches]
-            now_patches = list(resp.version.patches) if resp.HasField("version") else []
-            ids = {a.id for a in resp.actions
-                   if a.WhichOneof("workflowActionType") in ("scheduleTask", "createTimer", "createChildWorkflow")}
-            if applied_variant == "malformed" or ids & opened:
-                expect = "abandoned"
-            elif any(a.HasField("workflowVersionNotAvailable") for a in resp.actions):
-                expect = "stalled"
-            elif recorded and now_patches[: len(recorded)] != recorded:
-                expect = "stalled"
-            else:
-                expect = "applied"
+            expect = _EXPECTED[decide_turn(past, req.newEvents, resp, now_ns=self.clock.now_ns()).kind]
         before = self.snapshot()
         got = self.engine.complete_turn(resp).value
         kinds = [a.WhichOneof("workflowActionType") for a in resp.actions]
@@ -582,10 +573,10 @@ class EngineMachine(RuleBasedStateMachine):
             turn_ts = 0
             for ev in inst.history:
                 if ev.HasField("workflowStarted"):
-                    turn_ts = ev.timestamp.seconds * 1_000_000_000 + ev.timestamp.nanos
+                    turn_ts = ts_ns(ev.timestamp)
                 if ev.HasField("timerFired"):
                     f = ev.timerFired.fireAt
-                    if f == OPTIONAL_TIMER_FIRE_AT or f.seconds * 1_000_000_000 + f.nanos > turn_ts:
+                    if f == OPTIONAL_TIMER_FIRE_AT or ts_ns(f) > turn_ts:
                         self.fail("timers", f"{iid}: TimerFired {ev.timerFired.timerId} recorded before its fireAt "
                                             "(or for the sentinel)")
 

@@ -12,16 +12,20 @@ import logging
 import uuid
 from typing import TYPE_CHECKING
 
+from taskhub_core import machine
+from taskhub_core.actions import child_result
+from taskhub_core.history import fresh_opened
+from taskhub_core.inbox import next_generation, timer_due_ns, without_timers
+from taskhub_core.turn import Decision, TurnKind, abandon as abandoned
 from taskhub_wire import pb
 
 from fake_sidecar.engine import errors
 from fake_sidecar.engine.management import cascade_terminate
 from fake_sidecar.engine.model import (
-    NEVER_NS, CompletionOutcome, InboxEntry, Instance, ParentRef, PendingActivity, Turn, TurnDecision, WorkRef,
-    ts, ts_ns, wire,
+    NEVER_NS, CompletionOutcome, InboxEntry, Instance, ParentRef, PendingActivity, Turn, WorkRef, ts, ts_ns, wire,
 )
 from fake_sidecar.engine.store import Tx
-from fake_sidecar.engine.turns import Outcome
+from fake_sidecar.engine.turns import core_state
 
 if TYPE_CHECKING:
     from fake_sidecar.engine.core import Engine
@@ -98,12 +102,11 @@ def complete_turn(eng: Engine, resp: pb.WorkflowResponse) -> CompletionOutcome:
             outcome = eng.policy.decide_turn(inst=inst, new_events=turn.new_events, resp=resp, now_ns=eng.ticker.now())
         except Exception as exc:  # noqa: BLE001 - a bad answer must never lose the turn
             log.exception("could not apply the answer for %s", inst.iid)
-            outcome = Outcome(TurnDecision.ABANDON, reason=f"the answer could not be applied: {exc!r}")
-        decision = TurnDecision(outcome.kind)
-        if decision is TurnDecision.ABANDON:
+            outcome = abandoned(f"the answer could not be applied: {exc!r}")
+        if outcome.kind is TurnKind.ABANDON:
             abandon(eng, inst, outcome.reason)
             return CompletionOutcome.ABANDONED
-        if decision is TurnDecision.STALL:
+        if outcome.kind is TurnKind.STALL:
             assert outcome.stall is not None
             eng.table.stall(inst, outcome.stall)
             return CompletionOutcome.STALLED
@@ -128,41 +131,15 @@ def abandon(eng: Engine, inst: Instance, reason: str) -> None:
     eng.dispatcher.maybe_queue(inst)
 
 
-def _apply(eng: Engine, inst: Instance, turn: Turn, out: Outcome) -> None:
+def _apply(eng: Engine, inst: Instance, turn: Turn, out: Decision) -> None:
+    """Commit `out` as the instance machine (taskhub_core.machine) says, in one transaction."""
     table = eng.table
+    restart = dict(restart_ns=eng.ticker.now(), next_execution_id=uuid.uuid4().hex) if out.continue_as_new else {}
+    cmd = machine.Commit(decision=out, consumed=frozenset(turn.consumed), now_ns=eng.clock.now_ns(), **restart)
+    _, effects = machine.apply(core_state(inst), cmd)
     tx = Tx()
-    inst.custom_status = out.custom_status
-    consumed = set(turn.consumed)
-    for entry in [e for e in inst.inbox if e.seq in consumed]:
-        inst.inbox.remove(entry)
-        tx.inbox_delete.append((inst.iid, entry.seq))
-    for ev in out.events:
-        table.append_history(inst, ev, tx)
-    if out.events:
-        inst.last_updated_ns = ts_ns(out.events[-1].timestamp) or eng.clock.now_ns()
-    for name in out.cancel_event_timers:
-        eng._cancel_event_timer(inst, name, tx)  # R6.3, kept in core.py
-    for req in out.activities:
-        add_activity(eng, inst, req, tx)
-    for _timer_id, fired in out.timers:
-        if eng.policy.schedules_timer(inst=inst, fired=fired):
-            fire_ns = min(ts_ns(fired.timerFired.fireAt), NEVER_NS)
-            table.add_inbox(inst, fired, tx, visible_at=max(fire_ns, 1))
-    for child in out.children:
-        start_child(eng, inst, child.iid, child.start, child.parent_task_id, tx, detached=child.detached)
-    for target_id, ev in out.sends:
-        target = table.find(target_id)
-        if target is None or target.terminal:
-            log.info("dropped a message from %s to %s: no such running instance", inst.iid, target_id)
-            continue
-        table.add_inbox(target, ev, tx)
-        eng.dispatcher.maybe_queue(target)
-    if out.continue_as_new is not None:
-        _continue_as_new(eng, inst, out.continue_as_new, tx)
-    if inst.terminal:
-        _finish(eng, inst, tx)
-    if out.terminate_cascade is not None and out.terminate_cascade[1]:
-        cascade_terminate(eng, inst, out.terminate_cascade[0], tx)
+    for effect in effects:
+        _perform(eng, inst, effect, tx)
     try:
         table.commit(tx, inst)
     except errors.StoreFailed:
@@ -173,6 +150,48 @@ def _apply(eng: Engine, inst: Instance, turn: Turn, out: Outcome) -> None:
     inst.retries = 0  # only now: a refused commit keeps backing off
     eng.dispatcher.maybe_queue(inst)
     table.notify(inst.iid)
+
+
+def _perform(eng: Engine, inst: Instance, effect: machine.Effect, tx: Tx) -> None:
+    """Carry out one effect of a committed turn on the engine's records, the store and the queues."""
+    table = eng.table
+    match effect:
+        case machine.Consumed(items=items):
+            _remove_inbox(inst, {i.seq for i in items}, tx)
+        case machine.TimerCancelled(item=item):
+            _remove_inbox(inst, {item.seq}, tx)
+        case machine.Recorded(events=events, custom_status=custom):
+            inst.custom_status = custom
+            for ev in events:
+                table.append_history(inst, ev, tx)
+            if events:
+                inst.last_updated_ns = ts_ns(events[-1].timestamp) or eng.clock.now_ns()
+        case machine.ActivityScheduled(request=req):
+            add_activity(eng, inst, req, tx)
+        case machine.TimerScheduled(item=item):
+            if eng.policy.schedules_timer(inst=inst, fired=item.event):
+                table.add_inbox(inst, item.event, tx, visible_at=timer_due_ns(item.event))
+        case machine.ChildStarted(child=child):
+            start_child(eng, inst, child.iid, child.start, child.parent_task_id, tx, detached=child.detached)
+        case machine.MessageSent(target=target_id, event=ev):
+            target = table.find(target_id)
+            if target is None or target.terminal:
+                log.info("dropped a message from %s to %s: no such running instance", inst.iid, target_id)
+                return
+            table.add_inbox(target, ev, tx)
+            eng.dispatcher.maybe_queue(target)
+        case machine.GenerationStarted():
+            _continue_as_new(eng, inst, effect, tx)
+        case machine.Finished():
+            _finish(eng, inst, tx)
+        case machine.Cascaded(output=output):
+            cascade_terminate(eng, inst, output, tx)
+
+
+def _remove_inbox(inst: Instance, seqs: set[int], tx: Tx) -> None:
+    for entry in [e for e in inst.inbox if e.seq in seqs]:
+        inst.inbox.remove(entry)
+        tx.inbox_delete.append((inst.iid, entry.seq))
 
 
 def add_activity(eng: Engine, inst: Instance, req: pb.ActivityRequest, tx: Tx) -> None:
@@ -219,16 +238,9 @@ def start_child(eng: Engine, parent: Instance, child_id: str, start: pb.HistoryE
     table.notify(child_id)
 
 
-def _continue_as_new(eng: Engine, inst: Instance, can: tuple[str | None, list[pb.HistoryEvent]], tx: Tx) -> None:
+def _continue_as_new(eng: Engine, inst: Instance, started: machine.GenerationStarted, tx: Tx) -> None:
     """R2.10 / R3.10: a new generation; old timers and activities are forgotten."""
-    new_input, carry = can
-    old_start = inst.start_event()
     tx.history_clear.add(inst.iid)
-    for entry in list(inst.inbox):
-        # Keep events that arrived during the turn (not timers of the old generation).
-        if entry.event.HasField("timerFired"):
-            inst.inbox.remove(entry)
-            tx.inbox_delete.append((inst.iid, entry.seq))
     for task_id in list(inst.activities):
         tx.activity_delete.append((inst.iid, task_id))
     inst.activities.clear()
@@ -237,42 +249,25 @@ def _continue_as_new(eng: Engine, inst: Instance, can: tuple[str | None, list[pb
     inst.completed = None
     inst.suspended = False
     inst.resolved = set()
-    inst.opened = {"task": set(), "timer": set(), "child": set()}
+    inst.opened = fresh_opened()
     inst.timer_event_names = {}
     inst.children = []
     inst.patches = []
     inst.generation += 1
     inst.continuing = True
-    now = eng.ticker.now()
-    start = pb.HistoryEvent(eventId=-1, timestamp=ts(now))
-    es = start.executionStarted
-    es.name = inst.name
-    if new_input is not None:
-        es.input.value = new_input
-    es.workflowInstance.instanceId = inst.iid
-    inst.execution_id = uuid.uuid4().hex
-    es.workflowInstance.executionId.value = inst.execution_id
-    if old_start is not None and old_start.executionStarted.HasField("parentInstance"):
-        es.parentInstance.CopyFrom(old_start.executionStarted.parentInstance)
-    inst.created_ns = now
-    # Start event and carry-over events go first, ahead of anything still queued.
-    rest = list(inst.inbox)
-    for entry in rest:
-        tx.inbox_delete.append((inst.iid, entry.seq))
-    inst.inbox = []
-    eng.table.add_inbox(inst, start, tx)
-    for ev in carry:
-        eng.table.add_inbox(inst, ev, tx)
-    for entry in rest:
-        eng.table.add_inbox(inst, entry.event, tx, visible_at=entry.visible_at)
+    es = started.start.executionStarted
+    inst.execution_id = es.workflowInstance.executionId.value
+    inst.created_ns = ts_ns(started.start.timestamp)
+    # The core's order over this engine's own entries (a turn may have added some meanwhile).
+    order = next_generation(started.start, started.carry, inst.inbox)
+    _remove_inbox(inst, {e.seq for e in inst.inbox}, tx)
+    for ev, visible_at in order:
+        eng.table.add_inbox(inst, ev, tx, visible_at=visible_at)
 
 
 def _finish(eng: Engine, inst: Instance, tx: Tx) -> None:
     """Terminal: drop timers and pending activities (R6.2 DAPR) and tell the parent (R3.6)."""
-    for entry in list(inst.inbox):
-        if entry.event.HasField("timerFired"):
-            inst.inbox.remove(entry)
-            tx.inbox_delete.append((inst.iid, entry.seq))
+    _remove_inbox(inst, {e.seq for e in without_timers(inst.inbox)[1]}, tx)
     for task_id in list(inst.activities):
         tx.activity_delete.append((inst.iid, task_id))
     inst.activities.clear()
@@ -283,16 +278,7 @@ def _finish(eng: Engine, inst: Instance, tx: Tx) -> None:
     if parent is None or parent.terminal or parent.execution_id != ref.exec_id:
         return
     assert inst.completed is not None
-    done = inst.completed.executionCompleted
-    ev = pb.HistoryEvent(eventId=-1, timestamp=ts(eng.ticker.now()))
-    if done.workflowStatus == pb.ORCHESTRATION_STATUS_COMPLETED:
-        ev.childWorkflowInstanceCompleted.taskScheduledId = ref.task_id
-        if done.HasField("result"):
-            ev.childWorkflowInstanceCompleted.result.CopyFrom(done.result)
-    else:
-        ev.childWorkflowInstanceFailed.taskScheduledId = ref.task_id
-        if done.HasField("failureDetails"):
-            ev.childWorkflowInstanceFailed.failureDetails.CopyFrom(done.failureDetails)
+    ev = child_result(inst.completed.executionCompleted, task_id=ref.task_id, now_ns=eng.ticker.now())
     eng.table.add_inbox(parent, ev, tx)
     tx.instances[parent.iid] = parent.meta()
     eng.dispatcher.maybe_queue(parent)

@@ -4,7 +4,8 @@ One lock guards all state; every state change is written through the store in on
 (`Tx`) before anyone can observe it. The operations live in modules named for what they do:
 management.py (the management API), rerun.py, completions.py (workers' answers and what a
 committed turn sets off), dispatcher.py (queues, streams, tokens, leases), ticker.py (time),
-instances.py (the table and its commits). The engine's judgement calls are one `EnginePolicy`
+instances.py (the table and its commits). The protocol's rules themselves are taskhub_core's;
+these modules apply them to the engine's records. The engine's judgement calls are one `EnginePolicy`
 (policy.py), which the harness's deliberately broken engines replace.
 """
 
@@ -20,9 +21,9 @@ from fake_sidecar.engine.clock import Clock
 from fake_sidecar.engine.config import Counters, EngineConfig, TaskExecutionIdMode
 from fake_sidecar.engine.dispatcher import Dispatcher
 from fake_sidecar.engine.instances import InstanceTable
-from fake_sidecar.engine.model import CompletionOutcome, Instance, InstanceView
+from fake_sidecar.engine.model import CompletionOutcome, InstanceView
 from fake_sidecar.engine.policy import REFERENCE_POLICY, EnginePolicy
-from fake_sidecar.engine.store import MemoryStore, SqliteStore, Tx
+from fake_sidecar.engine.store import MemoryStore, SqliteStore
 from fake_sidecar.engine.ticker import Ticker
 from fake_sidecar.engine.vectors import VectorChannel
 
@@ -175,13 +176,3 @@ class Engine:
         """Move a virtual clock forward (harness control)."""
         with self.lock:
             self.ticker.advance(seconds)
-
-    def _cancel_event_timer(self, inst: Instance, name: str, tx: Tx) -> None:
-        """R6.3 (DAPR): a committed EventRaised deletes the oldest pending timeout timer of its wait."""
-        folded = name.casefold()
-        pending = sorted((e for e in inst.inbox if e.event.HasField("timerFired") and e.visible_at > 0
-                          and inst.timer_event_names.get(e.event.timerFired.timerId, "").casefold() == folded),
-                         key=lambda e: e.event.timerFired.timerId)
-        if pending and pending[0].visible_at > self.clock.now_ns():
-            inst.inbox.remove(pending[0])
-            tx.inbox_delete.append((inst.iid, pending[0].seq))

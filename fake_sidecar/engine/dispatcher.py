@@ -16,6 +16,7 @@ import uuid
 from collections import deque
 from typing import Callable, Protocol
 
+from taskhub_core.history import resolution_key
 from taskhub_wire import pb
 
 from fake_sidecar.engine import errors
@@ -28,7 +29,7 @@ from fake_sidecar.engine.policy import EnginePolicy
 from fake_sidecar.engine.refusals import RefusalTracker
 from fake_sidecar.engine.store import StoreError
 from fake_sidecar.engine.ticker import Ticker
-from fake_sidecar.engine.turns import PayloadLimit, payload_size, resolution_key
+from fake_sidecar.engine.turns import PayloadLimit, payload_size
 
 log = logging.getLogger("fake_sidecar.engine")
 

@@ -12,6 +12,7 @@ from typing import Callable, TypeVar
 
 from google.protobuf.message import DecodeError, Message
 
+from taskhub_core.history import absorb, first_version_name
 from taskhub_wire import pb
 
 from fake_sidecar.engine import errors
@@ -20,7 +21,6 @@ from fake_sidecar.engine.model import (
 )
 from fake_sidecar.engine.store import LoadedInstance, MemoryStore, SqliteStore, StoreError, Tx, damaged
 from fake_sidecar.engine.ticker import Ticker
-from fake_sidecar.engine.turns import absorb, first_version_name
 
 log = logging.getLogger("fake_sidecar.engine")
 _M = TypeVar("_M", bound=Message)

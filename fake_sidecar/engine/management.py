@@ -12,18 +12,20 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Callable
 
+from taskhub_core.actions import execution_started
+from taskhub_core.history import status_name
+from taskhub_core.inbox import will_be_suspended
+from taskhub_core.timestamps import MAX_TIMESTAMP_NS
 from taskhub_wire import pb
 
 from fake_sidecar.engine import errors
 from fake_sidecar.engine.model import NEVER_NS, Instance, InstanceView, ParentRef, ts, ts_ns, wire
 from fake_sidecar.engine.store import Tx
-from fake_sidecar.engine.turns import status_name
 
 if TYPE_CHECKING:
     from fake_sidecar.engine.core import Engine
 
 MAX_INSTANCE_ID = 1024
-MAX_TIMESTAMP_NS = 253402300799_999999999  # 9999-12-31T23:59:59.999999999Z
 DEFAULT_PAGE = 1024
 
 
@@ -39,13 +41,9 @@ def start_instance(eng: Engine, *, instance_id: str, name: str, input: str | Non
     with eng.lock:
         eng.check_open()
         now = eng.ticker.now()
-        ev = pb.HistoryEvent(eventId=-1, timestamp=ts(now))
+        # An empty input means none (JS clients send "").
+        ev = execution_started(name=name, iid=iid, now_ns=now, input=input or None, execution_id=uuid.uuid4().hex)
         es = ev.executionStarted
-        es.name = name
-        if input:  # an empty string means no input (JS clients send "")
-            es.input.value = input
-        es.workflowInstance.instanceId = iid
-        es.workflowInstance.executionId.value = uuid.uuid4().hex
         if scheduled_start_ns:
             es.scheduledStartTimestamp.CopyFrom(ts(scheduled_start_ns))
         for k, v in (tags or {}).items():
@@ -204,7 +202,7 @@ def resume(eng: Engine, *, iid: str, reason: str | None) -> bool:
         refuse_if_stalled(inst, "resume")
         if inst.terminal:
             return False
-        was_suspended = _will_be_suspended(inst)
+        was_suspended = will_be_suspended(inst.inbox, suspended=inst.suspended)
         ev = pb.HistoryEvent(eventId=-1, timestamp=ts(eng.ticker.now()))
         ev.executionResumed.SetInParent()
         if reason:
@@ -218,17 +216,6 @@ def _queue_event(eng: Engine, inst: Instance, ev: pb.HistoryEvent) -> None:
     eng.table.add_inbox(inst, ev, tx)
     eng.table.commit(tx)
     eng.dispatcher.maybe_queue(inst)
-
-
-def _will_be_suspended(inst: Instance) -> bool:
-    """Suspended once the markers already queued are committed: the last queued marker decides."""
-    state = inst.suspended
-    for entry in inst.inbox:
-        if entry.event.HasField("executionSuspended"):
-            state = True
-        elif entry.event.HasField("executionResumed"):
-            state = False
-    return state
 
 
 def purge(eng: Engine, *, iid: str, recursive: bool, force: bool) -> int:

@@ -10,20 +10,11 @@ import enum
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Callable, Mapping
 
-from google.protobuf.timestamp_pb2 import Timestamp
-
+from taskhub_core.history import TERMINAL, Operation, fresh_opened, start_event
+from taskhub_core.timestamps import NEVER_NS, ts, ts_ns  # noqa: F401 - named here for the engine
 from taskhub_wire import pb
 
-# A timer due later than this (about year 2116) never fires: the dx SDK's
-# indefinite wait schedules one at 9999-12-31, which must be kept but never fired.
-NEVER_NS = 2**62
-
-TERMINAL = frozenset({
-    pb.ORCHESTRATION_STATUS_COMPLETED,
-    pb.ORCHESTRATION_STATUS_FAILED,
-    pb.ORCHESTRATION_STATUS_TERMINATED,
-    pb.ORCHESTRATION_STATUS_CANCELED,
-})
+# NEVER_NS, TERMINAL, ts and ts_ns are taskhub_core's, named here for the engine's modules.
 
 
 def wire(msg: Any) -> bytes:
@@ -31,17 +22,6 @@ def wire(msg: Any) -> bytes:
     its hash table, which differs between a message built by insertion and the same message parsed
     back from the database: the same committed event would change bytes across a restart."""
     return msg.SerializeToString(deterministic=True)
-
-
-def ts(ns: int) -> Any:
-    """A protobuf Timestamp for integer nanoseconds."""
-    out = Timestamp()
-    out.seconds, out.nanos = divmod(ns, 1_000_000_000)
-    return out
-
-
-def ts_ns(stamp: Any) -> int:
-    return stamp.seconds * 1_000_000_000 + stamp.nanos
 
 
 class WorkKind(enum.Enum):
@@ -77,14 +57,6 @@ class CompletionOutcome(enum.Enum):
     STALLED = "stalled"
     ABANDONED = "abandoned"  # redelivered later (R3.13)
     VECTOR = "vector"  # the answer to an injected test vector, handed back, not applied
-
-
-class TurnDecision(enum.Enum):
-    """What a worker's answer to a turn leads to (`turns.decide_turn`)."""
-
-    COMMIT = "commit"
-    STALL = "stall"
-    ABANDON = "abandon"
 
 
 @dataclass(frozen=True)
@@ -170,7 +142,7 @@ class Instance:
     completed: pb.HistoryEvent | None = None
     suspended: bool = False
     resolved: set[tuple[str, int]] = field(default_factory=set)
-    opened: dict[str, set[int]] = field(default_factory=lambda: {"task": set(), "timer": set(), "child": set()})
+    opened: dict[Operation, set[int]] = field(default_factory=fresh_opened)
     timer_event_names: dict[int, str] = field(default_factory=dict)
     children: list[str] = field(default_factory=list)
     patches: list[str] = field(default_factory=list)
@@ -249,13 +221,7 @@ class Instance:
         return self.completed is not None
 
     def start_event(self) -> pb.HistoryEvent | None:
-        for ev in self.history:
-            if ev.HasField("executionStarted"):
-                return ev
-        for entry in self.inbox:
-            if entry.event.HasField("executionStarted"):
-                return entry.event
-        return None
+        return start_event(self.history, self.inbox)
 
 
 _COLD_FIELDS = tuple(f for f in fields(Instance) if f.name not in HISTORY_FIELDS)
@@ -263,7 +229,7 @@ _COLD_FIELDS = tuple(f for f in fields(Instance) if f.name not in HISTORY_FIELDS
 
 def _fresh_history_fields() -> dict[str, Any]:
     return {"history": [], "started": False, "completed": None, "suspended": False, "resolved": set(),
-            "opened": {"task": set(), "timer": set(), "child": set()}, "timer_event_names": {},
+            "opened": fresh_opened(), "timer_event_names": {},
             "children": [], "patches": []}
 
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import hmac
 
+from taskhub_core.turn import Decision
 from taskhub_wire import pb
 
 from fake_sidecar.engine.model import Instance, WorkRef
-from fake_sidecar.engine.turns import Outcome, decide_turn
+from fake_sidecar.engine.turns import decide
 
 
 class EnginePolicy:
@@ -38,9 +39,9 @@ class EnginePolicy:
         return False
 
     def decide_turn(self, *, inst: Instance, new_events: list[pb.HistoryEvent], resp: pb.WorkflowResponse,
-                    now_ns: int) -> Outcome:
-        """What the worker's answer to a turn leads to (turns.py)."""
-        return decide_turn(inst, new_events, resp, now_ns=now_ns)
+                    now_ns: int) -> Decision:
+        """What the worker's answer to a turn leads to (taskhub_core.turn)."""
+        return decide(inst, new_events, resp, now_ns=now_ns)
 
     def redelivers(self, *, ref: WorkRef) -> bool:
         """R4.6 (a), R5.3: work out on a stream that closed unanswered is dispatched again."""

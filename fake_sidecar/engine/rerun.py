@@ -9,21 +9,21 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
+from taskhub_core.actions import Context, child_instance_id, child_start, timer_fired
+from taskhub_core.history import OPENED_BY, resolution_key
+from taskhub_core.inbox import timer_due_ns
 from taskhub_wire import pb
 
 from fake_sidecar.engine import errors
 from fake_sidecar.engine.completions import add_activity, start_child
 from fake_sidecar.engine.management import validate_instance_id
-from fake_sidecar.engine.model import NEVER_NS, Instance, ts, ts_ns
+from fake_sidecar.engine.model import Instance
 from fake_sidecar.engine.store import Tx
-from fake_sidecar.engine.turns import resolution_key
 
 if TYPE_CHECKING:
     from fake_sidecar.engine.core import Engine
 
 _RERUNNABLE = {"taskScheduled", "timerCreated", "childWorkflowInstanceCreated"}
-# The event kind of an operation -> the kind of its resolution key (turns.resolution_key).
-_OPERATION_GROUP = {"taskScheduled": "task", "timerCreated": "timer", "childWorkflowInstanceCreated": "child"}
 
 
 def rerun(eng: Engine, *, source: str, event_id: int, new_iid: str | None, input: str | None,
@@ -79,7 +79,7 @@ def _rerun(eng: Engine, src: Instance, idx: int, *, new_id: str, input: str | No
     copied: list[pb.HistoryEvent] = []
     reissue: list[pb.HistoryEvent] = []
     for ev in prefix:
-        group = _OPERATION_GROUP.get(ev.WhichOneof("eventType"))
+        group = OPENED_BY.get(ev.WhichOneof("eventType"))
         if group is not None and (group, ev.eventId) not in resolved:
             reissue.append(ev)
             continue
@@ -106,7 +106,7 @@ def _rerun(eng: Engine, src: Instance, idx: int, *, new_id: str, input: str | No
         new_ev = pb.HistoryEvent()
         new_ev.CopyFrom(ev)
         if new_ev.HasField("childWorkflowInstanceCreated") and ev is not target:
-            new_ev.childWorkflowInstanceCreated.instanceId = f"{new_id}:{ev.eventId & 0xFFFF:04x}"
+            new_ev.childWorkflowInstanceCreated.instanceId = child_instance_id(new_id, ev.eventId)
         table.append_history(inst, new_ev, tx)
     table.put(inst)
     for ev in inst.history[len(copied):]:
@@ -127,21 +127,12 @@ def _reissue(eng: Engine, inst: Instance, ev: pb.HistoryEvent, tx: Tx) -> None:
         req.workflowInstance.instanceId = inst.iid
         add_activity(eng, inst, req, tx)
     elif ev.HasField("timerCreated"):
-        fired = pb.HistoryEvent(eventId=-1)
-        fired.timerFired.timerId = ev.eventId
-        fired.timerFired.fireAt.CopyFrom(ev.timerCreated.fireAt)
-        eng.table.add_inbox(inst, fired, tx, visible_at=min(ts_ns(ev.timerCreated.fireAt), NEVER_NS))
+        fired = timer_fired(timer_id=ev.eventId, fire_at=ev.timerCreated.fireAt)
+        eng.table.add_inbox(inst, fired, tx, visible_at=timer_due_ns(fired))
     elif ev.HasField("childWorkflowInstanceCreated"):
         ce = ev.childWorkflowInstanceCreated
-        start = pb.HistoryEvent(eventId=-1, timestamp=ts(eng.ticker.now()))
-        es = start.executionStarted
-        es.name = ce.name
-        if ce.HasField("input"):
-            es.input.CopyFrom(ce.input)
-        es.workflowInstance.instanceId = ce.instanceId
-        es.workflowInstance.executionId.value = uuid.uuid4().hex
-        es.parentInstance.taskScheduledId = ev.eventId
-        es.parentInstance.name.value = inst.name
-        es.parentInstance.workflowInstance.instanceId = inst.iid
-        es.parentInstance.workflowInstance.executionId.value = inst.execution_id
+        ctx = Context(iid=inst.iid, name=inst.name, execution_id=inst.execution_id, now_ns=eng.ticker.now(),
+                      new_id=lambda: uuid.uuid4().hex)
+        start = child_start(child_id=ce.instanceId, name=ce.name, input=ce.input if ce.HasField("input") else None,
+                            parent_task_id=ev.eventId, ctx=ctx)
         start_child(eng, inst, ce.instanceId, start, ev.eventId, tx)

@@ -14,7 +14,7 @@ from typing import Any
 
 from fake_sidecar.engine import EnginePolicy
 from fake_sidecar.engine.model import Instance, WorkRef
-from fake_sidecar.engine.turns import Outcome
+from taskhub_core.turn import Decision
 from fake_worker.client import Worker
 from fake_worker.programs import Bundle
 from fake_worker.replay import TurnResult, execute
@@ -53,7 +53,7 @@ class SkipsPatchCheck(EnginePolicy):
     """Never compares the worker's patches with history: no PATCH_MISMATCH stall."""
 
     def decide_turn(self, *, inst: Instance, new_events: list[pb.HistoryEvent], resp: pb.WorkflowResponse,
-                    now_ns: int) -> Outcome:
+                    now_ns: int) -> Decision:
         saved, inst.patches = inst.patches, []
         try:
             return super().decide_turn(inst=inst, new_events=new_events, resp=resp, now_ns=now_ns)
