@@ -153,6 +153,7 @@ Effect = Union[Queued, Abandoned, Stalled, Consumed, Recorded, TimerCancelled, A
 
 
 def apply(state: InstanceState, command: Command) -> tuple[InstanceState, tuple[Effect, ...]]:
+    """The instance after `command`, and what changed, in the order a shell must carry it out."""
     if isinstance(command, Arrive):
         item = InboxItem(seq=state.next_seq, visible_at=command.visible_at, event=command.event)
         return replace(state, inbox=state.inbox + (item,), next_seq=state.next_seq + 1), (Queued(item),)
@@ -167,6 +168,9 @@ def apply(state: InstanceState, command: Command) -> tuple[InstanceState, tuple[
 
 
 def commit(state: InstanceState, cmd: Commit) -> tuple[InstanceState, tuple[Effect, ...]]:
+    """A decision applied: the consumed inbox items go, the turn's events are recorded, a raised
+    event cancels its wait's timeout (R6.3), the turn's operations are handed out, and the
+    generation continues as new (R2.10) or ends (R6.2)."""
     d = cmd.decision
     if d.kind is TurnKind.ABANDON:
         return state, (Abandoned(d.reason),)
