@@ -9,6 +9,7 @@ scenarios/connection/several-workers-share-the-work).
 from __future__ import annotations
 
 from fake_sidecar.engine import Engine, EngineConfig, VirtualClock
+from fake_sidecar.engine.model import CompletionOutcome
 from fake_sidecar.engine.store import MemoryStore
 from taskhub_wire import pb
 
@@ -23,7 +24,7 @@ def _answer(engine: Engine, item: pb.WorkItem, action: pb.WorkflowAction | None 
     resp = pb.WorkflowResponse(instanceId=item.workflowRequest.instanceId, completionToken=item.completionToken)
     if action is not None:
         resp.actions.append(action)
-    assert engine.complete_turn(resp) == "applied"
+    assert engine.complete_turn(resp) is CompletionOutcome.APPLIED
 
 
 def _create_child() -> pb.WorkflowAction:

@@ -9,6 +9,7 @@ splice the old execution's events into the new one (seen with two Go workers on 
 from __future__ import annotations
 
 from fake_sidecar.engine import Engine, EngineConfig, VirtualClock
+from fake_sidecar.engine.model import CompletionOutcome
 from fake_sidecar.engine.store import MemoryStore
 from taskhub_wire import pb
 
@@ -29,7 +30,7 @@ def _answer(engine: Engine, item: pb.WorkItem, *, continue_as_new: bool = False)
         done = resp.actions.add(id=1).completeWorkflow
         done.workflowStatus = pb.ORCHESTRATION_STATUS_CONTINUED_AS_NEW
         done.result.value = "2"
-    assert engine.complete_turn(resp) == "applied"
+    assert engine.complete_turn(resp) is CompletionOutcome.APPLIED
 
 
 def _event_turn(engine: Engine, sid: int) -> pb.WorkItem:
