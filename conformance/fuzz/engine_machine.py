@@ -50,7 +50,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from fake_sidecar.engine import Engine, errors
 from fake_sidecar.engine.policy import REFERENCE_POLICY, EnginePolicy
 from fake_sidecar.engine.store import MemoryStore
-from fake_worker.programs import parse_bundle
+from taskhub_programs import parse_bundle
 from fake_worker.replay import execute
 from fake_worker.replay.executor import OPTIONAL_TIMER_FIRE_AT
 from taskhub_core.history import Facts, resolution_key

@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from fake_worker.activities import ActivityRunner
-from fake_worker.programs import Bundle
 from fake_worker.replay import TurnResult, execute
 from fake_worker.replay.simulate import run_pure_activity
 from taskhub_core import machine
@@ -40,7 +39,10 @@ from taskhub_core.actions import execution_started
 from taskhub_core.inbox import will_be_suspended
 from taskhub_core.state import InboxItem, InstanceState
 from taskhub_core.timestamps import NEVER_NS, copy_event, ts
+from taskhub_programs import Bundle
 from taskhub_wire import pb
+
+from conformance.dialects.turn import TurnCase
 
 START_NS = 1_767_225_600 * 1_000_000_000  # 2026-01-01T00:00:00Z (the scenario wire format's default base)
 EVENT_NAMES = ("go", "Go", "approve", "x", "other")
@@ -100,21 +102,6 @@ class FastDataChooser:
         if self._slow is not None:
             return self._slow.int(lo, hi)
         return self._draw(lo, hi, shrink_towards=lo)
-
-
-@dataclass(frozen=True)
-class TurnCase:
-    """One turn a worker is sent: the committed history before it and the delivered events."""
-
-    instance_id: str
-    past: tuple[pb.HistoryEvent, ...]
-    new: tuple[pb.HistoryEvent, ...]
-    form: str  # dispatched | redelivered (an attempt that was abandoned) | segment | mutated
-    note: str = ""
-    answer: TurnResult | None = None  # the reference's answer, when already known
-    stripped: bool = False  # a dialect removed 9999-12-31 timers from it (dialect.py)
-    got: pb.WorkflowResponse | None = None  # the worker's own answer, when its answers drove the schedule
-    committed: bool = False  # the engine committed `got` (else it abandoned or never got it)
 
 
 # The worker answering each turn, when its own answers drive the schedule (self-oracle fuzzing);

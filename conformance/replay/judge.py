@@ -1,6 +1,6 @@
 """Pure judgement of one replayed turn: the worker's answer against what history recorded next.
 
-The answer is read in the engine's view (`conformance.fuzz.compare.normalise`: only the first
+The answer is read in the engine's view (`conformance.dialects.compare.normalise`: only the first
 completion counts, nothing after continue-as-new, default child ids filled in), and the patch and
 version rules are the reference engine's own (`taskhub_core.turn.decide_turn`, which stalls
 exactly as dapr/dapr does), so a replay stalls where daprd would and with daprd's description.
@@ -20,7 +20,7 @@ from taskhub_core.state import InstanceState
 from taskhub_core.turn import TurnKind, decide_turn
 from taskhub_wire import pb
 
-from conformance.fuzz.compare import EXACT, Profile, normalise
+from conformance.dialects.compare import EXACT, Profile, normalise
 from conformance.replay.turns import ACTION_OF_EVENT as _ACTION_OF
 from conformance.replay.turns import Turn
 

@@ -288,7 +288,7 @@ class _Harness:
 
     def start_worker(self, *, programs: Mapping[str, Any] | None = None,
                      versions: Mapping[str, Sequence[str]] | None = None) -> None:
-        from fake_worker.programs import parse_bundle  # pure data module, no engine code
+        from taskhub_programs import parse_bundle  # pure data module, no engine code
 
         if programs:
             self.bundle_doc = {**dict(self.run.scenario.programs_doc), **dict(programs)}
@@ -635,10 +635,10 @@ def _run_vector(run: _Run, stack: ExitStack) -> Observed:
     """A turn-level vector: the reference sidecar hands the turn, in the worker's dialect, to the worker under test."""
     vec = run.scenario.vector
     assert vec is not None
-    from fake_worker.programs import parse_bundle
+    from taskhub_programs import parse_bundle
 
-    from conformance.fuzz.compare import engine_view, profile_for, relax
-    from conformance.runner.vector_dialect import in_dialect
+    from conformance.dialects.compare import engine_view, profile_for, relax
+    from conformance.dialects.vectors import in_dialect
 
     bundle = parse_bundle({"programs": run.scenario.programs_doc})
     turn = in_dialect(vec, capabilities=run.pair.worker.capabilities, programs=run.scenario.programs_doc)

@@ -140,7 +140,7 @@ INSTANCE_NAME = ValueType(schema={"type": "string", "pattern": "^[A-Za-z_][A-Za-
 # problems of one start come in the order a reader fixes them.
 UNREGISTERED = ValueType(schema={"type": "boolean"}, read=lambda c, key, value, path: value is True)
 PROGRAMS = ValueType(schema={"type": "object",
-                             "additionalProperties": {"$ref": "../../fake_worker/program.schema.json#/$defs/program"}},
+                             "additionalProperties": {"$ref": "../../taskhub_programs/program.schema.json#/$defs/program"}},
                      read=_programs)
 VERSIONS = ValueType(schema={"type": "object",
                              "additionalProperties": {"type": "array", "items": {"type": "string"}, "minItems": 1}},

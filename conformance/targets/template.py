@@ -2,7 +2,7 @@
 
 A scenario's `requires` names capabilities; a pair that lacks one gets NOT_APPLICABLE for it.
 Turn-level vectors are also sent in the worker's dialect (ids_from_one, event_wait_timer,
-timer_origins: conformance/runner/vector_dialect.py), so a wrong declaration fails vectors.
+timer_origins: conformance/dialects/vectors.py), so a wrong declaration fails vectors.
 """
 
 from __future__ import annotations
@@ -71,7 +71,8 @@ workers:
     kind: command
     # The driver: interprets the program language (docs/programs.md) with your SDK and connects to
     # the sidecar. Placeholders: {{address}} {{host}} {{port}} {{programs}} (a JSON bundle file),
-    # {{ledger}}, {{python}} (this interpreter), {{root}} (the library root). Exit 3 when a program
+    # {{canonical}} (the same programs in their canonical form, docs/programs.md), {{ledger}},
+    # {{python}} (this interpreter), {{root}} (the library root). Exit 3 when a program
     # uses a step your SDK cannot express (the scenario is then NOT_APPLICABLE).
     command: "{command}"
     # Printed by the driver on stdout once its worker stream is open; scenarios start after it.

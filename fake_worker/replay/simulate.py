@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from fake_worker.activities import ActivityFailure, ActivityRunner
-from fake_worker.programs import Bundle
+from taskhub_programs import Bundle
 from fake_worker.replay.executor import TurnResult, execute
 from taskhub_core import machine
 from taskhub_core.actions import ChildStart, child_result, execution_started

@@ -16,7 +16,7 @@ from fake_sidecar.engine import EnginePolicy
 from fake_sidecar.engine.model import Instance, WorkRef
 from taskhub_core.turn import Decision
 from fake_worker.client import Worker
-from fake_worker.programs import Bundle
+from taskhub_programs import Bundle
 from fake_worker.replay import TurnResult, execute
 from taskhub_wire import pb
 

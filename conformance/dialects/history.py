@@ -27,7 +27,7 @@ from taskhub_core.actions import child_instance_id
 from taskhub_core.timestamps import copy_event
 from taskhub_wire import pb
 
-from conformance.fuzz.interleave import TurnCase
+from conformance.dialects.turn import TurnCase, copy_event
 
 SENTINEL_SECONDS = 253402300799
 ACTION_EVENTS = ("taskScheduled", "timerCreated", "childWorkflowInstanceCreated", "eventSent",
