@@ -25,7 +25,7 @@ DRIVER_FILES = [
 
 def packages() -> list[str]:
     """Ours, and every folder of the library as a (namespace) package, so each file has one."""
-    out = find_namespace_packages(include=["taskhub_wire*", "fake_sidecar*", "fake_worker*", "conformance*"],
+    out = find_namespace_packages(include=["taskhub_wire*", "taskhub_core*", "fake_sidecar*", "fake_worker*", "conformance*"],
                                   exclude=["*__pycache__*"])
     for package, folder in LIBRARY.items():
         out += [package] + [f"{package}.{sub}" for sub in find_namespace_packages(

@@ -27,14 +27,15 @@ import grpc
 from google.protobuf import empty_pb2
 from google.protobuf.message import DecodeError, Message
 
+from taskhub_core.history import status_name
 from taskhub_wire import pb, rt
 from taskhub_wire.rpc import DAPR_WORKFLOW, TASKHUB, Kind, ServiceTable
 
 from fake_sidecar.engine import Engine, EngineConfig, EngineError, RealClock, TaskExecutionIdMode, VirtualClock
 from fake_sidecar.engine.errors import ShuttingDown
 from fake_sidecar.engine.model import InstanceView, ts, ts_ns, wire
+from fake_sidecar.engine.policy import REFERENCE_POLICY, EnginePolicy
 from fake_sidecar.engine.store import open_store
-from fake_sidecar.engine.turns import status_name
 from taskhub_wire.limits import DEFAULT_MAX_MESSAGE_BYTES
 from fake_sidecar.streams import Call, WorkItemPump
 
@@ -439,8 +440,10 @@ class SidecarServer:
               api_token: str | None = None, activity_lease: float | None = None,
               max_payload: int | None = None, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
               strict_tokens: bool = False, clock: str = "real", max_workers: int = 512,
-              engine_class: type[Engine] = Engine, task_execution_id: str = "passthrough") -> "SidecarServer":
-        """`engine_class` lets the harness's tests run deliberately broken engines (mutants);
+              engine_class: type[Engine] = Engine, policy: EnginePolicy = REFERENCE_POLICY,
+              task_execution_id: str = "passthrough") -> "SidecarServer":
+        """`engine_class` lets `conformance replay` refuse management calls; `policy` lets the
+        harness's tests run deliberately broken engines (mutants, tests/mutants/variants.py);
         `task_execution_id` is `spec` (a fresh id per activity dispatch) or `passthrough` (the SDK's).
 
         `max_message_bytes` bounds every gRPC message both ways: a bigger request is refused
@@ -459,7 +462,8 @@ class SidecarServer:
                               config=EngineConfig(activity_lease_s=activity_lease, max_payload=max_payload,
                                                   max_message_bytes=max_message_bytes,
                                                   strict_tokens=strict_tokens,
-                                                  task_execution_id=modes[task_execution_id]))
+                                                  task_execution_id=modes[task_execution_id]),
+                              policy=policy)
         loop = asyncio.new_event_loop()
         thread = threading.Thread(target=loop.run_forever, name="sidecar-grpc-loop", daemon=True)
         thread.start()

@@ -1,7 +1,7 @@
 """The packages' dependency direction (docs/design.md §2), checked on every module's imports.
 
-`taskhub_wire` is the bottom; `fake_sidecar` and `fake_worker` sit on it and never import each
-other; `conformance` is on top and reaches the reference implementations only through
+`taskhub_wire` is the bottom; `taskhub_core` (the protocol's pure rules) sits on it alone;
+`fake_sidecar` and `fake_worker` sit on both and never import each other; `conformance` is on top and reaches the reference implementations only through
 `conformance/targets/reference.py`. Imports are read with `ast` (function-level and relative ones
 included), so nothing is imported to check them.
 """
@@ -15,12 +15,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("taskhub_wire", "fake_sidecar", "fake_worker", "conformance")
+PACKAGES = ("taskhub_wire", "taskhub_core", "fake_sidecar", "fake_worker", "conformance")
 FAKES = ("fake_sidecar", "fake_worker")
 
 # package -> the packages of this project it must not import
 FORBIDDEN = {
-    "taskhub_wire": frozenset({"fake_sidecar", "fake_worker", "conformance"}),
+    "taskhub_wire": frozenset({"taskhub_core", "fake_sidecar", "fake_worker", "conformance"}),
+    # The protocol's pure rules, below both fakes: only taskhub_wire.
+    "taskhub_core": frozenset({"fake_sidecar", "fake_worker", "conformance", "taskhub_programs"}),
     "fake_sidecar": frozenset({"fake_worker", "conformance"}),
     "fake_worker": frozenset({"fake_sidecar", "conformance"}),
 }
@@ -34,7 +36,7 @@ CONFORMANCE_GATEWAY = "conformance/targets/reference.py"
 CONFORMANCE_DEBT = {
     "conformance/fuzz/cli.py": frozenset({"fake_sidecar", "fake_worker"}),
     "conformance/fuzz/engine_machine.py": frozenset({"fake_sidecar", "fake_worker"}),
-    "conformance/fuzz/interleave.py": frozenset({"fake_sidecar", "fake_worker"}),
+    "conformance/fuzz/interleave.py": frozenset({"fake_worker"}),
     "conformance/fuzz/replay_worker.py": frozenset({"fake_worker"}),
     "conformance/fuzz/scenario_out.py": frozenset({"fake_worker"}),
     "conformance/fuzz/self_oracle.py": frozenset({"fake_worker"}),
@@ -44,9 +46,8 @@ CONFORMANCE_DEBT = {
     "conformance/scenario/loader.py": frozenset({"fake_worker"}),
     "conformance/scenario/model.py": frozenset({"fake_worker"}),
     "conformance/targets/base.py": frozenset({"fake_worker"}),
-    # Issue 14: `conformance replay` serves histories through the reference engine and judges answers
-    # with its turn rules; they move with the engine's pure core.
-    "conformance/replay/judge.py": frozenset({"fake_sidecar"}),
+    # Issue 14: `conformance replay` serves histories through the reference engine (its turn rules
+    # are taskhub_core's now).
     "conformance/replay/session.py": frozenset({"fake_sidecar"}),
 }
 

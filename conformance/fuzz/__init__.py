@@ -2,7 +2,7 @@
 
 - `programs`: Hypothesis strategies for random programs in the program language;
 - `interleave`: valid histories, made by running a program on the reference's pure pieces
-  (`fake_worker.replay.execute` answers, `fake_sidecar.engine.turns.decide_turn` commits) with
+  (`fake_worker.replay.execute` answers, `taskhub_core.machine.apply` commits) with
   random interleavings of completions, failures, timer firings, events, suspends, resumes,
   terminations and redeliveries;
 - `mutate`: mutated histories (reordered, duplicated, dropped events, unknown task ids, truncated

@@ -33,6 +33,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 from google.protobuf.unknown_fields import UnknownFieldSet
 
+from taskhub_core.actions import child_instance_id
 from taskhub_wire import pb
 
 IGNORED = frozenset({"router", "stackTrace", "errorMessage"})
@@ -201,7 +202,7 @@ def engine_view(actions: list[dict[str, Any]], instance_id: str, *, wire: bool) 
         if isinstance(c, dict) and not c.get("instanceId"):
             aid = a.get("id", 0) if wire else c.get("id", 0)
             if isinstance(aid, int):
-                a = {**a, child: {**c, "instanceId": f"{instance_id}:{(0x10000 + aid) & 0xFFFF:04x}"}}
+                a = {**a, child: {**c, "instanceId": child_instance_id(instance_id, aid)}}
         out.append(a)
     return out
 

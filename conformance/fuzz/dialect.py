@@ -23,9 +23,11 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from taskhub_core.actions import child_instance_id
+from taskhub_core.timestamps import copy_event
 from taskhub_wire import pb
 
-from conformance.fuzz.interleave import TurnCase, copy_event
+from conformance.fuzz.interleave import TurnCase
 
 SENTINEL_SECONDS = 253402300799
 ACTION_EVENTS = ("taskScheduled", "timerCreated", "childWorkflowInstanceCreated", "eventSent",
@@ -156,7 +158,7 @@ def child_id(instance_id: str, value: str, move: Callable[[int], int]) -> str:
     m = re.fullmatch(re.escape(instance_id) + r":([0-9a-f]{4})", value)
     if not m:
         return value
-    return f"{instance_id}:{move(int(m.group(1), 16)) & 0xFFFF:04x}"
+    return child_instance_id(instance_id, move(int(m.group(1), 16)))
 
 
 def _renumber(ev: pb.HistoryEvent, move: Callable[[int], int], instance_id: str) -> pb.HistoryEvent:

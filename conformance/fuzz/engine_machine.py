@@ -48,12 +48,16 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 from fake_sidecar.engine import Engine, errors
-from fake_sidecar.engine.model import NEVER_NS
+from fake_sidecar.engine.policy import REFERENCE_POLICY, EnginePolicy
 from fake_sidecar.engine.store import MemoryStore
-from fake_sidecar.engine.turns import resolution_key
 from fake_worker.programs import parse_bundle
 from fake_worker.replay import execute
 from fake_worker.replay.executor import OPTIONAL_TIMER_FIRE_AT
+from taskhub_core.history import Facts, resolution_key
+from taskhub_core.inbox import will_be_suspended
+from taskhub_core.state import InstanceState
+from taskhub_core.timestamps import NEVER_NS, ts_ns
+from taskhub_core.turn import TurnKind, decide_turn
 from taskhub_wire import pb
 
 from conformance.fuzz.common import Budget, Clock, FindingError, Progress, finding_error, hypothesis_settings, key, seed_for
@@ -84,6 +88,8 @@ PROGRAMS: dict[str, Any] = {
 }
 BUNDLE = parse_bundle({"programs": PROGRAMS})
 SLOTS = ("i1", "i2", "i3")
+# What complete_turn must answer for each decision of the core's turn rules.
+_EXPECTED = {TurnKind.COMMIT: "applied", TurnKind.STALL: "stalled", TurnKind.ABANDON: "abandoned"}
 VARIANTS = ("ok", "ok", "ok", "ok", "wrong_patches", "dup_timer", "stale_id", "malformed")
 
 
@@ -138,6 +144,11 @@ class EngineFinding:
         return "\n".join([self.headline(), "", self.message, "", "steps (shrunk):", *[f"  {s}" for s in self.steps]])
 
 
+def _engine_name(engine_class: type[Engine], policy: EnginePolicy) -> str:
+    """The engine a finding names: its class, or the policy that makes it differ (a mutant's)."""
+    return engine_class.__name__ if type(policy) is EnginePolicy else type(policy).__name__
+
+
 def history_problems(history: list[pb.HistoryEvent]) -> list[tuple[str, str]]:
     """(check, message) for what is wrong with one committed history."""
     out: list[tuple[str, str]] = []
@@ -165,16 +176,17 @@ def history_problems(history: list[pb.HistoryEvent]) -> list[tuple[str, str]]:
 
 
 class EngineMachine(RuleBasedStateMachine):
-    """Drive one engine; `engine_class` is replaced for other engines (e.g. mutants)."""
+    """Drive one engine; `policy` is replaced for other engines (e.g. mutants)."""
 
     engine_class: type[Engine] = Engine
+    policy: EnginePolicy = REFERENCE_POLICY
     sink: Callable[[EngineFinding], None] | None = None
     campaign_seed = 0
 
     def __init__(self) -> None:
         super().__init__()
         self.clock = ManualClock()
-        self.engine = self.engine_class(store=MemoryStore(), clock=self.clock)
+        self.engine = self.engine_class(store=MemoryStore(), clock=self.clock, policy=self.policy)
         self.streams: list[int] = []
         self.held: list[Held] = []
         self.latest: dict[tuple[str, str, int], str] = {}
@@ -190,14 +202,14 @@ class EngineMachine(RuleBasedStateMachine):
         self.log.append(text)
 
     def fail(self, check: str, message: str) -> None:
-        f = EngineFinding(engine=self.engine_class.__name__, check=check, message=message, steps=list(self.log),
+        f = EngineFinding(engine=_engine_name(self.engine_class, self.policy), check=check, message=message, steps=list(self.log),
                           seed=self.campaign_seed)
         if type(self).sink is not None:
             type(self).sink(f)  # type: ignore[misc]
         raise finding_error(f.key)(f)
 
     def _inst(self, iid: str) -> Any:
-        return self.engine._instances.get(iid)  # white-box: the engine's own record
+        return self.engine.table.find(iid)  # white-box: the engine's own record
 
     def snapshot(self) -> Any:
         out = {}
@@ -259,7 +271,7 @@ class EngineMachine(RuleBasedStateMachine):
         inst = self._inst(slot)
         markers = [e.event.WhichOneof("eventType") for e in inst.inbox
                    if e.event.WhichOneof("eventType") in ("executionSuspended", "executionResumed")] if inst else []
-        effective = (markers[-1] == "executionSuspended") if markers else (inst.suspended if inst else False)
+        effective = will_be_suspended(inst.inbox, suspended=inst.suspended) if inst else False
         before = len(inst.inbox) if inst else 0
         try:
             if op == "suspend":
@@ -347,9 +359,7 @@ class EngineMachine(RuleBasedStateMachine):
                     if fire == OPTIONAL_TIMER_FIRE_AT:
                         self.fail("timers", f"{req.instanceId}: the 9999-12-31 sentinel timer {ev.timerFired.timerId} "
                                             "fired")
-                    ns = fire.seconds * 1_000_000_000 + fire.nanos
-                    ws_ns = ws.timestamp.seconds * 1_000_000_000 + ws.timestamp.nanos
-                    if ns > ws_ns or ns > self.clock.now_ns():
+                    if ts_ns(fire) > ts_ns(ws.timestamp) or ts_ns(fire) > self.clock.now_ns():
                         self.fail("timers", f"{req.instanceId}: timer {ev.timerFired.timerId} delivered before its "
                                             f"fireAt")
             kinds = [e.WhichOneof("eventType") for e in req.newEvents]
@@ -383,9 +393,9 @@ class EngineMachine(RuleBasedStateMachine):
         result = execute(BUNDLE, instance_id=h.iid, past=req.pastEvents, new=req.newEvents)
         token = h.token if forge else f"forged-{self.n}"
         resp = result.response(instance_id=h.iid, completion_token=token)
-        # R3.14: ids are one sequence per generation, whatever the kind of operation.
-        opened = {e.eventId for e in req.pastEvents
-                  if e.WhichOneof("eventType") in ("taskScheduled", "timerCreated", "childWorkflowInstanceCreated")}
+        # The instance as the request shows it; the core's turn rules say what the engine must do.
+        past = InstanceState(iid=h.iid, name="", history=tuple(req.pastEvents), facts=Facts().extended(req.pastEvents))
+        opened = past.facts.used_ids
         applied_variant = "ok"
         if variant == "wrong_patches":
             patches = list(resp.version.patches)
@@ -406,21 +416,9 @@ class EngineMachine(RuleBasedStateMachine):
         current = self._current(h) and bool(forge)
         expect = None
         if current:
-            recorded = [p for e in req.pastEvents if e.HasField("workflowStarted")
-                        and e.workflowStarted.HasField("version") for p in e.workflowStarted.version.patches]
-            now_patches = list(resp.version.patches) if resp.HasField("version") else []
-            ids = {a.id for a in resp.actions
-                   if a.WhichOneof("workflowActionType") in ("scheduleTask", "createTimer", "createChildWorkflow")}
-            if applied_variant == "malformed" or ids & opened:
-                expect = "abandoned"
-            elif any(a.HasField("workflowVersionNotAvailable") for a in resp.actions):
-                expect = "stalled"
-            elif recorded and now_patches[: len(recorded)] != recorded:
-                expect = "stalled"
-            else:
-                expect = "applied"
+            expect = _EXPECTED[decide_turn(past, req.newEvents, resp, now_ns=self.clock.now_ns()).kind]
         before = self.snapshot()
-        got = self.engine.complete_turn(resp)
+        got = self.engine.complete_turn(resp).value
         kinds = [a.WhichOneof("workflowActionType") for a in resp.actions]
         self.step(f"complete_turn({h.iid}, {applied_variant}, {'token' if forge else 'forged token'}"
                   f"{'' if current else ' (stale)'}, actions {kinds}, patches {list(resp.version.patches)}) -> {got}")
@@ -462,7 +460,7 @@ class EngineMachine(RuleBasedStateMachine):
         before = self.snapshot()
         inst = self._inst(h.iid)
         pending = inst is not None and h.task_id in inst.activities
-        got = self.engine.complete_activity(resp)
+        got = self.engine.complete_activity(resp).value
         self.step(f"complete_activity({h.iid}/{h.task_id}, {'ok' if ok else 'failure'}, "
                   f"{'token' if forge else 'forged token'}{'' if current else ' (stale)'}) -> {got}")
         if not current:
@@ -490,11 +488,11 @@ class EngineMachine(RuleBasedStateMachine):
                 resp.result.value = json.dumps("again")
             else:
                 resp.failureDetails.errorType = "ActivityFailure"
-            got = self.engine.complete_activity(resp)
+            got = self.engine.complete_activity(resp).value
         else:
             req = h.item.workflowRequest
             result = execute(BUNDLE, instance_id=h.iid, past=req.pastEvents, new=req.newEvents)
-            got = self.engine.complete_turn(result.response(instance_id=h.iid, completion_token=h.token))
+            got = self.engine.complete_turn(result.response(instance_id=h.iid, completion_token=h.token)).value
         self.step(f"answer again {h.kind} {h.iid}/{h.task_id} with its settled token -> {got}")
         if got not in ("stale", "unknown"):
             self.fail("exactly-once" if h.kind == "act" else "tokens",
@@ -526,18 +524,17 @@ class EngineMachine(RuleBasedStateMachine):
     def advance(self, seconds: float) -> None:
         self.clock.advance_to(self.clock.now_ns() + int(seconds * 1e9))
         self.step(f"advance clock {seconds}s")
-        with self.engine._lock:
-            self.engine._run_due(self.clock.now_ns())
+        self.engine.run_due(self.clock.now_ns())
 
-    @precondition(lambda self: bool(self.engine._due))
+    @precondition(lambda self: self.engine.ticker.next_due() is not None)
     @rule()
     def advance_to_next_due(self) -> None:
-        target = self.engine._due[0][0]
+        target = self.engine.ticker.next_due()
+        assert target is not None
         if target < NEVER_NS:
             self.clock.advance_to(target)
         self.step("advance clock to the next due time")
-        with self.engine._lock:
-            self.engine._run_due(self.clock.now_ns())
+        self.engine.run_due(self.clock.now_ns())
 
     # ------------------------------------------------------------------ redelivery
 
@@ -576,10 +573,10 @@ class EngineMachine(RuleBasedStateMachine):
             turn_ts = 0
             for ev in inst.history:
                 if ev.HasField("workflowStarted"):
-                    turn_ts = ev.timestamp.seconds * 1_000_000_000 + ev.timestamp.nanos
+                    turn_ts = ts_ns(ev.timestamp)
                 if ev.HasField("timerFired"):
                     f = ev.timerFired.fireAt
-                    if f == OPTIONAL_TIMER_FIRE_AT or f.seconds * 1_000_000_000 + f.nanos > turn_ts:
+                    if f == OPTIONAL_TIMER_FIRE_AT or ts_ns(f) > turn_ts:
                         self.fail("timers", f"{iid}: TimerFired {ev.timerFired.timerId} recorded before its fireAt "
                                             "(or for the sentinel)")
 
@@ -632,6 +629,7 @@ class EngineMachine(RuleBasedStateMachine):
 @dataclass
 class EngineCampaign:
     engine_class: type[Engine] = Engine
+    policy: EnginePolicy = REFERENCE_POLICY
     name: str = "reference"
     seed: int = 0
     budget: Budget = Budget(seconds=60)
@@ -671,6 +669,7 @@ class EngineCampaign:
 
         class Machine(EngineMachine):
             engine_class = self.engine_class
+            policy = self.policy
             campaign_seed = self.seed
 
             def __init__(self) -> None:

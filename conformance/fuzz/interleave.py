@@ -6,15 +6,12 @@ produce, and simulate has no hook for choosing one, so this module drives the sa
 itself, with an engine's inbox in the middle:
 
 - the worker's answer is `fake_worker.replay.execute(...)`;
-- the turn is committed by the reference engine's own pure decision,
-  `fake_sidecar.engine.turns.decide_turn` (history layout, patch compaction, R2.8 stripping,
-  enforced termination, continue-as-new), on a `fake_sidecar.engine.model.Instance`;
-- the inbox is kept as the engine keeps it (`fake_sidecar/engine/core.py`): entries in arrival
-  order, a TimerFired entry added when its TimerCreated commits and visible from its fireAt (the
-  9999-12-31 sentinel never), a committed EventRaised deleting the oldest not-yet-visible timeout
-  timer of its name (R6.3), suspends and resumes dropped as the engine drops them, timers and
-  activities forgotten on continue-as-new and on completion;
-- a take delivers every visible inbox entry, in inbox order, after a WorkflowStarted.
+- the instance, its history and its inbox are `taskhub_core.machine`'s state, and each answer is
+  applied by `machine.apply`, the instance machine the reference sidecar runs (history layout,
+  patch compaction, R2.8 stripping, enforced termination, timers visible from their fireAt, the
+  R6.3 timeout cancellation, continue-as-new carry-over, timers forgotten on completion);
+- this module only schedules: a take delivers every visible inbox entry, in inbox order, after a
+  WorkflowStarted (a TimerFired stamped with its fireAt, DAPR R2.6).
 
 A `Chooser` makes every random decision, between takes: which activity results arrive (a result,
 or a failure, in any order), which children finish and how, which events are raised, suspends,
@@ -34,11 +31,15 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from fake_sidecar.engine.model import NEVER_NS, Instance, ts, ts_ns
-from fake_sidecar.engine.turns import ABANDON, STALL, absorb, decide_turn
-from fake_worker.activities import ActivityFailure, ActivityRunner
+from fake_worker.activities import ActivityRunner
 from fake_worker.programs import Bundle
 from fake_worker.replay import TurnResult, execute
+from fake_worker.replay.simulate import run_pure_activity
+from taskhub_core import machine
+from taskhub_core.actions import execution_started
+from taskhub_core.inbox import will_be_suspended
+from taskhub_core.state import InboxItem, InstanceState
+from taskhub_core.timestamps import NEVER_NS, copy_event, ts
 from taskhub_wire import pb
 
 START_NS = 1_767_225_600 * 1_000_000_000  # 2026-01-01T00:00:00Z (the scenario wire format's default base)
@@ -134,25 +135,11 @@ class SimRun:
 
 
 @dataclass
-class _Entry:
-    seq: int
-    visible_at: int
-    event: pb.HistoryEvent
-    timer_name: str | None = None  # externalEvent-origin timers: the event name (R6.3)
-
-
-@dataclass
 class _Activity:
     task_id: int
     name: str
     input: Any
     execution_id: str
-
-
-def copy_event(ev: pb.HistoryEvent) -> pb.HistoryEvent:
-    out = pb.HistoryEvent()
-    out.CopyFrom(ev)
-    return out
 
 
 class _Sim:
@@ -166,25 +153,15 @@ class _Sim:
         self.events, self.suspend_ok, self.terminate_ok = events, suspend, terminate
         self.redeliver_ok, self.segments = redeliver, segments
         self.now = start_ns
-        self.seq = 0
-        self.inbox: list[_Entry] = []
         self.activities: list[_Activity] = []
         self.children: list[tuple[int, str, str]] = []  # (task id, instance id, name)
         self.runner = ActivityRunner(ledger=None)
         self.run = SimRun(workflow=workflow, input=input, instance_id=instance_id)
-        self.inst = self._instance(workflow, 0)
-        start = pb.HistoryEvent(eventId=-1, timestamp=ts(self.now))
-        es = start.executionStarted
-        es.name = workflow
-        if input is not None:
-            es.input.value = json.dumps(input)
-        es.workflowInstance.instanceId = instance_id
-        es.workflowInstance.executionId.value = f"exec-{instance_id}-0"
-        self.push(start)
-
-    def _instance(self, workflow: str, generation: int) -> Instance:
-        return Instance(iid=self.iid, seq=0, name=workflow, generation=generation,
-                        execution_id=f"exec-{self.iid}-{generation}", created_ns=self.now, last_updated_ns=self.now)
+        self.state = InstanceState(iid=instance_id, name=workflow, execution_id=f"exec-{instance_id}-0")
+        self.committed: tuple[pb.HistoryEvent, ...] = ()  # history after the last commit
+        self.push(execution_started(name=workflow, iid=instance_id, now_ns=self.now,
+                                    input=None if input is None else json.dumps(input),
+                                    execution_id=f"exec-{instance_id}-0"))
 
     # ------------------------------------------------------------------ inbox
 
@@ -192,9 +169,12 @@ class _Sim:
         self.now += step if step is not None else 1_000_000
         return self.now
 
-    def push(self, ev: pb.HistoryEvent, *, visible_at: int = 0, timer_name: str | None = None) -> None:
-        self.inbox.append(_Entry(self.seq, visible_at, ev, timer_name))
-        self.seq += 1
+    @property
+    def inbox(self) -> tuple[InboxItem, ...]:
+        return self.state.inbox
+
+    def push(self, ev: pb.HistoryEvent) -> None:
+        self.state, _ = machine.apply(self.state, machine.Arrive(event=ev))
 
     def _arrival(self) -> bool:
         """One thing arrives at the inbox (or the clock moves); False when the chooser picks 'nothing'."""
@@ -236,9 +216,7 @@ class _Sim:
             # the last marker still in the inbox wins over history. (The reference engine checks
             # less: it accepts a second resume while a suspend is pending, see docs/fuzzing.md.)
             ev = pb.HistoryEvent(eventId=-1, timestamp=ts(self.now))
-            markers = [e.event.WhichOneof("eventType") for e in self.inbox
-                       if e.event.WhichOneof("eventType") in ("executionSuspended", "executionResumed")]
-            suspended = markers[-1] == "executionSuspended" if markers else self.inst.suspended
+            suspended = will_be_suspended(self.inbox, suspended=self.state.facts.suspended)
             if self.perturb and chance(self.c, 15):
                 # Reachable on real engines (engine-rules R6.7: a second suspend is recorded; daprd
                 # records a resume of a running instance): the other marker than the state asks for.
@@ -283,16 +261,9 @@ class _Sim:
         out: Any = None
         if chance(self.c, 8):
             failure = (pick(self.c, ERROR_TYPES), "injected failure")
-        elif act.name in ("sleep", "record"):
-            out = act.input  # pure: no sleeping, no ledger
         else:
-            try:
-                out = self.runner.run(name=act.name, input=act.input, instance_id=self.iid, task_id=act.task_id,
-                                      task_execution_id=act.execution_id)
-            except ActivityFailure as exc:
-                failure = (exc.error_type, str(exc))
-            except Exception as exc:  # noqa: BLE001 - a broken input fails the activity, as a worker reports it
-                failure = (type(exc).__name__, str(exc))
+            out, failure = run_pure_activity(self.runner, name=act.name, input=act.input, instance_id=self.iid,
+                                             task_id=act.task_id, task_execution_id=act.execution_id)
         if failure is not None:
             ev.taskFailed.taskScheduledId = act.task_id
             ev.taskFailed.failureDetails.errorType = failure[0]
@@ -307,8 +278,19 @@ class _Sim:
 
     # ------------------------------------------------------------------ turns
 
-    def take(self) -> list[_Entry]:
+    def take(self) -> list[InboxItem]:
         return [e for e in self.inbox if e.visible_at <= self.now]
+
+    def delivered(self, visible: list[InboxItem]) -> list[pb.HistoryEvent]:
+        out = []
+        for e in visible:
+            if e.event.HasField("executionStarted") and self.state.facts.started:
+                continue
+            ev = copy_event(e.event)
+            if ev.HasField("timerFired"):
+                ev.timestamp.CopyFrom(ev.timerFired.fireAt)  # DAPR: the firing time (R2.6)
+            out.append(ev)
+        return out
 
     def simulate(self) -> SimRun:
         steps = self.steps()
@@ -355,9 +337,8 @@ class _Sim:
             turns += 1
             ws = pb.HistoryEvent(eventId=-1, timestamp=ts(self.tick()))
             ws.workflowStarted.SetInParent()
-            new = [ws] + [copy_event(e.event) for e in visible if e.event.WhichOneof("eventType") != "executionStarted"
-                          or not self.inst.started]
-            past = tuple(copy_event(e) for e in self.inst.history)
+            new = [ws] + self.delivered(visible)
+            past = tuple(copy_event(e) for e in self.state.history)
             result = got = None
             if self.answer is None:
                 result = execute(self.bundle, instance_id=self.iid, past=past, new=new)
@@ -375,83 +356,61 @@ class _Sim:
                 redelivered += 1
                 self.run.cases.append(TurnCase(self.iid, past, tuple(new), "redelivered", answer=result, got=got))
                 continue
-            outcome = decide_turn(self.inst, new, resp, now_ns=self.tick(1000))
+            now = self.tick(1000)
+            before = self.state
+            self.state, effects = machine.apply(self.state, machine.Answer(
+                new_events=tuple(new), response=resp, consumed=frozenset(e.seq for e in visible), decided_ns=now,
+                now_ns=now, restart_ns=now + 1_000_000, next_execution_id=f"exec-{self.iid}-{self.run.generations}"))
+            refused = next((e for e in effects if isinstance(e, (machine.Stalled, machine.Abandoned))), None)
             self.run.cases.append(TurnCase(self.iid, past, tuple(new), "dispatched", answer=result, got=got,
-                                           committed=outcome.kind not in (STALL, ABANDON)))
-            if outcome.kind == STALL:
+                                           committed=refused is None))
+            if isinstance(refused, machine.Stalled):
                 self.run.end = "stalled"
                 return self._done()
-            if outcome.kind == ABANDON:
+            if isinstance(refused, machine.Abandoned):
                 # R3.14 (an action id already in history: a stale answer) or a malformed answer: the
                 # engine redelivers the turn later. The reference worker does this after a turn that
                 # acted on an event and then saw ExecutionSuspended: on replay the produced events
                 # are held with the suspension, so their actions are made again.
                 self.run.abandoned += 1
                 continue
-            consumed = {e.seq for e in visible}
-            self.inbox = [e for e in self.inbox if e.seq not in consumed]
-            for ev in outcome.events:
-                self.inst.history.append(ev)
-                absorb(self.inst, ev)
-            if self.segments:
-                self.run.cases.append(TurnCase(self.iid, past, tuple(copy_event(e) for e in outcome.events),
-                                               "segment"))
-            for name in outcome.cancel_event_timers:
-                self._cancel_event_timer(name)
-            for req in outcome.activities:
+            end = self._dispatch(effects, before, past)
+            if end:
+                return self._done(end)
+
+    def _dispatch(self, effects: Sequence[machine.Effect], before: InstanceState,
+                  past: tuple[pb.HistoryEvent, ...]) -> str:
+        """What the engine hands out after a commit; the run's end ("" while it goes on)."""
+        for effect in effects:
+            if isinstance(effect, machine.Recorded):
+                self.committed = before.history + effect.events
+                if self.segments:
+                    self.run.cases.append(TurnCase(self.iid, past, tuple(copy_event(e) for e in effect.events),
+                                                   "segment"))
+            elif isinstance(effect, machine.ActivityScheduled):
+                req = effect.request
                 value = json.loads(req.input.value) if req.HasField("input") and req.input.value else None
                 self.activities.append(_Activity(req.taskId, req.name, value, req.taskExecutionId))
-            for timer_id, fired in outcome.timers:
-                fire = ts_ns(fired.timerFired.fireAt)
-                name = None
-                for ev in outcome.events:
-                    if ev.eventId == timer_id and ev.HasField("timerCreated") \
-                            and ev.timerCreated.WhichOneof("origin") == "externalEvent":
-                        name = ev.timerCreated.externalEvent.name
-                fired.timestamp.CopyFrom(fired.timerFired.fireAt)  # DAPR: the firing time (R2.6)
-                self.push(fired, visible_at=max(min(fire, NEVER_NS), 1), timer_name=name)
-            for child in outcome.children:
+            elif isinstance(effect, machine.ChildStarted):
+                child = effect.child
                 self.children.append((child.parent_task_id, child.iid, child.start.executionStarted.name))
-            if outcome.continue_as_new is not None:
+            elif isinstance(effect, machine.GenerationStarted):
                 if self.run.generations >= self.max_generations:
-                    self.run.end = "continued"
-                    return self._done()
-                self._continue_as_new(*outcome.continue_as_new)
-                continue
-            if self.inst.completed is not None:
-                status = self.inst.completed.executionCompleted.workflowStatus
-                self.run.end = pb.OrchestrationStatus.Name(status).removeprefix("ORCHESTRATION_STATUS_").lower()
-                return self._done()
+                    return "continued"
+                self.run.generations += 1
+                self.now += 1_000_000  # the new generation's ExecutionStarted (restart_ns)
+                self.activities, self.children = [], []
+            elif isinstance(effect, machine.Finished):
+                status = effect.completed.executionCompleted.workflowStatus
+                return pb.OrchestrationStatus.Name(status).removeprefix("ORCHESTRATION_STATUS_").lower()
+        return ""
 
-    def _done(self) -> SimRun:
-        self.run.history = list(self.inst.history)
+    def _done(self, end: str = "") -> SimRun:
+        if end:
+            self.run.end = end
+        # The last generation's committed history (a continue-as-new past the limit keeps the old one).
+        self.run.history = list(self.committed if end == "continued" else self.state.history)
         return self.run
-
-    def _cancel_event_timer(self, name: str) -> None:
-        folded = name.casefold()
-        pending = sorted((e for e in self.inbox if e.event.HasField("timerFired") and e.visible_at > 0
-                          and (e.timer_name or "").casefold() == folded and e.timer_name is not None),
-                         key=lambda e: e.event.timerFired.timerId)
-        if pending and pending[0].visible_at > self.now:
-            self.inbox.remove(pending[0])
-
-    def _continue_as_new(self, new_input: str | None, carry: list[pb.HistoryEvent]) -> None:
-        self.run.generations += 1
-        rest = [e for e in self.inbox if not e.event.HasField("timerFired")]
-        self.activities, self.children, self.inbox = [], [], []
-        self.inst = self._instance(self.inst.name, self.run.generations - 1)
-        start = pb.HistoryEvent(eventId=-1, timestamp=ts(self.tick()))
-        es = start.executionStarted
-        es.name = self.inst.name
-        if new_input is not None:
-            es.input.value = new_input
-        es.workflowInstance.instanceId = self.iid
-        es.workflowInstance.executionId.value = self.inst.execution_id
-        self.push(start)
-        for ev in carry:
-            self.push(copy_event(ev))
-        for e in rest:
-            self.push(e.event, visible_at=e.visible_at, timer_name=e.timer_name)
 
 
 def run_program(bundle: Bundle, workflow: str, input: Any, chooser: Chooser, *, instance_id: str = "fz-1",

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from taskhub_core.timestamps import copy_event
 from taskhub_wire import pb
 
-from conformance.fuzz.interleave import Chooser, TurnCase, copy_event, pick
+from conformance.fuzz.interleave import Chooser, TurnCase, pick
 
 Events = list[pb.HistoryEvent]
 MUTATIONS = ("reorder", "duplicate", "drop", "unknown_id", "truncate", "wrong_patches", "unknown_kind", "rename")

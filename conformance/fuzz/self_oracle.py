@@ -1,7 +1,7 @@
 """Self-oracle fuzzing: an SDK's verdicts from the contract and from its own answers, not the reference's.
 
 The SDK under test answers every turn of a schedule, and the reference engine's own rules
-(`fake_sidecar.engine.turns.decide_turn` / `absorb`, through `interleave.run_programs`)
+(`taskhub_core.machine.apply`, through `interleave.run_programs`)
 commit its answers, so every history it is sent is one a real engine would write for that SDK (its
 action ids, its timers, its child ids). Each example is then held to the contract:
 

@@ -2,7 +2,7 @@
 
 The answer is read in the engine's view (`conformance.fuzz.compare.normalise`: only the first
 completion counts, nothing after continue-as-new, default child ids filled in), and the patch and
-version rules are the reference engine's own (`fake_sidecar.engine.turns.decide_turn`, which stalls
+version rules are the reference engine's own (`taskhub_core.turn.decide_turn`, which stalls
 exactly as dapr/dapr does), so a replay stalls where daprd would and with daprd's description.
 """
 
@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fake_sidecar.engine.model import Instance
-from fake_sidecar.engine.turns import ABANDON, STALL, absorb, decide_turn, first_version_name
+from taskhub_core.history import Facts, first_version_name
+from taskhub_core.state import InstanceState
+from taskhub_core.turn import TurnKind, decide_turn
 from taskhub_wire import pb
 
 from conformance.fuzz.compare import EXACT, Profile, normalise
@@ -125,14 +126,9 @@ def describe_action(a: dict[str, Any]) -> str:
     return f"{_pascal(kind)}{name} id {a.get('id', 0)}"
 
 
-def instance_for(instance_id: str, name: str, past: Sequence[pb.HistoryEvent]) -> Instance:
-    """The engine's record of an instance whose committed history is `past`."""
-    inst = Instance(iid=instance_id, seq=0, name=name, generation=0, execution_id="", created_ns=0,
-                    last_updated_ns=0)
-    for ev in past:
-        inst.history.append(ev)
-        absorb(inst, ev)
-    return inst
+def instance_for(instance_id: str, name: str, past: Sequence[pb.HistoryEvent]) -> InstanceState:
+    """The engine's view of an instance whose committed history is `past`."""
+    return InstanceState(iid=instance_id, name=name, history=tuple(past), facts=Facts().extended(past))
 
 
 def _lines(events: Sequence[pb.HistoryEvent], turn: Turn, mark: int | None) -> tuple[str, ...]:
@@ -171,14 +167,14 @@ def judge_turn(*, events: Sequence[pb.HistoryEvent], turn: Turn, instance_id: st
                           summary=f"workflow '{name}' is not registered in this code (the worker answers {failure})",
                           history_side=_lines(events, turn, None), code_side=code + (failure,), answer=norm)
     outcome = decide_turn(instance_for(instance_id, name, past), list(new), resp, now_ns=0)
-    if outcome.kind == STALL:
+    if outcome.kind is TurnKind.STALL:
         assert outcome.stall is not None
         reason = pb.StalledReason.Name(outcome.stall[0])
         return Divergence(verdict=Verdict.STALL, turn=turn.number, event_index=turn.start,
                           summary=f"the engine would stall the instance: {reason}: {outcome.stall[1]}",
                           history_side=_lines(events, turn, turn.start), code_side=code + (_version_line(norm),),
                           stall_reason=reason, stall_description=outcome.stall[1], answer=norm)
-    if outcome.kind == ABANDON:
+    if outcome.kind is TurnKind.ABANDON:
         return Divergence(verdict=Verdict.ERROR, turn=turn.number, event_index=turn.start,
                           summary=f"the engine would reject this answer as malformed: {outcome.reason}",
                           history_side=_lines(events, turn, None), code_side=code, answer=norm)

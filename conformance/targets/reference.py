@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from fake_sidecar.engine import Engine
+from fake_sidecar.engine.policy import REFERENCE_POLICY, EnginePolicy
 from fake_sidecar.server import SidecarServer
 from fake_worker.activities import ActivityRunner
 from fake_worker.adversary import Adversary, parse_rules
@@ -27,10 +28,12 @@ from conformance.targets.base import Replayer, WorkerStart
 class ReferenceSidecar:
     """An in-process reference sidecar on a SQLite file, restartable on the same port."""
 
-    def __init__(self, *, options: Mapping[str, Any], work_dir: Path, engine_class: type[Engine] = Engine) -> None:
+    def __init__(self, *, options: Mapping[str, Any], work_dir: Path, engine_class: type[Engine] = Engine,
+                 policy: EnginePolicy = REFERENCE_POLICY) -> None:
         self.db = str(work_dir / "reference.db")
         self.options = dict(options)
         self.engine_class = engine_class
+        self.policy = policy
         self.server = self._start(port=0)
         self.address = self.server.address
 
@@ -39,6 +42,7 @@ class ReferenceSidecar:
                                      activity_lease=self.options.get("activity_lease"),
                                      max_payload=self.options.get("max_payload"),
                                      clock=self.options.get("clock", "real"), engine_class=self.engine_class,
+                                     policy=self.policy,
                                      task_execution_id=self.options.get("task_execution_id", "passthrough"))
         adopt(server, server.engine)  # their log lines belong to the scenario starting them
         return server
@@ -64,9 +68,9 @@ class ReferenceSidecar:
         return dict(vars(self.engine.counters))
 
 
-def start_reference_sidecar(*, options: Mapping[str, Any], work_dir: Path,
-                            engine_class: type[Engine] = Engine) -> ReferenceSidecar:
-    return ReferenceSidecar(options=options, work_dir=work_dir, engine_class=engine_class)
+def start_reference_sidecar(*, options: Mapping[str, Any], work_dir: Path, engine_class: type[Engine] = Engine,
+                            policy: EnginePolicy = REFERENCE_POLICY) -> ReferenceSidecar:
+    return ReferenceSidecar(options=options, work_dir=work_dir, engine_class=engine_class, policy=policy)
 
 
 @dataclass
@@ -84,7 +88,9 @@ class ReferenceWorkerHandle:
 
 def start_reference_worker(spec: WorkerStart, *, worker_class: type[Worker] = Worker) -> ReferenceWorkerHandle:
     worker = worker_class(bundle=spec.bundle,
-                          options=WorkerOptions(sidecar=spec.address, api_token=spec.api_token, connect_timeout=15),
+                          options=WorkerOptions(sidecar=spec.address, api_token=spec.api_token, connect_timeout=15,
+                                                stateful_history=spec.stateful_history,
+                                                history_cache_instances=spec.history_cache_instances),
                           activities=ActivityRunner(ledger=str(spec.ledger)),
                           adversary=Adversary(rules=parse_rules(list(spec.adversary))) if spec.adversary else Adversary())
     adopt(worker)

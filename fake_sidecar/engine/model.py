@@ -6,23 +6,15 @@ goes through `InstanceView` (frozen).
 
 from __future__ import annotations
 
+import enum
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
-from google.protobuf.timestamp_pb2 import Timestamp
-
+from taskhub_core.history import TERMINAL, Operation, fresh_opened, start_event
+from taskhub_core.timestamps import NEVER_NS, ts, ts_ns  # noqa: F401 - named here for the engine
 from taskhub_wire import pb
 
-# A timer due later than this (about year 2116) never fires: the dx SDK's
-# indefinite wait schedules one at 9999-12-31, which must be kept but never fired.
-NEVER_NS = 2**62
-
-TERMINAL = frozenset({
-    pb.ORCHESTRATION_STATUS_COMPLETED,
-    pb.ORCHESTRATION_STATUS_FAILED,
-    pb.ORCHESTRATION_STATUS_TERMINATED,
-    pb.ORCHESTRATION_STATUS_CANCELED,
-})
+# NEVER_NS, TERMINAL, ts and ts_ns are taskhub_core's, named here for the engine's modules.
 
 
 def wire(msg: Any) -> bytes:
@@ -32,15 +24,66 @@ def wire(msg: Any) -> bytes:
     return msg.SerializeToString(deterministic=True)
 
 
-def ts(ns: int) -> Any:
-    """A protobuf Timestamp for integer nanoseconds."""
-    out = Timestamp()
-    out.seconds, out.nanos = divmod(ns, 1_000_000_000)
-    return out
+class WorkKind(enum.Enum):
+    """What a dispatched work item asks of a worker."""
+
+    TURN = "turn"  # a workflow turn (WorkflowRequest)
+    ACTIVITY = "activity"  # one activity run (ActivityRequest)
 
 
-def ts_ns(stamp: Any) -> int:
-    return stamp.seconds * 1_000_000_000 + stamp.nanos
+@dataclass(frozen=True)
+class WorkRef:
+    """One unit of work of an instance, as queued and as out on a stream."""
+
+    kind: WorkKind
+    iid: str
+    task_id: int = 0  # the activity's task id; 0 for a turn
+
+    @classmethod
+    def turn(cls, iid: str) -> "WorkRef":
+        return cls(kind=WorkKind.TURN, iid=iid)
+
+    @classmethod
+    def activity(cls, iid: str, task_id: int) -> "WorkRef":
+        return cls(kind=WorkKind.ACTIVITY, iid=iid, task_id=task_id)
+
+
+class CompletionOutcome(enum.Enum):
+    """What the engine did with a worker's completion (every one is answered OK on the wire)."""
+
+    APPLIED = "applied"
+    STALE = "stale"  # the token is not the current dispatch's: a zombie's answer
+    UNKNOWN = "unknown"  # nothing of that instance/task is out
+    STALLED = "stalled"
+    ABANDONED = "abandoned"  # redelivered later (R3.13)
+    VECTOR = "vector"  # the answer to an injected test vector, handed back, not applied
+
+
+@dataclass(frozen=True)
+class ParentRef:
+    """The workflow that started a child instance, and the action that did (its task id)."""
+
+    iid: str
+    task_id: int
+    name: str
+    exec_id: str
+
+    def meta(self) -> dict[str, Any]:
+        """The stored form (the keys of the store's meta value, unchanged since it was a dict)."""
+        return {"iid": self.iid, "task_id": self.task_id, "name": self.name, "exec_id": self.exec_id}
+
+    @classmethod
+    def from_meta(cls, raw: Mapping[str, Any] | None) -> "ParentRef | None":
+        """The stored form back; ValueError (naming what is wrong) for a malformed one."""
+        if raw is None:
+            return None
+        if not isinstance(raw, Mapping):
+            raise ValueError(f"its parent is {type(raw).__name__}, not an object")
+        missing = [k for k in ("iid", "task_id", "name", "exec_id") if k not in raw]
+        if missing:
+            raise ValueError(f"its parent lacks {', '.join(missing)}")
+        return cls(iid=str(raw["iid"]), task_id=int(raw["task_id"]), name=str(raw["name"]),
+                   exec_id=str(raw["exec_id"]))
 
 
 @dataclass
@@ -89,7 +132,7 @@ class Instance:
     last_updated_ns: int
     custom_status: str | None = None
     stalled: tuple[int, str] | None = None
-    parent: dict[str, Any] | None = None
+    parent: ParentRef | None = None
     continuing: bool = False  # a continue-as-new generation waits for its first turn: RUNNING, not PENDING
     history: list[pb.HistoryEvent] = field(default_factory=list)
     inbox: list[InboxEntry] = field(default_factory=list)
@@ -99,7 +142,7 @@ class Instance:
     completed: pb.HistoryEvent | None = None
     suspended: bool = False
     resolved: set[tuple[str, int]] = field(default_factory=set)
-    opened: dict[str, set[int]] = field(default_factory=lambda: {"task": set(), "timer": set(), "child": set()})
+    opened: dict[Operation, set[int]] = field(default_factory=fresh_opened)
     timer_event_names: dict[int, str] = field(default_factory=dict)
     children: list[str] = field(default_factory=list)
     patches: list[str] = field(default_factory=list)
@@ -155,7 +198,8 @@ class Instance:
             "seq": self.seq, "name": self.name, "generation": self.generation,
             "execution_id": self.execution_id, "created_ns": self.created_ns,
             "last_updated_ns": self.last_updated_ns, "custom_status": self.custom_status,
-            "stalled": list(self.stalled) if self.stalled else None, "parent": self.parent,
+            "stalled": list(self.stalled) if self.stalled else None,
+            "parent": self.parent.meta() if self.parent is not None else None,
             "continuing": self.continuing,
         }
 
@@ -177,13 +221,7 @@ class Instance:
         return self.completed is not None
 
     def start_event(self) -> pb.HistoryEvent | None:
-        for ev in self.history:
-            if ev.HasField("executionStarted"):
-                return ev
-        for entry in self.inbox:
-            if entry.event.HasField("executionStarted"):
-                return entry.event
-        return None
+        return start_event(self.history, self.inbox)
 
 
 _COLD_FIELDS = tuple(f for f in fields(Instance) if f.name not in HISTORY_FIELDS)
@@ -191,7 +229,7 @@ _COLD_FIELDS = tuple(f for f in fields(Instance) if f.name not in HISTORY_FIELDS
 
 def _fresh_history_fields() -> dict[str, Any]:
     return {"history": [], "started": False, "completed": None, "suspended": False, "resolved": set(),
-            "opened": {"task": set(), "timer": set(), "child": set()}, "timer_event_names": {},
+            "opened": fresh_opened(), "timer_event_names": {},
             "children": [], "patches": []}
 
 
@@ -223,5 +261,5 @@ class InstanceView:
 class Stream:
     sid: int
     stateful: bool
-    warm: dict[str, int] = field(default_factory=dict)
-    out: set[tuple[str, str, int]] = field(default_factory=set)
+    warm: dict[str, tuple[str, int]] = field(default_factory=dict)  # iid -> (execution id, past events sent)
+    out: set[WorkRef] = field(default_factory=set)

@@ -11,19 +11,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from fake_sidecar.engine.model import WorkKind, WorkRef
+
 REFUSALS = 3
 REFUSABLE_BYTES = 64 * 1024
 
-# ("wf", instance id, 0) or ("act", instance id, task id)
-ItemKey = tuple[str, str, int]
 
 
 @dataclass
 class RefusalTracker:
-    _out: dict[ItemKey, int] = field(default_factory=dict)  # size of a big item out on a stream
-    _losses: dict[ItemKey, tuple[int, int]] = field(default_factory=dict)  # (losses in a row, size)
+    _out: dict[WorkRef, int] = field(default_factory=dict)  # size of a big item out on a stream
+    _losses: dict[WorkRef, tuple[int, int]] = field(default_factory=dict)  # (losses in a row, size)
 
-    def dispatching(self, key: ItemKey, size: int, *, limit: int | None) -> str | None:
+    def dispatching(self, key: WorkRef, size: int, *, limit: int | None) -> str | None:
         """A stall description if the item must be held back; else None, and the item counts as out."""
         if size <= REFUSABLE_BYTES:
             return None
@@ -31,7 +31,8 @@ class RefusalTracker:
         if losses >= REFUSALS:
             # The size of the refused sends, not this one: the description must not change with
             # each retry, or each retry would record another ExecutionStalled.
-            what = "workflow work item" if key[0] == "wf" else f"activity work item (task {key[2]})"
+            what = ("workflow work item" if key.kind is WorkKind.TURN
+                    else f"activity work item (task {key.task_id})")
             return (f"{what} of {lost_size} bytes was dispatched {losses} times and its stream ended each time "
                     f"before an answer: the worker refuses messages this large; give the worker a receive limit "
                     f"of at least {lost_size} bytes (the reference worker's --max-message-bytes) or lower this "
@@ -39,12 +40,12 @@ class RefusalTracker:
         self._out[key] = size
         return None
 
-    def lost(self, key: ItemKey) -> None:
+    def lost(self, key: WorkRef) -> None:
         """The item's stream ended before its answer."""
         size = self._out.pop(key, 0)
         if size:
             self._losses[key] = (self._losses.get(key, (0, 0))[0] + 1, size)
 
-    def answered(self, key: ItemKey) -> None:
+    def answered(self, key: WorkRef) -> None:
         self._out.pop(key, None)
         self._losses.pop(key, None)

@@ -17,27 +17,29 @@ fireAt (the far-future optional timer of an indefinite wait never fires), a
 child's completion one step after the child's own last turn (children are
 simulated the same way, recursively), an `External` at start + `at` seconds.
 
-Engine rules mirrored (engine-rules.md, reference choices): a committed
-EventRaised cancels the oldest pending timeout timer of a wait on that name
-(R6.3); a completion action ends the run (pending timers are dropped);
-continue-as-new starts a new generation with an empty history whose first
-turn carries ExecutionStarted and the carryover events; a
-workflowVersionNotAvailable action ends the run (the engine would stall).
-Patch-mismatch stalls are not modelled: one bundle never disagrees with itself.
+The engine's rules are not mirrored here: the instance is `taskhub_core.machine`'s state, and each
+answer is applied by `machine.apply` exactly as the reference sidecar applies it (R6.3 timeout
+cancellation, continue-as-new carry-over, the first completion wins, ...). This module is only a
+scheduler: when the next turn runs and what it takes (every due event, oldest due first, at most
+`max_batch` besides the generation's ExecutionStarted and carried-over events). A completion or a
+stall (a workflowVersionNotAvailable action, a patch mismatch) ends the run.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
 
-from google.protobuf.timestamp_pb2 import Timestamp
-
 from fake_worker.activities import ActivityFailure, ActivityRunner
 from fake_worker.programs import Bundle
-from fake_worker.replay.executor import OPTIONAL_TIMER_FIRE_AT, TurnResult, execute
+from fake_worker.replay.executor import TurnResult, execute
+from taskhub_core import machine
+from taskhub_core.actions import ChildStart, child_result, execution_started
+from taskhub_core.state import InboxItem
+from taskhub_core.timestamps import NEVER_NS, copy_event, ts
 from taskhub_wire import pb
 
 DEFAULT_START_NS = 1_735_689_600 * 1_000_000_000  # 2025-01-01T00:00:00Z
@@ -46,7 +48,7 @@ _MAX_DEPTH = 8  # nested children
 
 
 class SimulationError(RuntimeError):
-    """The run did not end within `max_turns` turns, or children nest too deep."""
+    """The run did not end within `max_turns` turns, children nest too deep, or an answer was refused."""
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,8 @@ class Turn:
     """One turn: what the worker was sent, what it answered, and what the engine committed.
 
     The history after this turn is `past + committed`; `committed` is `new` (its WorkflowStarted
-    carrying the reported version, as the engine records it) plus one event per action.
+    carrying the reported version, as the engine records it) plus one event per action (nothing
+    when the turn stalled).
     """
 
     generation: int  # 0, then +1 after each continue-as-new
@@ -123,16 +126,6 @@ def _external(spec: EventSpec) -> External:
     raise ValueError(f"an event is an External or a tuple (name, value[, at]); got {spec!r}")
 
 
-def _ts(ns: int) -> Timestamp:
-    out = Timestamp()
-    out.seconds, out.nanos = divmod(ns, 1_000_000_000)
-    return out
-
-
-def _ns(stamp: Timestamp) -> int:
-    return stamp.seconds * 1_000_000_000 + stamp.nanos
-
-
 def _enc(value: Any) -> str:
     return json.dumps(value)
 
@@ -143,14 +136,6 @@ def _dec(msg: Any, field: str) -> Any:
     return None
 
 
-@dataclass
-class _Entry:
-    due_ns: int
-    seq: int
-    event: pb.HistoryEvent
-    timer_event: str | None = None  # for fired timeout timers of a wait: the event name (R6.3)
-
-
 class _Sim:
     def __init__(self, bundle: Bundle, iid: str, externals: list[External], step_ns: int, max_batch: int | None,
                  max_turns: int, *, depth: int) -> None:
@@ -158,206 +143,128 @@ class _Sim:
             raise SimulationError(f"children nest deeper than {_MAX_DEPTH} levels (at {iid})")
         self.bundle, self.iid, self.externals = bundle, iid, externals
         self.step_ns, self.max_batch, self.max_turns, self.depth = step_ns, max_batch, max_turns, depth
-        self.inbox: list[_Entry] = []
-        self.seq = 0
         self.runner = ActivityRunner(ledger=None)
+        self.state = machine.InstanceState(iid=iid, name="")
+        self.completed: pb.HistoryEvent | None = None  # the ExecutionCompleted, once the run ended with one
+        ids = itertools.count(1)
+        self.new_id = lambda: f"{iid}-exec-{next(ids)}"  # deterministic execution ids for children
 
-    def push(self, due_ns: int, event: pb.HistoryEvent, timer_event: str | None = None) -> None:
-        self.inbox.append(_Entry(due_ns, self.seq, event, timer_event))
-        self.seq += 1
+    def arrive(self, event: pb.HistoryEvent, visible_at: int) -> None:
+        self.state, _ = machine.apply(self.state, machine.Arrive(event=event, visible_at=visible_at))
 
     def run(self, start: pb.HistoryEvent, start_ns: int) -> list[Turn]:
-        name = start.executionStarted.name
+        self.state = machine.InstanceState(iid=self.iid, name=start.executionStarted.name)
+        self.arrive(start, 0)
         for ext in self.externals:
-            self.push(start_ns + round(ext.at * 1_000_000_000), _external_event(ext))
+            self.arrive(_external_event(ext), start_ns + round(ext.at * 1_000_000_000))
         turns: list[Turn] = []
-        history: list[pb.HistoryEvent] = []
-        generation, now = 0, start_ns
-        first: list[pb.HistoryEvent] | None = [start]
+        generation, now, first = 0, start_ns, True
         while True:
             if len(turns) >= self.max_turns:
                 raise SimulationError(f"{self.iid}: no end after {self.max_turns} turns")
-            if first is None:
-                if not self.inbox:
+            if not first:
+                due = [e.visible_at for e in self.state.inbox if e.visible_at < NEVER_NS]
+                if not due:
                     return turns
-                now = max(now + self.step_ns, min(e.due_ns for e in self.inbox))
-            ws = pb.HistoryEvent(eventId=-1, timestamp=_ts(now))
+                now = max(now + self.step_ns, min(due))
+            first = False
+            taken = self.take(now)
+            ws = pb.HistoryEvent(eventId=-1, timestamp=ts(now))
             ws.workflowStarted.SetInParent()
-            new = [ws] + (first or []) + self.take_due(now)
-            first = None
-            result = execute(self.bundle, instance_id=self.iid, past=history, new=new)
-            committed = self.commit(history, new, result, now)
-            turns.append(Turn(generation=generation, time_ns=now, past=tuple(history), new=tuple(_copy(e) for e in new),
-                              result=result, committed=tuple(committed)))
-            history = history + committed
-            done = self.apply(result, now)
-            if done is None:
-                continue
-            if done[0] != "continue":
+            new = [ws] + [self.delivered(e, now) for e in taken]
+            past = self.state.history
+            result = execute(self.bundle, instance_id=self.iid, past=list(past), new=new)
+            answer = machine.Answer(new_events=tuple(new), response=result.response(instance_id=self.iid,
+                                                                                   completion_token="sim"),
+                                    consumed=frozenset(e.seq for e in taken), decided_ns=now, now_ns=now,
+                                    restart_ns=now + self.step_ns, new_id=self.new_id)
+            self.state, effects = machine.apply(self.state, answer)
+            committed = next((e.events for e in effects if isinstance(e, machine.Recorded)), ())
+            turns.append(Turn(generation=generation, time_ns=now, past=past, new=tuple(copy_event(e) for e in new),
+                              result=result, committed=committed))
+            if not self.perform(effects, now):
                 return turns
-            # continue-as-new: a new generation; old timers are forgotten, other inbox events stay.
-            _, new_input, carry = done
-            self.inbox = [e for e in self.inbox if not e.event.HasField("timerFired")]
-            history, generation = [], generation + 1
-            now += self.step_ns
-            start = _started_event(name, None, self.iid, now)
-            if new_input is not None:
-                start.executionStarted.input.value = new_input
-            first = [start] + [_copy(e) for e in carry]
+            if any(isinstance(e, machine.GenerationStarted) for e in effects):
+                generation, now, first = generation + 1, now + self.step_ns, True
 
-    def take_due(self, now: int) -> list[pb.HistoryEvent]:
-        due = sorted((e for e in self.inbox if e.due_ns <= now), key=lambda e: (e.due_ns, e.seq))
-        if self.max_batch is not None:
-            due = due[: self.max_batch]
-        for e in due:
-            self.inbox.remove(e)
-        out = []
-        for e in due:
-            ev = _copy(e.event)
-            ev.timestamp.CopyFrom(_ts(now))
-            out.append(ev)
-            if ev.HasField("eventRaised"):
-                self.cancel_timeout_timer(ev.eventRaised.name)
-        return out
+    def take(self, now: int) -> list[InboxItem]:
+        """What a turn at `now` delivers: the generation's head, then every due event, oldest due first."""
+        head = [e for e in self.state.inbox if e.visible_at == 0]
+        due = sorted((e for e in self.state.inbox if 0 < e.visible_at <= now), key=lambda e: (e.visible_at, e.seq))
+        return head + (due[: self.max_batch] if self.max_batch is not None else due)
 
-    def cancel_timeout_timer(self, name: str) -> None:
-        """R6.3: a committed EventRaised deletes the oldest pending timeout timer of a wait on that name."""
-        folded = name.casefold()
-        pending = sorted((e for e in self.inbox if e.timer_event is not None and e.timer_event.casefold() == folded),
-                         key=lambda e: e.event.timerFired.timerId)
-        if pending:
-            self.inbox.remove(pending[0])
+    @staticmethod
+    def delivered(item: InboxItem, now: int) -> pb.HistoryEvent:
+        ev = copy_event(item.event)
+        if item.visible_at:  # results, timers and externals carry the time of the turn that delivers them
+            ev.timestamp.CopyFrom(ts(now))
+        return ev
 
-    def commit(self, history: list[pb.HistoryEvent], new: list[pb.HistoryEvent], result: TurnResult,
-               now: int) -> list[pb.HistoryEvent]:
-        events = [_copy(e) for e in new]
-        if result.version_name or result.patches:
-            recorded: list[str] = []
-            for ev in history:
-                if ev.HasField("workflowStarted") and ev.workflowStarted.HasField("version"):
-                    recorded.extend(ev.workflowStarted.version.patches)
-            fresh = list(result.patches)
-            for p in recorded:  # keep only patches new to history (a multiset difference)
-                if p in fresh:
-                    fresh.remove(p)
-            if fresh or result.version_name:
-                v = events[0].workflowStarted.version
-                v.SetInParent()
-                v.patches.extend(fresh)
-                if result.version_name:
-                    v.name = result.version_name
-        for a in result.actions:
-            kind = a.WhichOneof("workflowActionType")
-            ev = pb.HistoryEvent(eventId=a.id, timestamp=_ts(now))
-            if kind == "scheduleTask":
-                ev.taskScheduled.name = a.scheduleTask.name
-                if a.scheduleTask.HasField("input"):
-                    ev.taskScheduled.input.CopyFrom(a.scheduleTask.input)
-                ev.taskScheduled.taskExecutionId = a.scheduleTask.taskExecutionId
-            elif kind == "createTimer":
-                ct = a.createTimer
-                ev.timerCreated.fireAt.CopyFrom(ct.fireAt)
-                origin = ct.WhichOneof("origin")
-                if origin is not None:
-                    getattr(ev.timerCreated, origin).CopyFrom(getattr(ct, origin))
-            elif kind == "createChildWorkflow":
-                cc = a.createChildWorkflow
-                ev.childWorkflowInstanceCreated.name = cc.name
-                ev.childWorkflowInstanceCreated.instanceId = cc.instanceId or f"{self.iid}:{a.id & 0xFFFF:04x}"
-                if cc.HasField("input"):
-                    ev.childWorkflowInstanceCreated.input.CopyFrom(cc.input)
-            elif kind == "completeWorkflow":
-                cw = a.completeWorkflow
-                if cw.workflowStatus == pb.ORCHESTRATION_STATUS_CONTINUED_AS_NEW:
-                    break  # the engine clears history; nothing more of this generation is committed
-                ev.executionCompleted.workflowStatus = cw.workflowStatus
-                if cw.HasField("result"):
-                    ev.executionCompleted.result.CopyFrom(cw.result)
-                if cw.HasField("failureDetails"):
-                    ev.executionCompleted.failureDetails.CopyFrom(cw.failureDetails)
-                events.append(ev)
-                break  # the first completion wins; later actions are discarded
-            else:
-                continue
-            events.append(ev)
-        return events
-
-    def apply(self, result: TurnResult, now: int) -> tuple | None:
-        """Turn actions into future inbox events; a tuple when the run (or this generation) ends."""
-        for a in result.actions:
-            kind = a.WhichOneof("workflowActionType")
-            if kind == "scheduleTask":
-                self.push(*self.run_activity(a, now))
-            elif kind == "createTimer":
-                ct = a.createTimer
-                if ct.fireAt == OPTIONAL_TIMER_FIRE_AT:
-                    continue  # the optional timer of an indefinite wait never fires
-                fired = pb.HistoryEvent(eventId=-1)
-                fired.timerFired.timerId = a.id
-                fired.timerFired.fireAt.CopyFrom(ct.fireAt)
-                self.push(max(_ns(ct.fireAt), now), fired,
-                          ct.externalEvent.name if ct.WhichOneof("origin") == "externalEvent" else None)
-            elif kind == "createChildWorkflow":
-                child = self.run_child(a, now)
+    def perform(self, effects: Sequence[machine.Effect], now: int) -> bool:
+        """Run what the engine would dispatch; False when the run ends."""
+        for effect in effects:
+            if isinstance(effect, machine.ActivityScheduled):
+                due, result = self.run_activity(effect.request, now)
+                self.arrive(result, due)
+            elif isinstance(effect, machine.ChildStarted):
+                child = self.run_child(effect.child, now)
                 if child is not None:
-                    self.push(*child)
-            elif kind == "completeWorkflow":
-                cw = a.completeWorkflow
-                self.inbox = [e for e in self.inbox if not e.event.HasField("timerFired")]
-                if cw.workflowStatus == pb.ORCHESTRATION_STATUS_CONTINUED_AS_NEW:
-                    return ("continue", cw.result.value if cw.HasField("result") else None, list(cw.carryoverEvents))
-                return ("done",)
-            elif kind == "workflowVersionNotAvailable":
-                return ("stalled",)
-        return None
+                    self.arrive(child[1], child[0])
+            elif isinstance(effect, machine.Finished):
+                self.completed = effect.completed
+                return False
+            elif isinstance(effect, machine.Stalled):
+                return False
+            elif isinstance(effect, machine.Abandoned):
+                raise SimulationError(f"{self.iid}: the engine would refuse this answer: {effect.reason}")
+        return True
 
-    def run_activity(self, a: pb.WorkflowAction, now: int) -> tuple[int, pb.HistoryEvent]:
-        st = a.scheduleTask
-        value = _dec(st, "input")
+    def run_activity(self, req: pb.ActivityRequest, now: int) -> tuple[int, pb.HistoryEvent]:
+        value = _dec(req, "input")
         ev = pb.HistoryEvent(eventId=-1)
         due = now + self.step_ns
-        try:
-            if st.name in ("sleep", "record"):
-                # Pure: `sleep` only delays its result, `record` writes no ledger line.
-                if st.name == "sleep":
-                    due += round(max(0.0, float(value or 0)) * 1_000_000_000)
-                out = value
-            else:
-                out = self.runner.run(name=st.name, input=value, instance_id=self.iid, task_id=a.id,
-                                      task_execution_id=st.taskExecutionId)
-        except ActivityFailure as exc:
-            _fail(ev.taskFailed, a.id, exc.error_type, str(exc))
-        except Exception as exc:  # noqa: BLE001 - a broken input fails the activity, as a worker would report it
-            _fail(ev.taskFailed, a.id, type(exc).__name__, str(exc))
+        out, failure = run_pure_activity(self.runner, name=req.name, input=value, instance_id=self.iid,
+                                         task_id=req.taskId, task_execution_id=req.taskExecutionId)
+        if req.name == "sleep":  # pure: `sleep` only delays its result
+            try:
+                due += round(max(0.0, float(value or 0)) * 1_000_000_000)
+            except (TypeError, ValueError, OverflowError) as exc:  # a broken input fails it, as a worker reports it
+                out, failure = None, (type(exc).__name__, str(exc))
+        if failure is not None:
+            _fail(ev.taskFailed, req.taskId, *failure)
         else:
-            ev.taskCompleted.taskScheduledId = a.id
+            ev.taskCompleted.taskScheduledId = req.taskId
             if out is not None:
                 ev.taskCompleted.result.value = _enc(out)
         return due, ev
 
-    def run_child(self, a: pb.WorkflowAction, now: int) -> tuple[int, pb.HistoryEvent] | None:
-        cc = a.createChildWorkflow
-        child_iid = cc.instanceId or f"{self.iid}:{a.id & 0xFFFF:04x}"
-        sim = _Sim(self.bundle, child_iid, [], self.step_ns, self.max_batch, self.max_turns, depth=self.depth + 1)
-        start = now + self.step_ns
-        first = _started_event(cc.name, None, child_iid, start)
-        if cc.HasField("input"):
-            first.executionStarted.input.CopyFrom(cc.input)
-        turns = sim.run(first, start)
-        status, cw = final_status(turns)
-        if cw is None:
+    def run_child(self, child: ChildStart, now: int) -> tuple[int, pb.HistoryEvent] | None:
+        sim = _Sim(self.bundle, child.iid, [], self.step_ns, self.max_batch, self.max_turns, depth=self.depth + 1)
+        start_ns = now + self.step_ns
+        first = copy_event(child.start)
+        first.timestamp.CopyFrom(ts(start_ns))
+        turns = sim.run(first, start_ns)
+        if sim.completed is None:
             return None  # the child never completes
-        ev = pb.HistoryEvent(eventId=-1)
-        if status == pb.ORCHESTRATION_STATUS_COMPLETED:
-            ev.childWorkflowInstanceCompleted.taskScheduledId = a.id
-            if cw.HasField("result"):
-                ev.childWorkflowInstanceCompleted.result.CopyFrom(cw.result)
-        else:
-            ev.childWorkflowInstanceFailed.taskScheduledId = a.id
-            ev.childWorkflowInstanceFailed.failureDetails.CopyFrom(cw.failureDetails)
-            if not cw.HasField("failureDetails"):
-                ev.childWorkflowInstanceFailed.failureDetails.errorType = pb.OrchestrationStatus.Name(cw.workflowStatus)
-        return turns[-1].time_ns + self.step_ns, ev
+        due = turns[-1].time_ns + self.step_ns
+        return due, child_result(sim.completed.executionCompleted, task_id=child.parent_task_id, now_ns=due)
+
+
+def run_pure_activity(runner: ActivityRunner, *, name: str, input: Any, instance_id: str, task_id: int,
+                      task_execution_id: str) -> tuple[Any, tuple[str, str] | None]:
+    """Run an activity the way a worker reports it, without side effects: `sleep` and `record`
+    return their input (no sleeping, no ledger line). Returns (output, None) or (None, (error
+    type, message))."""
+    if name in ("sleep", "record"):
+        return input, None
+    try:
+        return runner.run(name=name, input=input, instance_id=instance_id, task_id=task_id,
+                          task_execution_id=task_execution_id), None
+    except ActivityFailure as exc:
+        return None, (exc.error_type, str(exc))
+    except Exception as exc:  # noqa: BLE001 - a broken input fails the activity, as a worker would report it
+        return None, (type(exc).__name__, str(exc))
+
 
 def _fail(body: Any, task_id: int, error_type: str, message: str) -> None:
     body.taskScheduledId = task_id
@@ -366,13 +273,7 @@ def _fail(body: Any, task_id: int, error_type: str, message: str) -> None:
 
 
 def _started_event(name: str, input: Any, iid: str, now: int) -> pb.HistoryEvent:
-    ev = pb.HistoryEvent(eventId=-1, timestamp=_ts(now))
-    es = ev.executionStarted
-    es.name = name
-    es.workflowInstance.instanceId = iid
-    if input is not None:
-        es.input.value = _enc(input)
-    return ev
+    return execution_started(name=name, iid=iid, now_ns=now, input=None if input is None else _enc(input))
 
 
 def _external_event(ext: External) -> pb.HistoryEvent:
@@ -390,9 +291,3 @@ def _external_event(ext: External) -> pb.HistoryEvent:
         if ext.value is not None:
             ev.executionTerminated.input.value = _enc(ext.value)
     return ev
-
-
-def _copy(ev: pb.HistoryEvent) -> pb.HistoryEvent:
-    out = pb.HistoryEvent()
-    out.CopyFrom(ev)
-    return out

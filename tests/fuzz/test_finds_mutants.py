@@ -14,7 +14,8 @@ import logging
 
 import pytest
 
-from fake_sidecar.engine import Engine
+from fake_sidecar.engine import EnginePolicy
+from fake_sidecar.engine.policy import REFERENCE_POLICY
 
 from conformance.fuzz.common import Budget
 from conformance.fuzz.engine_machine import EngineCampaign
@@ -48,9 +49,9 @@ def quiet_engine():
     logging.disable(logging.NOTSET)
 
 
-def engine_campaign(engine_class: type[Engine], name: str, *, skip: set[str], stop_on: set[str] = frozenset(),
+def engine_campaign(policy: EnginePolicy, name: str, *, skip: set[str], stop_on: set[str] = frozenset(),
                     shrink: bool = False) -> EngineCampaign:
-    return EngineCampaign(engine_class=engine_class, name=name, budget=Budget(examples=ENGINE_EXAMPLES),
+    return EngineCampaign(policy=policy, name=name, budget=Budget(examples=ENGINE_EXAMPLES),
                           derandomize=True, database=None, known={f"engine: {c}" for c in skip},
                           stop_on=set(stop_on), shrink=shrink)
 
@@ -81,7 +82,7 @@ def test_engine_findings_are_shrunk():
 
 
 def test_reference_engine_has_only_the_known_bugs():
-    findings = engine_campaign(Engine, "reference", skip=set()).run()
+    findings = engine_campaign(REFERENCE_POLICY, "reference", skip=set()).run()
     unexpected = [f for f in findings if f.check not in REFERENCE_ENGINE_BUGS]
     assert not unexpected, "the engine state machine fails the reference engine:\n\n" + \
         "\n\n".join(f.render() for f in unexpected)

@@ -1,7 +1,9 @@
 """Deliberately broken engines and workers (mutants): each must turn specific scenarios red.
 
-Each mutant replaces one hook of the reference engine or worker, so it differs from the
-reference in exactly one behaviour.
+An engine mutant is the reference engine with one decision of its `EnginePolicy` replaced
+(fake_sidecar/engine/policy.py), so it differs from the reference in exactly that behaviour and
+runs the engine's own code for everything else. A worker mutant rewrites the reference worker's
+answers.
 """
 
 from __future__ import annotations
@@ -10,8 +12,9 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from fake_sidecar.engine import Engine
-from fake_sidecar.engine.model import Instance
+from fake_sidecar.engine import EnginePolicy
+from fake_sidecar.engine.model import Instance, WorkRef
+from taskhub_core.turn import Decision
 from fake_worker.client import Worker
 from fake_worker.programs import Bundle
 from fake_worker.replay import TurnResult, execute
@@ -22,77 +25,54 @@ from conformance.targets.reference import answer_dict, start_reference_sidecar, 
 from conformance.targets.registry import load_targets
 
 
-class IgnoresTokens(Engine):
+class IgnoresTokens(EnginePolicy):
     """Accepts any completion token: a zombie's stale answer is applied."""
 
-    @staticmethod
-    def _token_ok(current: str | None, sent: str) -> bool:
+    def token_ok(self, *, current: str | None, sent: str, strict: bool) -> bool:
         return True
 
 
-class AppliesCompletionTwice(Engine):
+class AppliesCompletionTwice(EnginePolicy):
     """Applies a second completion of a settled activity again, and records it (no dedup)."""
 
-    @staticmethod
-    def _duplicate(inst: Instance, key: tuple[str, int], seen: set[tuple[str, int]]) -> bool:
+    def is_duplicate(self, *, inst: Instance, key: tuple[str, int], seen: set[tuple[str, int]]) -> bool:
         return False
 
-    def complete_activity(self, resp: pb.ActivityResponse) -> str:
-        outcome = super().complete_activity(resp)
-        if outcome == "unknown":
-            with self._lock:
-                inst = self._instances.get(resp.instanceId)
-                if inst is not None and resp.taskId in inst.opened["task"] and not inst.terminal:
-                    from fake_sidecar.engine.model import ts
-                    from fake_sidecar.engine.store import Tx
-
-                    ev = pb.HistoryEvent(eventId=-1, timestamp=ts(self.now()))
-                    ev.taskCompleted.taskScheduledId = resp.taskId
-                    if resp.HasField("result"):
-                        ev.taskCompleted.result.CopyFrom(resp.result)
-                    tx = Tx()
-                    self._add_inbox(inst, ev, tx)
-                    self._commit(tx)
-                    self._maybe_queue(inst)
-                    return "applied"
-        return outcome
+    def applies_unmatched_activity(self, *, inst: Instance, resp: pb.ActivityResponse) -> bool:
+        return resp.taskId in inst.opened["task"] and not inst.terminal
 
 
-class NeverRedelivers(Engine):
+class NeverRedelivers(EnginePolicy):
     """Work out on a broken stream is forgotten instead of dispatched again."""
 
-    def _redeliver(self, inst: Instance, kind: str, task_id: int, sid: int) -> None:
-        if kind == "wf" and inst.turn is not None and inst.turn.stream == sid:
-            inst.turn = None  # forgets the turn; activities stay "out" forever
+    def redelivers(self, *, ref: WorkRef) -> bool:
+        return False
 
 
-class SkipsPatchCheck(Engine):
+class SkipsPatchCheck(EnginePolicy):
     """Never compares the worker's patches with history: no PATCH_MISMATCH stall."""
 
-    def _decide(self, inst: Instance, turn: Any, resp: pb.WorkflowResponse) -> Any:
+    def decide_turn(self, *, inst: Instance, new_events: list[pb.HistoryEvent], resp: pb.WorkflowResponse,
+                    now_ns: int) -> Decision:
         saved, inst.patches = inst.patches, []
         try:
-            return super()._decide(inst, turn, resp)
+            return super().decide_turn(inst=inst, new_events=new_events, resp=resp, now_ns=now_ns)
         finally:
             inst.patches = saved
 
 
-class DropsEventsWhileSuspended(Engine):
+class DropsEventsWhileSuspended(EnginePolicy):
     """Loses external events raised while an instance is suspended instead of keeping them."""
 
-    def raise_event(self, *, iid: str, name: str, input: str | None) -> None:
-        with self._lock:
-            inst = self._instances.get(iid)
-            if inst is not None and inst.suspended:
-                return
-        super().raise_event(iid=iid, name=name, input=input)
+    def admits_event(self, *, inst: Instance, name: str) -> bool:
+        return not inst.suspended
 
 
-class ForgetsTimer(Engine):
+class ForgetsTimer(EnginePolicy):
     """Records TimerCreated but never fires the timer."""
 
-    def _schedule_timer(self, inst: Instance, fired: pb.HistoryEvent, tx: Any) -> None:
-        return None
+    def schedules_timer(self, *, inst: Instance, fired: pb.HistoryEvent) -> bool:
+        return False
 
 
 def _reorder(result: TurnResult) -> TurnResult:
@@ -129,13 +109,13 @@ def _mutant_replayer(mutation: Any):
     return make
 
 
-ENGINE_MUTANTS = {
-    "ignores-tokens": IgnoresTokens,
-    "applies-completion-twice": AppliesCompletionTwice,
-    "never-redelivers": NeverRedelivers,
-    "skips-patch-check": SkipsPatchCheck,
-    "drops-events-while-suspended": DropsEventsWhileSuspended,
-    "forgets-timer": ForgetsTimer,
+ENGINE_MUTANTS: dict[str, EnginePolicy] = {
+    "ignores-tokens": IgnoresTokens(),
+    "applies-completion-twice": AppliesCompletionTwice(),
+    "never-redelivers": NeverRedelivers(),
+    "skips-patch-check": SkipsPatchCheck(),
+    "drops-events-while-suspended": DropsEventsWhileSuspended(),
+    "forgets-timer": ForgetsTimer(),
 }
 
 
@@ -145,7 +125,7 @@ def mutant_pair(name: str) -> Pair:
     sidecar, worker = targets.sidecar("reference"), targets.worker("reference")
     if name in ENGINE_MUTANTS:
         sidecar = SidecarTarget(name=f"mutant:{name}", kind="reference", capabilities=sidecar.capabilities,
-                                starter=partial(start_reference_sidecar, engine_class=ENGINE_MUTANTS[name]),
+                                starter=partial(start_reference_sidecar, policy=ENGINE_MUTANTS[name]),
                                 reference=True)
     else:
         mutation = WORKER_MUTATIONS[name]

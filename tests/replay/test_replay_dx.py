@@ -70,7 +70,7 @@ def test_dx_histories_from_durabletask_go(tmp_path: Path) -> None:
 
 def test_dx_stalls_as_daprd_would(tmp_path: Path) -> None:
     """A removed patch check stalls with PATCH_MISMATCH, a removed version with VERSION_NOT_AVAILABLE,
-    each with the description the engine records (fake_sidecar's decide_turn, as dapr/dapr)."""
+    each with the description the engine records (taskhub_core's patch rules, as dapr/dapr)."""
     support.require(PYTHON, "install the SDKs with scripts/install-sdks.sh")
     with support.reference_sidecar() as sc:
         ids = support.record(APP, sc.address, "--orders", "0", "--stalls")

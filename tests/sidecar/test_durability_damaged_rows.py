@@ -62,6 +62,23 @@ def test_a_meta_value_of_empty_braces_stops_the_start_with_a_clean_error(tmp_pat
         proc.stop()
 
 
+def test_a_parent_reference_without_its_task_id_stops_the_start_with_a_clean_error(tmp_path: Path,
+                                                                                  background) -> None:
+    db = tmp_path / "s.db"
+    _finished_db(db, background)
+    _damage(db, "UPDATE instances SET meta = json_set(meta, '$.parent', json('{\"iid\": \"good\"}')) "
+                "WHERE iid = 'hurt'")
+    proc = SidecarProcess(db)
+    try:
+        assert not proc.wait_ready(), "the sidecar served a database with a damaged parent reference"
+        err = proc.stderr
+        assert proc.popen.returncode == 2, (proc.popen.returncode, err)
+        assert "Traceback" not in err and "KeyError" not in err, err
+        assert "'hurt'" in err and "damaged" in err and "parent lacks task_id, name, exec_id" in err, err
+    finally:
+        proc.stop()
+
+
 @pytest.mark.parametrize("blob", [b"\xff\xff\xff\xff", b"\x0a\x80"], ids=["garbage", "truncated"])
 def test_a_garbage_history_blob_gives_data_loss_for_that_instance_only(tmp_path: Path, background, processes,
                                                                        blob: bytes) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from fake_sidecar.engine import Engine, RealClock
+from fake_sidecar.engine import CompletionOutcome, Engine, RealClock
 from fake_sidecar.engine.errors import StoreFull
 from fake_sidecar.engine.store import SqliteStore
 from fake_sidecar.server import SidecarServer
@@ -213,7 +213,7 @@ def test_a_refused_write_keeps_the_turn_out_on_a_stream(tmp_path: Path) -> None:
         resp = pb.WorkflowResponse(instanceId="a", completionToken=item.completionToken)
         done = resp.actions.add(id=1)
         done.completeWorkflow.workflowStatus = pb.ORCHESTRATION_STATUS_COMPLETED
-        assert engine.complete_turn(resp) == "applied"
+        assert engine.complete_turn(resp) is CompletionOutcome.APPLIED
         view = engine.get_instance("a")
         assert view is not None and view.status == pb.ORCHESTRATION_STATUS_COMPLETED
         kinds = [e.WhichOneof("eventType") for e in engine.history("a")]

@@ -102,6 +102,7 @@ def test_unknown_instance_errors(client):
 def test_injected_vector_reaches_worker_and_is_not_applied(sidecar, client):
     from concurrent.futures import ThreadPoolExecutor
 
+    assert sidecar.engine.vectors is None  # an engine that never injects has no vector channel
     worker = RawWorker(sidecar.address)
     ws = pb.HistoryEvent(eventId=-1)
     ws.workflowStarted.SetInParent()

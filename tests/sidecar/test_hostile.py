@@ -22,6 +22,7 @@ import pytest
 from google.protobuf import empty_pb2
 
 from fake_sidecar.__main__ import build_parser
+from fake_sidecar.engine.model import WorkRef
 from fake_sidecar.engine.refusals import REFUSABLE_BYTES, REFUSALS, RefusalTracker
 from taskhub_wire.limits import DEFAULT_MAX_MESSAGE_BYTES
 from fake_sidecar.server import SidecarServer
@@ -308,7 +309,7 @@ def test_small_items_lost_again_and_again_are_always_redelivered():
     """Worker kills lose small items: those must be redelivered however often it happens."""
 
     tracker = RefusalTracker()
-    key = ("wf", "i", 0)
+    key = WorkRef.turn("i")
     for _ in range(REFUSALS * 3):
         assert tracker.dispatching(key, 1000, limit=None) is None
         tracker.lost(key)

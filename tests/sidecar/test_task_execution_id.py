@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from fake_sidecar.engine import Engine, EngineConfig, TaskExecutionIdMode, VirtualClock
+from fake_sidecar.engine import CompletionOutcome, Engine, EngineConfig, TaskExecutionIdMode, VirtualClock
 from fake_sidecar.engine.store import MemoryStore
 from taskhub_wire import pb
 
@@ -34,7 +34,7 @@ def _two_dispatches(engine: Engine) -> tuple[pb.WorkItem, pb.WorkItem]:
     sid = engine.open_stream()
     turn = engine.take(sid, timeout=5)
     assert turn is not None and turn.HasField("workflowRequest")
-    assert engine.complete_turn(_schedule_answer(turn)) == "applied"
+    assert engine.complete_turn(_schedule_answer(turn)) is CompletionOutcome.APPLIED
     first = engine.take(sid, timeout=5)
     assert first is not None and first.HasField("activityRequest")
     engine.close_stream(sid)
@@ -46,8 +46,8 @@ def _two_dispatches(engine: Engine) -> tuple[pb.WorkItem, pb.WorkItem]:
 def _completion(engine: Engine, item: pb.WorkItem) -> pb.HistoryEvent:
     resp = pb.ActivityResponse(instanceId="w", taskId=item.activityRequest.taskId, completionToken=item.completionToken)
     resp.result.value = "2"
-    assert engine.complete_activity(resp) == "applied"
-    inst = engine._instances["w"]  # the inbox, as tests/sidecar reads the engine's state
+    assert engine.complete_activity(resp) is CompletionOutcome.APPLIED
+    inst = engine.table.get("w")  # the inbox, as tests/sidecar reads the engine's state
     return next(e.event for e in inst.inbox if e.event.HasField("taskCompleted"))
 
 
@@ -83,7 +83,7 @@ def test_a_late_answer_of_the_first_attempt_is_refused_in_spec_mode():
         first, again = _two_dispatches(engine)
         late = pb.ActivityResponse(instanceId="w", taskId=1, completionToken=first.completionToken)
         late.result.value = "zombie"
-        assert engine.complete_activity(late) == "stale"
+        assert engine.complete_activity(late) is CompletionOutcome.STALE
         assert _completion(engine, again).taskCompleted.taskExecutionId == again.activityRequest.taskExecutionId
     finally:
         engine.close()

@@ -1,0 +1,332 @@
+"""Handing work to worker streams: the ready queue, the streams, completion tokens and leases.
+
+A work item is built when a stream takes it (`take`), so a turn carries every inbox event that
+arrived until then. What is out on a stream is redelivered when the stream closes (R4.6 a, R5.3)
+or, for an activity, when its lease expires (R4.6 b).
+
+Work that belongs to no instance (the harness's test vectors, vectors.py) joins the same queue as
+a `ForeignWork`, so it is served in arrival order with the rest; the dispatcher only calls it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections import deque
+from typing import Callable, Protocol
+
+from taskhub_core.history import resolution_key
+from taskhub_wire import pb
+
+from fake_sidecar.engine import errors
+from fake_sidecar.engine.config import Counters, EngineConfig, TaskExecutionIdMode
+from fake_sidecar.engine.instances import InstanceTable
+from fake_sidecar.engine.model import (
+    NEVER_NS, InboxEntry, Instance, PendingActivity, Stream, Turn, WorkKind, WorkRef, ts,
+)
+from fake_sidecar.engine.policy import EnginePolicy
+from fake_sidecar.engine.refusals import RefusalTracker
+from fake_sidecar.engine.store import StoreError
+from fake_sidecar.engine.ticker import Ticker
+from fake_sidecar.engine.turns import PayloadLimit, payload_size
+
+log = logging.getLogger("fake_sidecar.engine")
+
+
+class ForeignWork(Protocol):
+    """A queued work item that is no instance's: `claim` returns it for stream `sid`, or None if gone."""
+
+    def claim(self, sid: int) -> pb.WorkItem | None: ...
+
+
+class Dispatcher:
+    """Queues, streams, tokens and leases; every method is called under the engine lock."""
+
+    def __init__(self, *, lock: threading.RLock, table: InstanceTable, ticker: Ticker, policy: EnginePolicy,
+                 config: EngineConfig, counters: Counters, closed: Callable[[], bool]) -> None:
+        self._work = threading.Condition(lock)
+        self._table = table
+        self._ticker = ticker
+        self._policy = policy
+        self._config = config
+        self._counters = counters
+        self._payload: PayloadLimit | None = config.payload_limit()
+        self._ready: deque[WorkRef | ForeignWork] = deque()
+        self._streams: dict[int, Stream] = {}
+        self._next_sid = 1
+        self._refusals = RefusalTracker()
+        self._closed = closed
+        # R3.17: what a turn of a finished instance does with its visible events (completions.py).
+        self.on_terminal: Callable[[Instance, list[InboxEntry]], None] = lambda inst, visible: None
+
+    # ------------------------------------------------------------- queueing
+
+    def maybe_queue(self, inst: Instance) -> None:
+        """Queue a turn when the instance has visible inbox events and nothing in flight."""
+        if inst.turn is not None or inst.queued or inst.parked:
+            return
+        now = self._ticker.clock.now_ns()
+        if inst.retry_at > now:
+            self._ticker.wake_at(inst.retry_at, inst.iid)
+            return
+        if any(e.visible_at <= now for e in inst.inbox) and _startable(inst, now):
+            inst.queued = True
+            self._ready.append(WorkRef.turn(inst.iid))
+            self._work.notify()
+
+    def queue_activity(self, inst: Instance, act: PendingActivity) -> None:
+        if act.queued:
+            return
+        act.queued = True
+        act.stream = None
+        self._ready.append(WorkRef.activity(inst.iid, act.task_id))
+        self._work.notify()
+
+    def queue_foreign(self, work: ForeignWork) -> None:
+        self._ready.append(work)
+        self._work.notify()
+
+    def requeue(self, inst: Instance) -> None:
+        """Queue what a just-restored instance has pending: activities, due inbox events, a turn."""
+        for act in inst.activities.values():
+            if act.stream is None:
+                self.queue_activity(inst, act)
+        for entry in inst.inbox:
+            if entry.visible_at < NEVER_NS:
+                self._ticker.wake_at(entry.visible_at, inst.iid)
+        if inst.stalled is not None:
+            inst.parked = True
+        try:
+            self.maybe_queue(inst)
+        except StoreError as exc:  # a damaged history: the instance waits, the others are served
+            log.error("%s", exc.message)
+
+    def idle(self) -> bool:
+        """Nothing in flight: no queued work, no turn or activity out on a stream."""
+        if self._ready:
+            return False
+        return not any(stream.out for stream in self._streams.values())
+
+    def wake_all(self) -> None:
+        self._work.notify_all()
+
+    # ------------------------------------------------------------- streams
+
+    def open_stream(self, *, stateful: bool) -> int:
+        sid = self._next_sid
+        self._next_sid += 1
+        self._streams[sid] = Stream(sid=sid, stateful=stateful)
+        # A (re)connecting worker may carry fixed code: retry stalled instances (§7, R7.4).
+        for inst in self._table.all():
+            if inst.parked:
+                inst.parked = False
+                self.maybe_queue(inst)
+        return sid
+
+    def close_stream(self, sid: int) -> None:
+        """Redeliver everything that was out on the stream (R4.6 a, R5.3)."""
+        stream = self._streams.pop(sid, None)
+        if stream is None:
+            return
+        for ref in stream.out:
+            inst = self._table.find(ref.iid)
+            if inst is not None:
+                self._redeliver(inst, ref, sid)
+        self._work.notify_all()
+
+    def connected_streams(self) -> int:
+        return len(self._streams)
+
+    def _redeliver(self, inst: Instance, ref: WorkRef, sid: int) -> None:
+        if ref.kind is WorkKind.TURN:
+            if inst.turn is None or inst.turn.stream != sid:
+                return
+            inst.turn = None
+            if not self._policy.redelivers(ref=ref):
+                return
+            self._counters.abandoned_turns += 1
+            self._refusals.lost(ref)
+            self.maybe_queue(inst)
+        else:
+            act = inst.activities.get(ref.task_id)
+            if act is not None and act.stream == sid and self._policy.redelivers(ref=ref):
+                self._counters.redispatched_activities += 1
+                self._refusals.lost(ref)
+                self.queue_activity(inst, act)
+
+    def settled(self, ref: WorkRef, sid: int | None) -> None:
+        """The answer to `ref` arrived: it is no longer out on stream `sid`, nor a refused item."""
+        self._refusals.answered(ref)
+        stream = self._streams.get(sid) if sid is not None else None
+        if stream is not None:
+            stream.out.discard(ref)
+
+    # ------------------------------------------------------------- tokens
+
+    def token_ok(self, current: str | None, sent: str) -> bool:
+        return self._policy.token_ok(current=current, sent=sent, strict=self._config.strict_tokens)
+
+    @staticmethod
+    def log_refused_token(what: str, sent: str) -> None:
+        if sent:
+            log.info("ignored stale %s (zombie token)", what)
+        else:
+            log.warning("ignored %s without a completionToken (--strict-tokens); a worker that lacks the "
+                        "field needs a sidecar without --strict-tokens", what)
+
+    # ------------------------------------------------------------- taking work
+
+    def take(self, sid: int, *, timeout: float) -> pb.WorkItem | None:
+        """The next work item for stream `sid`, or None after `timeout` seconds."""
+        if sid not in self._streams:
+            raise errors.ShuttingDown("work item stream closed")
+        item = self._take_ready(sid)
+        if item is None:
+            self._work.wait(timeout)
+            if self._closed():
+                raise errors.ShuttingDown("shutting down")
+            if sid not in self._streams:
+                raise errors.ShuttingDown("work item stream closed")
+            item = self._take_ready(sid)
+        return item
+
+    def _take_ready(self, sid: int) -> pb.WorkItem | None:
+        while self._ready:
+            ref = self._ready.popleft()
+            if not isinstance(ref, WorkRef):
+                item = ref.claim(sid)
+                if item is not None:
+                    return item
+                continue
+            inst = self._table.find(ref.iid)
+            if inst is None:
+                continue
+            if ref.kind is WorkKind.ACTIVITY:
+                act = inst.activities.get(ref.task_id)
+                if act is None or not act.queued:
+                    continue
+                act.queued = False
+                if self._refused(inst, ref, act.request.ByteSize()):
+                    continue
+                return self._dispatch_activity(sid, inst, act)
+            if not inst.queued:
+                continue
+            inst.queued = False
+            item = self._dispatch_turn(sid, inst)
+            if item is not None:
+                return item
+        return None
+
+    def _refused(self, inst: Instance, ref: WorkRef, size: int) -> bool:
+        """Hold back a big item that its streams kept dropping unanswered (see refusals.py)."""
+        held = self._refusals.dispatching(ref, size, limit=self._config.max_message_bytes)
+        if held is not None:
+            self._table.stall(inst, (pb.PAYLOAD_SIZE_EXCEEDED, held))
+        return held is not None
+
+    def _dispatch_activity(self, sid: int, inst: Instance, act: PendingActivity) -> pb.WorkItem:
+        act.token = uuid.uuid4().hex
+        act.stream = sid
+        act.dispatched_at = self._ticker.clock.now_ns()
+        act.dispatches += 1
+        if self._config.task_execution_id is TaskExecutionIdMode.SPEC:
+            # Kept on the pending activity, so the completion of this attempt records it (a stale
+            # answer of an earlier attempt is refused by its token).
+            act.request.taskExecutionId = str(uuid.uuid4())
+        self._streams[sid].out.add(WorkRef.activity(inst.iid, act.task_id))
+        if self._config.activity_lease_s:
+            self._ticker.wake_at(act.dispatched_at + int(self._config.activity_lease_s * 1e9), inst.iid)
+        item = pb.WorkItem(completionToken=act.token)
+        item.activityRequest.CopyFrom(act.request)
+        return item
+
+    def _dispatch_turn(self, sid: int, inst: Instance) -> pb.WorkItem | None:
+        now = self._ticker.clock.now_ns()
+        visible = [e for e in inst.inbox if e.visible_at <= now]
+        if not visible or not _startable(inst, now):
+            return None
+        if inst.terminal:
+            self.on_terminal(inst, visible)
+            return None
+        oversize = self._payload.workflow_oversize(payload_size(inst)) if self._payload else None
+        if oversize is not None:
+            self._table.stall(inst, (pb.PAYLOAD_SIZE_EXCEEDED, oversize))
+            return None
+        ws = pb.HistoryEvent(eventId=-1, timestamp=ts(self._ticker.now()))
+        ws.workflowStarted.SetInParent()
+        delivered: list[pb.HistoryEvent] = [ws]
+        consumed: list[int] = []
+        seen: set[tuple[str, int]] = set()
+        have_start = inst.started
+        for entry in visible:
+            ev = entry.event
+            consumed.append(entry.seq)
+            key = resolution_key(ev)
+            if key is not None:
+                if self._policy.is_duplicate(inst=inst, key=key, seen=seen):
+                    self._counters.duplicate_dropped += 1
+                    continue  # R2.7: duplicate resolution, neither delivered nor stored
+                seen.add(key)
+            if ev.HasField("executionStarted"):
+                if have_start:
+                    continue
+                have_start = True
+            delivered.append(ev)
+        token = uuid.uuid4().hex
+        stream = self._streams[sid]
+        past = inst.history
+        req = pb.WorkflowRequest(instanceId=inst.iid)
+        req.executionId.value = inst.execution_id
+        # What this stream was sent counts only for the same execution: after continue-as-new or a
+        # new start under the id, another stream may have carried the new history past that count.
+        execution, warm = stream.warm.get(inst.iid, ("", 0)) if stream.stateful else ("", 0)
+        if execution != inst.execution_id:
+            warm = 0
+        if 0 < warm <= len(past):
+            req.pastEvents.extend(past[warm:])
+            req.cachedHistory.eventCount = warm
+        else:
+            req.pastEvents.extend(past)
+        req.newEvents.extend(delivered)
+        # The message as sent (framing included) must fit too, or the worker refuses it on every dispatch.
+        size = req.ByteSize() + len(token) + 8
+        oversize = self._payload.workflow_oversize(size) if self._payload else None
+        if oversize is not None:
+            self._table.stall(inst, (pb.PAYLOAD_SIZE_EXCEEDED, oversize))
+            return None
+        ref = WorkRef.turn(inst.iid)
+        if self._refused(inst, ref, size):
+            return None
+        if stream.stateful:
+            stream.warm[inst.iid] = (inst.execution_id, len(past))
+        inst.turn = Turn(token=token, stream=sid, new_events=delivered, consumed=consumed, past_len=len(past))
+        stream.out.add(ref)
+        item = pb.WorkItem(completionToken=token)
+        item.workflowRequest.CopyFrom(req)
+        return item
+
+    # ------------------------------------------------------------- leases
+
+    def expire_leases(self, inst: Instance, now: int) -> None:
+        """R4.6 (b): an activity out longer than its lease is dispatched again with a new token."""
+        if not self._config.activity_lease_s:
+            return
+        lease = int(self._config.activity_lease_s * 1e9)
+        for act in inst.activities.values():
+            if act.stream is not None and act.dispatched_at is not None and act.dispatched_at + lease <= now:
+                stream = self._streams.get(act.stream)
+                if stream is not None:
+                    stream.out.discard(WorkRef.activity(inst.iid, act.task_id))
+                self._counters.redispatched_activities += 1
+                log.info("activity lease expired for %s/%s; dispatching again", inst.iid, act.task_id)
+                self.queue_activity(inst, act)
+
+
+def _startable(inst: Instance, now: int) -> bool:
+    """No turn before the instance's ExecutionStarted is due: events wait for a scheduled start."""
+    # The inbox decides first: reading `started` makes a cold instance read its history.
+    starts = [e for e in inst.inbox if e.event.HasField("executionStarted")]
+    if not starts or any(e.visible_at <= now for e in starts):
+        return True
+    return inst.started or inst.terminal

@@ -1,0 +1,289 @@
+"""The management API: start, read, wait for, raise events on, terminate, suspend, resume, purge, list.
+
+Each operation takes the engine lock, writes its change in one transaction and queues the turn
+that will take it into history; none of them runs workflow code itself.
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+import time
+import uuid
+from typing import TYPE_CHECKING, Callable
+
+from taskhub_core.actions import execution_started
+from taskhub_core.history import status_name
+from taskhub_core.inbox import will_be_suspended
+from taskhub_core.timestamps import MAX_TIMESTAMP_NS
+from taskhub_wire import pb
+
+from fake_sidecar.engine import errors
+from fake_sidecar.engine.model import NEVER_NS, Instance, InstanceView, ParentRef, ts, ts_ns, wire
+from fake_sidecar.engine.store import Tx
+
+if TYPE_CHECKING:
+    from fake_sidecar.engine.core import Engine
+
+MAX_INSTANCE_ID = 1024
+DEFAULT_PAGE = 1024
+
+
+def start_instance(eng: Engine, *, instance_id: str, name: str, input: str | None,
+                   scheduled_start_ns: int | None, enforce_unique: bool, tags: dict[str, str] | None) -> str:
+    if not name:
+        raise errors.InvalidArgument("StartInstance needs a workflow name (field 'name' is empty)")
+    iid = instance_id or uuid.uuid4().hex
+    validate_instance_id(iid)
+    if scheduled_start_ns is not None and not 0 <= scheduled_start_ns <= MAX_TIMESTAMP_NS:
+        raise errors.InvalidArgument("scheduledStartTimestamp is outside 0001-01-01..9999-12-31, the range of a "
+                                     "protobuf Timestamp")
+    with eng.lock:
+        eng.check_open()
+        now = eng.ticker.now()
+        # An empty input means none (JS clients send "").
+        ev = execution_started(name=name, iid=iid, now_ns=now, input=input or None, execution_id=uuid.uuid4().hex)
+        es = ev.executionStarted
+        if scheduled_start_ns:
+            es.scheduledStartTimestamp.CopyFrom(ts(scheduled_start_ns))
+        for k, v in (tags or {}).items():
+            es.tags[k] = v
+        _create(eng, iid, ev, enforce_unique=enforce_unique,
+                visible_at=min(scheduled_start_ns, NEVER_NS) if scheduled_start_ns and scheduled_start_ns > now else 0)
+    return iid
+
+
+def _create(eng: Engine, iid: str, start: pb.HistoryEvent, *, enforce_unique: bool, visible_at: int = 0,
+            parent: ParentRef | None = None) -> None:
+    """Create (or reuse, R1.3 DAPR rules) instance `iid` with ExecutionStarted `start` in its inbox."""
+    table = eng.table
+    tx = Tx()
+    old = table.find(iid)
+    generation = 0
+    if old is not None:
+        if not old.terminal:
+            raise errors.AlreadyExists(f"an active workflow with ID '{iid}' already exists")
+        if enforce_unique:
+            raise errors.AlreadyExists(
+                f"workflow with ID '{iid}' already exists and the create enforces instance ID uniqueness")
+        busy = [c for c in old.children if (child := table.find(c)) is not None and not child.terminal]
+        if busy:
+            raise errors.AlreadyExists(
+                f"workflow with ID '{iid}' cannot be reused while its child workflows {busy} are running")
+        generation = old.generation + 1
+        table.forget(old, tx)
+    now = ts_ns(start.timestamp)
+    es = start.executionStarted
+    inst = Instance(iid=iid, seq=table.next_seq(tx), name=es.name, generation=generation,
+                    execution_id=es.workflowInstance.executionId.value, created_ns=now,
+                    last_updated_ns=now, parent=parent)
+    table.put(inst)
+    table.add_inbox(inst, start, tx, visible_at=visible_at)
+    table.commit(tx, inst)
+    eng.dispatcher.maybe_queue(inst)
+    table.notify(iid)
+
+
+def get_instance(eng: Engine, iid: str) -> InstanceView | None:
+    with eng.lock:
+        inst = eng.table.find(iid)
+        return eng.table.view(inst) if inst is not None else None
+
+
+def wait(eng: Engine, iid: str, pred: Callable[[InstanceView], bool], *, timeout: float | None,
+         is_active: Callable[[], bool]) -> InstanceView | None:
+    """Block until the instance exists and `pred(view)` holds; None on timeout or cancel."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    flag = threading.Event()
+    with eng.lock:
+        eng.table.watch(iid, flag)
+    try:
+        while True:
+            with eng.lock:
+                if eng.closed:
+                    raise errors.ShuttingDown("the sidecar is shutting down")
+                inst = eng.table.find(iid)
+                if inst is not None:
+                    view = eng.table.view(inst)
+                    if pred(view):
+                        return view
+                flag.clear()
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return None
+            flag.wait(0.5 if remaining is None else min(0.5, remaining))
+            if not is_active():
+                return None
+    finally:
+        with eng.lock:
+            eng.table.unwatch(iid, flag)
+
+
+def raise_event(eng: Engine, *, iid: str, name: str, input: str | None) -> None:
+    if not name:
+        raise errors.InvalidArgument("RaiseEvent needs an event name (field 'name' is empty)")
+    with eng.lock:
+        eng.check_open()
+        inst = eng.table.get(iid)
+        refuse_if_stalled(inst, "raise an event on")
+        if inst.terminal:
+            return  # OK, dropped (R6.6)
+        if not eng.policy.admits_event(inst=inst, name=name):
+            return
+        ev = pb.HistoryEvent(eventId=-1, timestamp=ts(eng.ticker.now()))
+        ev.eventRaised.name = name
+        if input is not None:
+            ev.eventRaised.input.value = input
+        _queue_event(eng, inst, ev)
+
+
+def terminate(eng: Engine, *, iid: str, output: str | None, recursive: bool) -> None:
+    with eng.lock:
+        eng.check_open()
+        inst = eng.table.get(iid)
+        refuse_if_stalled(inst, "terminate")
+        if inst.terminal:
+            return  # R3.17: terminating a finished instance changes nothing
+        enqueue_terminate(eng, inst, output=output, recurse=recursive)
+
+
+def enqueue_terminate(eng: Engine, inst: Instance, *, output: str | None, recurse: bool,
+                      tx: Tx | None = None) -> None:
+    """Queue ExecutionTerminated; written in `tx` if given (a cascade commits with its cause)."""
+    ev = pb.HistoryEvent(eventId=-1, timestamp=ts(eng.ticker.now()))
+    if output is not None:
+        ev.executionTerminated.input.value = output
+    ev.executionTerminated.recurse = recurse
+    own = tx is None
+    tx = Tx() if tx is None else tx
+    # A not-yet-due scheduled start becomes due: the termination needs a turn to take effect.
+    for entry in inst.inbox:
+        if entry.event.HasField("executionStarted") and entry.visible_at:
+            entry.visible_at = 0
+            tx.inbox_add.append((inst.iid, entry.seq, 0, entry.gen, wire(entry.event)))
+    eng.table.add_inbox(inst, ev, tx)
+    if own:
+        eng.table.commit(tx)
+    eng.dispatcher.maybe_queue(inst)
+
+
+def cascade_terminate(eng: Engine, inst: Instance, output: str | None, tx: Tx) -> None:
+    """A recursive terminate reaches every running child `inst` owns, in the same transaction."""
+    for child in eng.table.children_of(inst):
+        if not child.terminal:
+            enqueue_terminate(eng, child, output=output, recurse=True, tx=tx)
+
+
+def suspend(eng: Engine, *, iid: str, reason: str | None) -> None:
+    """Queue ExecutionSuspended, also for an instance that is suspended already: both real engines
+    record a second one (docs/engine-rules.md R6.7), and a worker must take it in its stride."""
+    with eng.lock:
+        eng.check_open()
+        inst = eng.table.get(iid)
+        refuse_if_stalled(inst, "suspend")
+        if inst.terminal:
+            return
+        ev = pb.HistoryEvent(eventId=-1, timestamp=ts(eng.ticker.now()))
+        ev.executionSuspended.SetInParent()
+        if reason:
+            ev.executionSuspended.input.value = reason
+        _queue_event(eng, inst, ev)
+
+
+def resume(eng: Engine, *, iid: str, reason: str | None) -> bool:
+    """Queue ExecutionResumed; returns whether the instance was (or was about to be) suspended.
+
+    A resume of a running instance is recorded too, as both real engines do; a worker must ignore
+    it (the Dapr Python SDKs fail the workflow instead: a FAILED cell of theirs, not a rule of ours).
+    """
+    with eng.lock:
+        eng.check_open()
+        inst = eng.table.get(iid)
+        refuse_if_stalled(inst, "resume")
+        if inst.terminal:
+            return False
+        was_suspended = will_be_suspended(inst.inbox, suspended=inst.suspended)
+        ev = pb.HistoryEvent(eventId=-1, timestamp=ts(eng.ticker.now()))
+        ev.executionResumed.SetInParent()
+        if reason:
+            ev.executionResumed.input.value = reason
+        _queue_event(eng, inst, ev)
+        return was_suspended
+
+
+def _queue_event(eng: Engine, inst: Instance, ev: pb.HistoryEvent) -> None:
+    tx = Tx()
+    eng.table.add_inbox(inst, ev, tx)
+    eng.table.commit(tx)
+    eng.dispatcher.maybe_queue(inst)
+
+
+def purge(eng: Engine, *, iid: str, recursive: bool, force: bool) -> int:
+    with eng.lock:
+        eng.check_open()
+        inst = eng.table.get(iid)
+        tx = Tx()
+        count = _purge(eng, inst, recursive=recursive, force=force, tx=tx)
+        eng.table.commit(tx)
+        return count
+
+
+def _purge(eng: Engine, inst: Instance, *, recursive: bool, force: bool, tx: Tx) -> int:
+    if not force:
+        refuse_if_stalled(inst, "purge")
+        if not inst.terminal:
+            raise errors.FailedPrecondition(
+                f"failed to purge workflow state: orchestration '{inst.iid}' has not yet completed "
+                f"(status {status_name(inst.status)}); terminate it first or purge with force")
+    count = 0
+    if recursive:
+        for child in eng.table.children_of(inst):
+            count += _purge(eng, child, recursive=True, force=force, tx=tx)
+    eng.table.forget(inst, tx)
+    eng.table.notify(inst.iid)
+    return count + 1
+
+
+def history(eng: Engine, iid: str) -> list[pb.HistoryEvent]:
+    with eng.lock:
+        inst = eng.table.find(iid)
+        if inst is None:
+            raise errors.NotFound(f"workflow instance '{iid}' not found")
+        return list(inst.history)
+
+
+def list_instance_ids(eng: Engine, *, page_size: int, token: str | None) -> tuple[list[str], str | None]:
+    size = page_size or DEFAULT_PAGE
+    after = ""
+    if token:
+        try:
+            after = base64.urlsafe_b64decode(token.encode()).decode()
+            if not after.startswith("after:"):
+                raise ValueError("bad prefix")
+            after = after[len("after:"):]
+        except Exception as exc:  # noqa: BLE001 - any decoding problem is the caller's bad token
+            raise errors.InvalidArgument(
+                f"continuationToken {token!r} is not one this sidecar issued ({exc}); "
+                "pass the token from the previous ListInstanceIDs response unchanged") from exc
+    with eng.lock:
+        ids = sorted(i for i in eng.table.ids() if i > after)
+    page = ids[:size]
+    more = len(ids) > size
+    next_token = base64.urlsafe_b64encode(f"after:{page[-1]}".encode()).decode() if more and page else None
+    return page, next_token
+
+
+def refuse_if_stalled(inst: Instance, op: str) -> None:
+    if inst.stalled is not None and not inst.terminal:
+        raise errors.FailedPrecondition(
+            f"cannot {op} workflow instance '{inst.iid}': workflow is stalled "
+            f"({pb.StalledReason.Name(inst.stalled[0])}: {inst.stalled[1].strip()}); "
+            "connect a worker with compatible code, or purge it with force")
+
+
+def validate_instance_id(iid: str) -> None:
+    if len(iid) > MAX_INSTANCE_ID:
+        raise errors.InvalidArgument(f"instance id is {len(iid)} characters long; the limit is {MAX_INSTANCE_ID}")
+    bad = [c for c in iid if ord(c) < 32 or ord(c) == 127]
+    if bad:
+        raise errors.InvalidArgument(f"instance id {iid!r} contains control characters; use printable characters")

@@ -1,0 +1,138 @@
+"""RerunWorkflowFromEvent (R8.3): a new instance from a finished one's history up to an event.
+
+Resolved operations before the target are copied; operations still open there, and the target
+itself, are issued again, so their results drive the new instance's first turn.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING
+
+from taskhub_core.actions import Context, child_instance_id, child_start, timer_fired
+from taskhub_core.history import OPENED_BY, resolution_key
+from taskhub_core.inbox import timer_due_ns
+from taskhub_wire import pb
+
+from fake_sidecar.engine import errors
+from fake_sidecar.engine.completions import add_activity, start_child
+from fake_sidecar.engine.management import validate_instance_id
+from fake_sidecar.engine.model import Instance
+from fake_sidecar.engine.store import Tx
+
+if TYPE_CHECKING:
+    from fake_sidecar.engine.core import Engine
+
+_RERUNNABLE = {"taskScheduled", "timerCreated", "childWorkflowInstanceCreated"}
+
+
+def rerun(eng: Engine, *, source: str, event_id: int, new_iid: str | None, input: str | None,
+          overwrite_input: bool, new_child_iid: str | None) -> str:
+    if not source:
+        raise errors.InvalidArgument("RerunWorkflowFromEvent needs sourceInstanceID")
+    new_id = new_iid or uuid.uuid4().hex
+    if new_id == source:
+        raise errors.InvalidArgument(
+            "rerun workflow instance ID must be different from the original instance ID")
+    validate_instance_id(new_id)
+    with eng.lock:
+        eng.check_open()
+        src = eng.table.find(source)
+        if src is None:
+            raise errors.NotFound(f"workflow instance does not exist with ID '{source}'")
+        if not src.terminal:
+            raise errors.InvalidArgument(f"'{source}' is not in a terminal state")
+        if src.parent is not None:
+            raise errors.InvalidArgument(f"'{source}': cannot rerun from child-workflows")
+        idx = next((i for i, e in enumerate(src.history) if e.eventId == event_id
+                    and e.WhichOneof("eventType") in _RERUNNABLE | {"detachedWorkflowInstanceCreated",
+                                                                      "executionCompleted", "eventSent"}), None)
+        if idx is None:
+            raise errors.NotFound(f"'{source}' does not have history event with ID '{event_id}'")
+        target = src.history[idx]
+        kind = target.WhichOneof("eventType")
+        if kind == "detachedWorkflowInstanceCreated":
+            raise errors.InvalidArgument(f"cannot rerun from detached workflow creation event '{event_id}'")
+        if kind not in _RERUNNABLE:
+            raise errors.NotFound(
+                f"target event '{kind}' with ID '{event_id}' is not an event that can be rerun")
+        if overwrite_input and kind == "timerCreated":
+            raise errors.InvalidArgument(f"cannot write input to timer event '{event_id}'")
+        if new_child_iid and kind != "childWorkflowInstanceCreated":
+            raise errors.InvalidArgument(
+                "newChildWorkflowInstanceID can only be set when rerunning from a child workflow event")
+        if new_id in eng.table:
+            raise errors.AlreadyExists(f"workflow '{new_id}' has already been created")
+        _rerun(eng, src, idx, new_id=new_id, input=input, overwrite=overwrite_input, new_child=new_child_iid)
+    return new_id
+
+
+def _rerun(eng: Engine, src: Instance, idx: int, *, new_id: str, input: str | None, overwrite: bool,
+           new_child: str | None) -> None:
+    """R8.3: copy resolved pairs before the target, then re-issue open operations and the target."""
+    prefix = src.history[:idx]
+    resolved: set[tuple[str, int]] = set()
+    for ev in prefix:
+        key = resolution_key(ev)
+        if key is not None:
+            resolved.add(key)
+    copied: list[pb.HistoryEvent] = []
+    reissue: list[pb.HistoryEvent] = []
+    for ev in prefix:
+        group = OPENED_BY.get(ev.WhichOneof("eventType"))
+        if group is not None and (group, ev.eventId) not in resolved:
+            reissue.append(ev)
+            continue
+        copied.append(ev)
+    target = pb.HistoryEvent()
+    target.CopyFrom(src.history[idx])
+    body = getattr(target, target.WhichOneof("eventType"))
+    body.rerunParentInstanceInfo.instanceID = src.iid
+    if overwrite:
+        body.ClearField("input")
+        if input is not None:
+            body.input.value = input
+    if new_child and target.HasField("childWorkflowInstanceCreated"):
+        target.childWorkflowInstanceCreated.instanceId = new_child
+    reissue.append(target)
+    table = eng.table
+    tx = Tx()
+    now = eng.ticker.now()
+    start = next(e for e in copied if e.HasField("executionStarted"))
+    inst = Instance(iid=new_id, seq=table.next_seq(tx), name=start.executionStarted.name, generation=0,
+                    execution_id=start.executionStarted.workflowInstance.executionId.value,
+                    created_ns=now, last_updated_ns=now)
+    for ev in copied + reissue:
+        new_ev = pb.HistoryEvent()
+        new_ev.CopyFrom(ev)
+        if new_ev.HasField("childWorkflowInstanceCreated") and ev is not target:
+            new_ev.childWorkflowInstanceCreated.instanceId = child_instance_id(new_id, ev.eventId)
+        table.append_history(inst, new_ev, tx)
+    table.put(inst)
+    for ev in inst.history[len(copied):]:
+        _reissue(eng, inst, ev, tx)
+    # A turn is needed so the workflow resumes; an empty WorkflowStarted-only turn is not allowed
+    # by SDKs, so the re-issued operations' results drive it. A rerun with nothing open: none.
+    table.commit(tx, inst)
+    eng.dispatcher.maybe_queue(inst)
+    table.notify(new_id)
+
+
+def _reissue(eng: Engine, inst: Instance, ev: pb.HistoryEvent, tx: Tx) -> None:
+    if ev.HasField("taskScheduled"):
+        st = ev.taskScheduled
+        req = pb.ActivityRequest(name=st.name, taskId=ev.eventId, taskExecutionId=st.taskExecutionId)
+        if st.HasField("input"):
+            req.input.CopyFrom(st.input)
+        req.workflowInstance.instanceId = inst.iid
+        add_activity(eng, inst, req, tx)
+    elif ev.HasField("timerCreated"):
+        fired = timer_fired(timer_id=ev.eventId, fire_at=ev.timerCreated.fireAt)
+        eng.table.add_inbox(inst, fired, tx, visible_at=timer_due_ns(fired))
+    elif ev.HasField("childWorkflowInstanceCreated"):
+        ce = ev.childWorkflowInstanceCreated
+        ctx = Context(iid=inst.iid, name=inst.name, execution_id=inst.execution_id, now_ns=eng.ticker.now(),
+                      new_id=lambda: uuid.uuid4().hex)
+        start = child_start(child_id=ce.instanceId, name=ce.name, input=ce.input if ce.HasField("input") else None,
+                            parent_task_id=ev.eventId, ctx=ctx)
+        start_child(eng, inst, ce.instanceId, start, ev.eventId, tx)

@@ -1,0 +1,101 @@
+"""Engine time: strictly increasing timestamps, the due-time heap and the thread that serves it.
+
+The heap holds (due time, instance id) for every instance that has something due later: a timer,
+a scheduled start, a turn's retry, an activity lease. The ticker thread wakes at the earliest one
+and hands the instance back to the engine (`run_due`); on a virtual clock that stays idle, it
+jumps the clock to the next due time.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import threading
+import time
+from typing import Callable
+
+from fake_sidecar.engine import errors
+from fake_sidecar.engine.clock import Clock
+
+log = logging.getLogger("fake_sidecar.engine")
+
+_IDLE_JUMP_NS = 50_000_000  # virtual clock: stay idle this long before jumping to the next timer
+
+
+class Ticker:
+    """The engine's clock and due times; all methods but `start`/`join` are called under `lock`."""
+
+    def __init__(self, *, clock: Clock, lock: threading.RLock) -> None:
+        self.clock = clock
+        self._wake = threading.Condition(lock)
+        self._due: list[tuple[int, str]] = []
+        self._last_ns = 0
+        self._thread: threading.Thread | None = None
+
+    def now(self) -> int:
+        """Strictly increasing timestamps: SDKs derive ids from WorkflowStarted times."""
+        n = self.clock.now_ns()
+        if n <= self._last_ns:
+            n = self._last_ns + 1000
+        self._last_ns = n
+        return n
+
+    def wake_at(self, ns: int, iid: str) -> None:
+        """Hand instance `iid` back to the engine once the clock reaches `ns`."""
+        heapq.heappush(self._due, (ns, iid))
+        self._wake.notify_all()
+
+    def next_due(self) -> int | None:
+        return self._due[0][0] if self._due else None
+
+    def pop_due(self, now: int) -> list[str]:
+        """The instances due by `now`, in due order (an instance may appear more than once)."""
+        out = []
+        while self._due and self._due[0][0] <= now:
+            out.append(heapq.heappop(self._due)[1])
+        return out
+
+    def advance(self, seconds: float) -> None:
+        """Move a virtual clock forward (harness control)."""
+        if not self.clock.virtual:
+            raise errors.FailedPrecondition("the sidecar runs on the real clock; start it with --clock virtual")
+        self.clock.advance_to(self.clock.now_ns() + int(seconds * 1e9))
+        self._wake.notify_all()
+
+    def wake_all(self) -> None:
+        self._wake.notify_all()
+
+    def start(self, *, run_due: Callable[[int], None], idle: Callable[[], bool], closed: Callable[[], bool]) -> None:
+        """Start the thread that calls `run_due(now)` whenever something falls due."""
+        self._thread = threading.Thread(target=self._loop, args=(run_due, idle, closed), name="engine-ticker",
+                                        daemon=True)
+        self._thread.start()
+
+    def join(self, timeout: float) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout=timeout)
+
+    def _loop(self, run_due: Callable[[int], None], idle: Callable[[], bool], closed: Callable[[], bool]) -> None:
+        with self._wake:
+            idle_since: int | None = None
+            while not closed():
+                now = self.clock.now_ns()
+                run_due(now)
+                wait = 1.0
+                if self._due:
+                    wait = max(0.0, min(wait, (self._due[0][0] - now) / 1e9))
+                if self.clock.virtual and self._due and idle():
+                    real = time.monotonic_ns()
+                    if idle_since is None:
+                        idle_since = real
+                    elif real - idle_since >= _IDLE_JUMP_NS:
+                        target = self._due[0][0]
+                        if target > now:
+                            log.info("virtual clock jumps %.3fs ahead", (target - now) / 1e9)
+                            self.clock.advance_to(target)
+                        idle_since = None
+                        continue
+                    wait = min(wait, 0.02)
+                else:
+                    idle_since = None
+                self._wake.wait(wait)
