@@ -18,6 +18,10 @@ Events = list[pb.HistoryEvent]
 MUTATIONS = ("reorder", "duplicate", "drop", "unknown_id", "truncate", "wrong_patches", "unknown_kind", "rename")
 UNKNOWN_KINDS = ("workflowCompleted", "eventSent", "continueAsNew", "detachedWorkflowInstanceCreated",
                  "executionStalled")
+# Events an engine may record twice (engine-rules R6.5, R6.7: an event raised twice, a suspended instance
+# suspended again, a running one resumed): a copy of one is a reachable history, held to the contract by
+# the self-oracle's perturbations, not an impossible one, so `duplicate` never copies them.
+REACHABLE_TWICE = frozenset({"eventRaised", "executionSuspended", "executionResumed"})
 _RESOLUTIONS = {"taskCompleted": "taskScheduledId", "taskFailed": "taskScheduledId", "timerFired": "timerId",
                 "childWorkflowInstanceCompleted": "taskScheduledId", "childWorkflowInstanceFailed": "taskScheduledId"}
 
@@ -50,7 +54,10 @@ def _reorder(c: Chooser, past: Events, new: Events) -> str | None:
 
 def _duplicate(c: Chooser, past: Events, new: Events) -> str | None:
     part, evs = _split(c, past, new)
-    i = c.int(0, len(evs) - 1)
+    spots = [i for i, e in enumerate(evs) if _kind(e) not in REACHABLE_TWICE]
+    if not spots:
+        return None
+    i = pick(c, spots)
     evs.insert(i + 1, copy_event(evs[i]))
     return f"duplicate {_where(part, i, evs[i])}"
 

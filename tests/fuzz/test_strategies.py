@@ -20,8 +20,9 @@ from conformance.fuzz import programs as P
 from conformance.fuzz.common import Budget
 from conformance.dialects.compare import compare, profile_for, signature
 from conformance.dialects.history import Dialect, _renumber_action
+from conformance.dialects.turn import TurnCase
 from conformance.fuzz.interleave import DataChooser, RandomChooser, run_program
-from conformance.fuzz.mutate import mutate
+from conformance.fuzz.mutate import REACHABLE_TWICE, mutate
 from conformance.fuzz.scenario_out import event_data, round_trips
 from conformance.scenario.wire import event_dict, parse_event
 
@@ -124,6 +125,28 @@ def test_mutations_keep_turns_sendable_and_writable():
             assert m.new and m.form == "mutated" and m.note
             assert round_trips(m.past) and round_trips(m.new)
             execute(BUNDLE, instance_id=m.instance_id, past=m.past, new=m.new)  # never raises
+
+
+def test_duplicate_never_copies_an_event_an_engine_records_twice():
+    """A second ExecutionSuspended (or ExecutionResumed, EventRaised) is a reachable history (R6.5, R6.7):
+    the durabletask-js campaign of seed 12 reported one as a robustness SHOULD of an "impossible" turn."""
+    started = pb.HistoryEvent(eventId=-1)
+    started.workflowStarted.SetInParent()
+    base = [started]
+    for kind in sorted(REACHABLE_TWICE):
+        ev = pb.HistoryEvent(eventId=-1)
+        getattr(ev, kind).SetInParent()
+        base.append(ev)
+    case = TurnCase("i", (), tuple(base), "dispatched")
+    copied = set()
+    for seed in range(200):
+        rng = random.Random(seed)
+        m = mutate(RandomChooser(rng), case, rounds=1)
+        if m is None or not m.note.startswith("duplicate"):
+            continue
+        kinds = [e.WhichOneof("eventType") for e in m.new]
+        copied |= {k for k in kinds if kinds.count(k) > 1}
+    assert copied == {"workflowStarted"}
 
 
 def test_event_wire_round_trip():
