@@ -5,8 +5,9 @@ engine hands work items to whichever worker stream it likes, so without routing 
 (conformance/proxy/routing.py) the workers run each other's turns and the outputs mix.
 
 The ledger asks for no execution of another scenario's activity (`unexpected: 0`), not for exactly
-one: an item out on a stream that closes when its scenario ends is dispatched again (at least once),
-and on a loaded machine that was seen to run one activity twice (issue 13 keeps it to be traced).
+one: an item out on a stream that closes when its scenario ends is dispatched again (at least once).
+One such case was ours and is fixed: the proxy counted a routed item done before its completion had
+reached the engine, so the lingering stream that carried it could end first (tests/proxy).
 """
 
 from __future__ import annotations
