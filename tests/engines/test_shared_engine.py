@@ -89,4 +89,9 @@ def test_router_owns_default_child_ids_and_forgets_finished_owners() -> None:
     assert router.route("main-x-1:0001") == (None, True)  # dropped, not handed to b's worker
     assert router.route("main-y-2") == (b, False)
     router.release(b)
-    assert router.route("main-y-2") == (None, False)  # nobody attached: nothing remembered
+    # Nobody attached: still retired, so the next scenario's worker does not get a leftover redelivery.
+    assert router.route("main-y-2") == (None, True)
+    c = _Owner()
+    router.attach(c)
+    router.claim(c, "main-y-2")  # the same id claimed again (a fixed id) is served again
+    assert router.route("main-y-2") == (c, False)
