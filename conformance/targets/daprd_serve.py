@@ -1,4 +1,4 @@
-"""Run one daprd (with placement and scheduler) until interrupted, for `--sidecar address`.
+"""Run one daprd (with placement and scheduler) until interrupted, for `--sidecar daprd-address`.
 
     python -m conformance.targets.daprd_serve [--work-dir DIR] [--api-token T] [--max-payload BYTES]
 
@@ -6,7 +6,8 @@ Starts the control plane and one daprd exactly as the `daprd` target does for a 
 (loopback ports picked free, a unique app id, its own SQLite actor store under the work dir),
 prints `daprd ready at 127.0.0.1:PORT` and the log folder, and stops all three by pid on Ctrl-C
 or SIGTERM. Point a run at it with
-`conformance run --sidecar address --sidecar-address 127.0.0.1:PORT`.
+`conformance run --sidecar daprd-address --sidecar-address 127.0.0.1:PORT` (daprd's gaps and the
+capabilities a shared daprd keeps; plain `--sidecar address` declares none).
 """
 
 from __future__ import annotations
