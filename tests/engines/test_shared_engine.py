@@ -95,3 +95,17 @@ def test_router_owns_default_child_ids_and_forgets_finished_owners() -> None:
     router.attach(c)
     router.claim(c, "main-y-2")  # the same id claimed again (a fixed id) is served again
     assert router.route("main-y-2") == (c, False)
+
+
+def test_a_rerun_copy_is_claimed_for_the_scenario_that_asks_for_it() -> None:
+    from conformance.runner.isolation import claimer
+    from taskhub_wire import pb
+
+    claimed: list[str] = []
+
+    class _Proxy:
+        def claim(self, iid: str) -> None:
+            claimed.append(iid)
+
+    claimer(_Proxy())(pb.RerunWorkflowFromEventRequest(sourceInstanceID="src-1", eventID=1, newInstanceID="copy-1"))
+    assert sorted(claimed) == ["copy-1", "src-1"]
