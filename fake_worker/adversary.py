@@ -77,14 +77,19 @@ class Adversary:
     zombies_sent: list[str] = field(default_factory=list)  # payloads sent with stale tokens
     _answers: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _decided: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # token (or id of the item itself) -> (modes, the item: kept so its id is not reused meanwhile)
+    _decided: dict[str | int, tuple[tuple[str, ...], pb.WorkItem]] = field(default_factory=dict)
 
     def _modes(self, item: pb.WorkItem) -> tuple[str, ...]:
         """The modes that apply to this work item (decided once per item, counting occurrences)."""
-        key = item.completionToken
+        # daprd sends no completion tokens (its durabletask-go leaves WorkItem.completionToken empty):
+        # keyed by an empty token, every item got the first item's decision and no rule ever fired.
+        if not self.rules:
+            return ()
+        key: str | int = item.completionToken or id(item)
         with self._lock:
             if key in self._decided:
-                return self._decided[key]
+                return self._decided[key][0]
             out = []
             for i, rule in enumerate(self.rules):
                 if not rule.match.matches(item):
@@ -92,8 +97,8 @@ class Adversary:
                 self._seen[i] = self._seen.get(i, 0) + 1
                 if rule.match.nth is None or rule.match.nth == self._seen[i]:
                     out.append(rule.mode)
-            self._decided[key] = tuple(out)
-            return self._decided[key]
+            self._decided[key] = (tuple(out), item)
+            return tuple(out)
 
     def _rule(self, item: pb.WorkItem, mode: str) -> Rule:
         return next(r for r in self.rules if r.mode == mode and r.match.matches(item))

@@ -68,9 +68,9 @@ class WorkItemRouter:
                 del self._owners[iid]
             self._retired.update(mine)
             self._attached.discard(owner)
-            if not self._attached:  # nobody left to serve anything: start afresh (ports get reused)
-                self._owners.clear()
-                self._retired.clear()
+            # Retired ids stay retired when nobody is attached: a scenario that ran alone leaves work the
+            # engine dispatches again after it (daprd: ~1 s later), which the next scenario's worker
+            # must not get. A later claim of the same id (a fixed id, or a port reused) lifts it.
         for callback in callbacks:
             callback()
 

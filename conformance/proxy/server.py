@@ -468,8 +468,18 @@ class FaultProxy:
         if rpc in ("CompleteOrchestratorTask", "CompleteWorkflowTask"):
             for iid in created_instance_ids(msg):
                 self.claim(iid)
-        if msg is not None and rpc in ("CompleteOrchestratorTask", "CompleteWorkflowTask", "CompleteActivityTask"):
+        if msg is None or rpc not in ("CompleteOrchestratorTask", "CompleteWorkflowTask", "CompleteActivityTask"):
+            return self._forward_unary(path, method, rpc, channel, raw, summary, fired, context)
+        try:
+            return self._forward_unary(path, method, rpc, channel, raw, summary, fired, context)
+        finally:
+            # Only once the engine has had the completion: the stream that carried a routed item may
+            # linger for it alone, and ending that stream first makes daprd cancel the item and
+            # dispatch it again (its GetWorkItems cleanup), although the completion is on its way.
             self._router.completed(completion_key(msg))
+
+    def _forward_unary(self, path: str, method: Method | None, rpc: str, channel: str, raw: bytes, summary: str,
+                       fired: _Fired | None, context: grpc.ServicerContext) -> bytes:
         metadata = _forwardable(context.invocation_metadata())
         action = fired.rule.action if fired else None
         if fired is not None and action == "drop":

@@ -31,9 +31,11 @@ def claimer(proxy: Any) -> Callable[[Any], None]:
     """The claim function the harness's client calls with every request it sends."""
 
     def claim(request: Any) -> None:
-        iid = getattr(request, "instanceId", "") or getattr(request, "instance_id", "")
-        if isinstance(iid, str) and iid:
-            proxy.claim(iid)
+        # RerunWorkflowFromEvent names the copy it creates (newInstanceID): its turns are this scenario's too.
+        for field in ("instanceId", "instance_id", "newInstanceID", "sourceInstanceID"):
+            iid = getattr(request, field, "")
+            if isinstance(iid, str) and iid:
+                proxy.claim(iid)
 
     return claim
 

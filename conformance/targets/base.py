@@ -19,13 +19,15 @@ class Gap:
     """A requirement the target is known not to meet: shown as NOT_IMPLEMENTED, never hidden.
 
     `scenarios` (globs on scenario ids) narrows the gap to the scenarios that show it; without
-    it the gap covers every scenario of the requirement.
+    it the gap covers every scenario of the requirement. `when_lacking` narrows an engine's gap to
+    pairs whose worker lacks one of these capabilities (a behaviour that shows only with such workers).
     """
 
     requirement: str
     reason: str
     evidence: str = ""
     scenarios: tuple[str, ...] = ()
+    when_lacking: tuple[str, ...] = ()
 
     def covers(self, scenario_id: str, requirements: Sequence[str]) -> bool:
         import fnmatch
@@ -128,6 +130,8 @@ class Pair:
 
     def gap_for(self, scenario_id: str, requirements: Sequence[str]) -> Gap | None:
         for gap in self.sidecar.gaps + self.worker.gaps:
+            if gap.when_lacking and set(gap.when_lacking) <= self.capabilities:
+                continue
             if gap.covers(scenario_id, requirements):
                 return gap
         return None

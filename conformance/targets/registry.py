@@ -67,8 +67,11 @@ def _gaps(raw: Any, where: str) -> tuple[Gap, ...]:
         scenarios = g.get("scenarios") or ()
         if isinstance(scenarios, str):
             scenarios = (scenarios,)
+        lacking = g.get("when_lacking") or ()
+        if isinstance(lacking, str):
+            lacking = (lacking,)
         out.append(Gap(requirement=str(g["requirement"]), reason=str(g["reason"]), evidence=str(g.get("evidence", "")),
-                       scenarios=tuple(map(str, scenarios))))
+                       scenarios=tuple(map(str, scenarios)), when_lacking=tuple(map(str, lacking))))
     return tuple(out)
 
 

@@ -43,6 +43,7 @@ SIDECAR_CAPABILITIES: dict[str, str] = {
     "runtime_api": "the Dapr runtime workflow methods on the same port",
     "unknown_is_not_found": "operations on an unknown instance answer NOT_FOUND",
     "history_not_found": "GetInstanceHistory of an unknown instance answers NOT_FOUND",
+    "own_engine": "the engine holds only this scenario's instances (one engine per scenario), so listings are its own",
 }
 
 

@@ -699,3 +699,15 @@ def test_constructing_a_bad_rule_directly_raises():
         FaultRule(match=MessageMatch(rpc="Hello"), action="drop", times=-1)
     with pytest.raises(InputError, match="use one of: delay, cut_stream"):
         FaultRule(match=MessageMatch(rpc="GetWorkItems", direction="request"), action="drop")
+
+
+def test_a_completion_counts_as_done_for_routing_only_after_the_engine_had_it(proxy, make_client, monkeypatch):
+    # The stream that carried a routed item may linger for it alone; ending it before the engine has
+    # the completion makes daprd cancel the item and dispatch it again (seen on a shared daprd).
+    order: list[str] = []
+    upstream, completed = proxy._call_upstream, proxy._router.completed
+    monkeypatch.setattr(proxy, "_call_upstream", lambda *a, **k: (order.append("upstream"), upstream(*a, **k))[1])
+    monkeypatch.setattr(proxy._router, "completed", lambda key: (order.append("completed"), completed(key))[1])
+    client = make_client(proxy.address)
+    client.call("CompleteActivityTask", pb.ActivityResponse(instanceId="nobody", taskId=1), timeout=5)
+    assert order == ["upstream", "completed"]

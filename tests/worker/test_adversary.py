@@ -94,6 +94,16 @@ def test_nth_and_matching_are_per_rule():
     assert adv.disconnect_after(activity_item("c", task_id=2))  # decided once per work item
 
 
+def test_items_without_tokens_are_decided_each_on_its_own():
+    # daprd sends every work item with an empty completion token.
+    adv = Adversary(rules=[Rule(mode="crash_after_activity", match=Match(kind="activity", nth=1))])
+    turn, first, again = turn_item(""), activity_item(""), activity_item("")
+    assert not adv.crash_after_activity(turn)
+    assert adv.crash_after_activity(first)
+    assert adv.crash_after_activity(first)  # still decided once per work item
+    assert not adv.crash_after_activity(again)
+
+
 def test_rules_are_validated_all_at_once():
     with pytest.raises(AdversaryError) as err:
         parse_rules([{"mode": "teleport"}, {"mode": "zombie", "match": {"kind": "workflow"}}, 5])
