@@ -25,7 +25,7 @@ DRIVER_FILES = [
 
 def packages() -> list[str]:
     """Ours, and every folder of the library as a (namespace) package, so each file has one."""
-    out = find_namespace_packages(include=["taskhub_wire*", "fake_sidecar*", "fake_worker*", "conformance*"],
+    out = find_namespace_packages(include=["taskhub_wire*", "taskhub_programs*", "fake_sidecar*", "fake_worker*", "conformance*"],
                                   exclude=["*__pycache__*"])
     for package, folder in LIBRARY.items():
         out += [package] + [f"{package}.{sub}" for sub in find_namespace_packages(
@@ -39,7 +39,7 @@ setup(
     package_data={
         "taskhub_wire": ["**/*.proto", "**/*.pyi"],
         "conformance": ["*.yaml", "targets/*.yaml", "**/*.json", "drift/*.js", "drift/go/*", "drift/java/*"],
-        "fake_worker": ["*.json", "examples/*.yaml"],
+        "taskhub_programs": ["*.json", "examples/*.yaml"],
         "conformance_library.scenarios": ["**/*.yaml", "**/*.md"],
         "conformance_library.drivers": DRIVER_FILES,
         "conformance_library.scripts": ["*.sh"],

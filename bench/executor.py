@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fake_worker.programs import Bundle, parse_bundle  # noqa: E402
+from taskhub_programs import Bundle, parse_bundle  # noqa: E402
 from fake_worker.replay import execute  # noqa: E402
 from fake_worker.replay.simulate import simulate  # noqa: E402
 from taskhub_wire import pb  # noqa: E402

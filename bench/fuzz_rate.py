@@ -36,11 +36,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fake_worker.programs import parse_bundle  # noqa: E402
+from taskhub_programs import parse_bundle  # noqa: E402
 from fake_worker.replay import execute  # noqa: E402
 
 from conformance.fuzz import programs as P  # noqa: E402
-from conformance.fuzz.dialect import Dialect  # noqa: E402
+from conformance.dialects.history import Dialect  # noqa: E402
 from conformance.fuzz.interleave import RandomChooser, run_program  # noqa: E402
 from conformance.targets.registry import load_targets  # noqa: E402
 
@@ -97,7 +97,7 @@ def bench_driver(target, doc, n: int) -> dict:
 def bench_campaigns(target, examples: int, streams: int) -> list[tuple[str, int, int, float]]:
     """(label, examples, turns, seconds) of the old differential campaign and the self-oracle one."""
     from conformance.fuzz.common import Budget
-    from conformance.fuzz.compare import profile_for
+    from conformance.dialects.compare import profile_for
     from conformance.fuzz.programs import Features
     from conformance.fuzz.self_oracle import SelfOracleCampaign
     from conformance.fuzz.worker_fuzz import WorkerCampaign

@@ -13,7 +13,7 @@ from taskhub_wire.limits import DEFAULT_MAX_MESSAGE_BYTES, byte_count
 from fake_worker.activities import ActivityRunner
 from fake_worker.adversary import Adversary, AdversaryError, load_rules
 from fake_worker.client import ConnectError, Worker, WorkerOptions
-from fake_worker.programs import ProgramError, load_bundle
+from taskhub_programs import ProgramError, load_bundle
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -25,7 +25,7 @@ from taskhub_wire.rpc import TaskHubClient
 from taskhub_wire.limits import DEFAULT_MAX_MESSAGE_BYTES
 from fake_worker.activities import ActivityFailure, ActivityRunner
 from fake_worker.adversary import Adversary, Send
-from fake_worker.programs import Bundle
+from taskhub_programs import Bundle
 from fake_worker.replay import TurnResult, execute
 
 log = logging.getLogger("fake_worker")

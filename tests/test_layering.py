@@ -1,9 +1,12 @@
 """The packages' dependency direction (docs/design.md §2), checked on every module's imports.
 
-`taskhub_wire` is the bottom; `fake_sidecar` and `fake_worker` sit on it and never import each
-other; `conformance` is on top and reaches the reference implementations only through
-`conformance/targets/reference.py`. Imports are read with `ast` (function-level and relative ones
-included), so nothing is imported to check them.
+`taskhub_wire` is the bottom; `taskhub_programs` (the program language) imports none of the
+others; `fake_sidecar` and `fake_worker` sit on them and never import each other; `conformance`
+is on top and reaches the reference implementations only through `conformance/targets/reference.py`.
+Inside `conformance`, the runner never imports the fuzzer, the worker dialects and comparison
+profiles (`conformance/dialects/`) import neither, and the fuzzer's modules import each other
+without a cycle. Imports are read with `ast` (function-level and relative ones included), so
+nothing is imported to check them.
 """
 
 from __future__ import annotations
@@ -15,13 +18,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("taskhub_wire", "fake_sidecar", "fake_worker", "conformance")
+PACKAGES = ("taskhub_wire", "taskhub_programs", "fake_sidecar", "fake_worker", "conformance")
 FAKES = ("fake_sidecar", "fake_worker")
 
 # package -> the packages of this project it must not import
 FORBIDDEN = {
-    "taskhub_wire": frozenset({"fake_sidecar", "fake_worker", "conformance"}),
-    "fake_sidecar": frozenset({"fake_worker", "conformance"}),
+    "taskhub_wire": frozenset({"taskhub_programs", "fake_sidecar", "fake_worker", "conformance"}),
+    "taskhub_programs": frozenset({"taskhub_wire", "fake_sidecar", "fake_worker", "conformance"}),
+    "fake_sidecar": frozenset({"taskhub_programs", "fake_worker", "conformance"}),
     "fake_worker": frozenset({"fake_sidecar", "conformance"}),
 }
 
@@ -29,26 +33,29 @@ FORBIDDEN = {
 CONFORMANCE_GATEWAY = "conformance/targets/reference.py"
 
 # Debt of issue 10: modules of `conformance` that import fake_* today, outside the gateway, with
-# the fake_* packages each one reaches. Shrink this table as the program language, the worker
-# dialects and the engine's pure rules move into packages of their own; never grow it.
+# the fake_* packages each one reaches. Shrink this table as the engine's pure rules move into a
+# package of their own; never grow it. (The program language moved to taskhub_programs, the
+# dialects and comparison profiles to conformance/dialects/, and the fuzzer takes the reference
+# engine and executor from the gateway.)
 CONFORMANCE_DEBT = {
-    "conformance/fuzz/cli.py": frozenset({"fake_sidecar", "fake_worker"}),
     "conformance/fuzz/engine_machine.py": frozenset({"fake_sidecar", "fake_worker"}),
     "conformance/fuzz/interleave.py": frozenset({"fake_sidecar", "fake_worker"}),
-    "conformance/fuzz/replay_worker.py": frozenset({"fake_worker"}),
-    "conformance/fuzz/scenario_out.py": frozenset({"fake_worker"}),
-    "conformance/fuzz/self_oracle.py": frozenset({"fake_worker"}),
-    "conformance/fuzz/worker_fuzz.py": frozenset({"fake_worker"}),
-    "conformance/fuzz/workers.py": frozenset({"fake_worker"}),
-    "conformance/runner/execute.py": frozenset({"fake_worker"}),
+    # The scenario loader checks a scenario's adversary rules with the reference worker's parser.
     "conformance/scenario/loader.py": frozenset({"fake_worker"}),
-    "conformance/scenario/model.py": frozenset({"fake_worker"}),
-    "conformance/targets/base.py": frozenset({"fake_worker"}),
     # Issue 14: `conformance replay` serves histories through the reference engine and judges answers
     # with its turn rules; they move with the engine's pure core.
     "conformance/replay/judge.py": frozenset({"fake_sidecar"}),
     "conformance/replay/session.py": frozenset({"fake_sidecar"}),
 }
+
+# Inside `conformance`: a folder -> the subpackages its modules must not import. The runner sits
+# below the fuzzer; the dialects and comparison profiles sit below both.
+CONFORMANCE_INTERNAL = {
+    "conformance/runner/": ("conformance.fuzz",),
+    "conformance/dialects/": ("conformance.fuzz", "conformance.runner"),
+}
+# Folders whose modules import each other without a cycle (function-level imports included).
+ACYCLIC = ("conformance/fuzz",)
 
 
 def modules(root: Path) -> list[Path]:
@@ -104,9 +111,87 @@ def violations(*, root: Path, debt: dict[str, frozenset[str]]) -> list[str]:
     return problems
 
 
+def internal_violations(*, root: Path) -> list[str]:
+    problems = []
+    for path in modules(root):
+        name = path.relative_to(root).as_posix()
+        banned = next((b for folder, b in CONFORMANCE_INTERNAL.items() if name.startswith(folder)), ())
+        for module, line in sorted(imported(path, root=root).items()):
+            hit = next((b for b in banned if module == b or module.startswith(b + ".")), None)
+            if hit:
+                problems.append(f"{name}:{line}: {name.rsplit('/', 1)[0]}/ must not import {hit} (imports {module})")
+    return problems
+
+
+def module_graph(*, root: Path, folder: str) -> dict[str, set[str]]:
+    """Module -> the modules of `folder` it imports (`from pkg import mod` counts as importing mod)."""
+    paths = sorted((root / folder).rglob("*.py"))
+    names = {".".join(p.relative_to(root).with_suffix("").parts): p for p in paths}
+    graph: dict[str, set[str]] = {}
+    for name, path in names.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        package = list(path.relative_to(root).parent.parts)
+        edges = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                edges |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = ".".join(package[: len(package) - (node.level - 1)] + ([node.module] if node.module else [])
+                                ) if node.level else (node.module or "")
+                edges |= {f"{base}.{a.name}" for a in node.names} | {base}
+        graph[name] = {e for e in edges if e in names and e != name and not e.endswith("__init__")
+                       and names[e].name != "__init__.py"}
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that import each other in a cycle (strongly connected, more than one
+    module), each sorted; found with Tarjan's algorithm."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                top = stack.pop()
+                group.append(top)
+                if top == node:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for start in sorted(graph):
+        if start not in index:
+            visit(start)
+    return sorted(groups)
+
+
 def test_imports_follow_the_dependency_direction() -> None:
     problems = violations(root=ROOT, debt=CONFORMANCE_DEBT)
     assert not problems, "imports against the layering (docs/design.md §2):\n" + "\n".join(problems)
+
+
+def test_inside_conformance_the_runner_and_the_dialects_stay_below_the_fuzzer() -> None:
+    problems = internal_violations(root=ROOT)
+    assert not problems, "imports against the layering inside conformance (docs/design.md §2):\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("folder", ACYCLIC)
+def test_modules_import_each_other_without_a_cycle(folder: str) -> None:
+    cycles = import_cycles(module_graph(root=ROOT, folder=folder))
+    assert not cycles, f"import cycles in {folder}/ (move the shared piece into a module both import):\n" + \
+        "\n".join(" <-> ".join(c) for c in cycles)
 
 
 def test_the_debt_table_lists_only_live_exceptions() -> None:
@@ -166,3 +251,18 @@ def test_a_new_violation_is_reported(tmp_path: Path) -> None:
     assert [p.split(":")[0] for p in problems] == [
         "conformance/runner.py", "fake_sidecar/server.py", "taskhub_wire/kinds.py"
     ], problems
+
+
+def test_a_new_violation_inside_conformance_is_reported(tmp_path: Path) -> None:
+    for folder in ("runner", "dialects", "fuzz"):
+        (tmp_path / "conformance" / folder).mkdir(parents=True)
+        (tmp_path / "conformance" / folder / "__init__.py").write_text("")
+    (tmp_path / "conformance" / "runner" / "execute.py").write_text("def f():\n    from ..fuzz import compare\n")
+    (tmp_path / "conformance" / "dialects" / "vectors.py").write_text("from conformance.runner import execute\n")
+    (tmp_path / "conformance" / "fuzz" / "cli.py").write_text("def f():\n    from conformance.fuzz import flows\n")
+    (tmp_path / "conformance" / "fuzz" / "flows.py").write_text("from .cli import run\n")
+    (tmp_path / "conformance" / "fuzz" / "common.py").write_text("from conformance.fuzz import __init__\n")
+    problems = internal_violations(root=tmp_path)
+    assert [p.split(":")[0] for p in problems] == ["conformance/dialects/vectors.py", "conformance/runner/execute.py"]
+    assert import_cycles(module_graph(root=tmp_path, folder="conformance/fuzz")) == [
+        ["conformance.fuzz.cli", "conformance.fuzz.flows"]]

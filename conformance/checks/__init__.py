@@ -53,7 +53,7 @@ class Observed:
     zombie_results: list[str] = field(default_factory=list)  # payloads sent with stale tokens
     reproduce: str = ""
     vector_answer: dict[str, Any] | None = None
-    vector_expected: tuple[Any, ...] | None = None  # the vector's actions in the worker's dialect (runner/vector_dialect.py)
+    vector_expected: tuple[Any, ...] | None = None  # the vector's actions in the worker's dialect (dialects/vectors.py)
     vector_note: str = ""  # how the vector was rewritten for the worker's dialect
     vector_foreign: bool = False  # a fuzz finding's history, which no engine writes for this worker (docs/verdicts.md)
     vector_overridden: bool = False  # the turn delivers ExecutionTerminated: the engine applies none of the answer

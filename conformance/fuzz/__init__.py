@@ -7,7 +7,7 @@
   terminations and redeliveries;
 - `mutate`: mutated histories (reordered, duplicated, dropped events, unknown task ids, truncated
   turns, wrong patch lists, events of unknown kinds);
-- `compare`: the comparison rules of the differential (those of tests/worker/test_differential_dx.py);
+- `campaign`: what a campaign reports (`CampaignResult`) and the command that runs it again;
 - `workers`: workers under test (the reference executor, a fresh process, an SDK driver through the
   reference sidecar, an in-process function such as a mutant);
 - `worker_fuzz`: determinism and differential replay campaigns for a worker;
@@ -16,6 +16,8 @@
 - `scenario_out`: findings as regression scenarios under scenarios/regressions/;
 - `cli`: the `conformance fuzz` command.
 
-This package is reference-side tooling: unlike the rest of the harness it imports the reference
-engine and worker (their pure pieces) directly.
+The comparison rules (`compare`) and the history dialects live in `conformance.dialects`, shared
+with the runner. The fuzzer takes the reference engine and executor from
+`conformance.targets.reference`; `interleave` and `engine_machine` still import pieces of the
+reference engine directly (tests/test_layering.py, CONFORMANCE_DEBT).
 """

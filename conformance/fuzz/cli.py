@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import shlex
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from conformance.fuzz.campaign import CampaignResult, fuzz_command
 
 ROOT = Path(__file__).resolve().parents[2]
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
@@ -60,28 +60,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--targets", type=Path, default=None, help="a targets file that adds to the built-in targets")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines, only the final report")
     return p
-
-
-@dataclass
-class CampaignResult:
-    label: str
-    kind: str  # worker | engine | flows
-    examples: int = 0
-    seconds: float = 0.0
-    findings: list[Any] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    error: str = ""
-    differential: Any = None  # a differential.DifferentialReport (self-oracle campaigns)
-
-
-def _command(args: argparse.Namespace, *, worker: str | None = None, sidecar: str | None = None) -> str:
-    parts = ["conformance", "fuzz"]
-    if worker:
-        parts += ["--worker", worker]
-    if sidecar:
-        parts += ["--sidecar", sidecar]
-    parts += ["--budget", str(args.budget), "--seed", str(args.seed)]
-    return shlex.join(parts)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -138,8 +116,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _worker_campaign(args: argparse.Namespace, target: Any, budget: Any, database: Path | None, out: Any) -> CampaignResult:
     from conformance.fuzz import scenario_out
-    from conformance.fuzz.compare import profile_for
-    from conformance.fuzz.dialect import Dialect
+    from conformance.dialects.compare import profile_for
+    from conformance.dialects.history import Dialect
     from conformance.fuzz.programs import Features
     from conformance.fuzz.worker_fuzz import WorkerCampaign, known_from
     from conformance.fuzz.self_oracle import SelfOracleCampaign
@@ -151,7 +129,7 @@ def _worker_campaign(args: argparse.Namespace, target: Any, budget: Any, databas
     profile = profile_for(target.name, None if reference else target.capabilities)
     dialect = Dialect() if reference else Dialect.from_capabilities(target.capabilities)
     out_dir = args.out or scenario_out.DEFAULT_OUT
-    command = _command(args, worker=target.name)
+    command = fuzz_command(args, worker=target.name)
     result.notes += list(profile.notes)
     if not dialect.native:
         result.notes.append(f"histories are sent in the target's dialect: {dialect.describe()}")
@@ -174,9 +152,9 @@ def _worker_campaign(args: argparse.Namespace, target: Any, budget: Any, databas
 
     def reproduces(f: Any, doc: Any) -> bool:
         """The same turn, on a fresh driver process loaded with `doc`, shows the same difference."""
-        from fake_worker.programs import parse_bundle
+        from taskhub_programs import parse_bundle
 
-        from conformance.fuzz.compare import compare
+        from conformance.dialects.compare import compare
 
         w = DriverWorker(target, parse_bundle({"programs": doc}), doc, dialect=dialect)
         try:
@@ -243,7 +221,7 @@ def _sidecar_campaign(args: argparse.Namespace, target: Any, budget: Any, databa
         from conformance.fuzz.flows import run_flow_campaign
 
         return run_flow_campaign(args, target, budget, database, out)
-    from fake_sidecar.engine import Engine
+    from conformance.targets.reference import Engine
 
     from conformance.fuzz.engine_machine import EngineCampaign
 
@@ -265,7 +243,7 @@ def _sidecar_campaign(args: argparse.Namespace, target: Any, budget: Any, databa
         folder.mkdir(parents=True, exist_ok=True)
         for f in result.findings:
             path = folder / f"engine-{target.name}-{f.check}.txt"
-            path.write_text(f.render() + f"\n\nReproduce with: {_command(args, sidecar=target.name)}\n",
+            path.write_text(f.render() + f"\n\nReproduce with: {fuzz_command(args, sidecar=target.name)}\n",
                             encoding="utf-8")
             f.saved = path
     return result

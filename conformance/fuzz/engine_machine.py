@@ -51,7 +51,7 @@ from fake_sidecar.engine import Engine, errors
 from fake_sidecar.engine.model import NEVER_NS
 from fake_sidecar.engine.store import MemoryStore
 from fake_sidecar.engine.turns import resolution_key
-from fake_worker.programs import parse_bundle
+from taskhub_programs import parse_bundle
 from fake_worker.replay import execute
 from fake_worker.replay.executor import OPTIONAL_TIMER_FIRE_AT
 from taskhub_wire import pb

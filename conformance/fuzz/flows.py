@@ -24,6 +24,7 @@ from hypothesis import given, seed as hseed
 from hypothesis import strategies as st
 
 from conformance.fuzz import programs as P
+from conformance.fuzz.campaign import CampaignResult, fuzz_command
 from conformance.fuzz.common import Clock, Progress, finding_error, hypothesis_settings, key, seed_for
 
 FLOW_FEATURES = P.Features(patching=False, versions=False, retries=False, children=True, timers=True, events=True,
@@ -109,7 +110,6 @@ def _signature(message: str) -> str:
 
 
 def run_flow_campaign(args: Any, target: Any, budget: Any, database: Path | None, out: Any) -> Any:
-    from conformance.fuzz.cli import CampaignResult, _command
     from conformance.fuzz.scenario_out import DEFAULT_OUT, check_reference
     from conformance.targets.registry import load_targets
 
@@ -170,7 +170,7 @@ def run_flow_campaign(args: Any, target: Any, budget: Any, database: Path | None
                 path = out_dir / f"{stem}.yaml"
                 header = ["# yaml-language-server: $schema=../../conformance/scenario/scenario.schema.json",
                           f"# Written by `conformance fuzz`: flow {target.name} fails, the reference pair passes.",
-                          f"# Campaign: {_command(args, sidecar=target.name)}", f"# Seed: {args.seed}",
+                          f"# Campaign: {fuzz_command(args, sidecar=target.name)}", f"# Seed: {args.seed}",
                           f"# fuzz-target: {target.name}", f"# fuzz-key: {f.key}",
                           *[f"#   {line}" for line in f.message.splitlines()[:12]],
                           f"# Reproduce with: conformance run --sidecar {target.name} --scenario regressions/{stem}"]

@@ -37,9 +37,11 @@ from typing import Any, Protocol
 from fake_sidecar.engine.model import NEVER_NS, Instance, ts, ts_ns
 from fake_sidecar.engine.turns import ABANDON, STALL, absorb, decide_turn
 from fake_worker.activities import ActivityFailure, ActivityRunner
-from fake_worker.programs import Bundle
-from fake_worker.replay import TurnResult, execute
+from taskhub_programs import Bundle
+from fake_worker.replay import execute
 from taskhub_wire import pb
+
+from conformance.dialects.turn import TurnCase, copy_event
 
 START_NS = 1_767_225_600 * 1_000_000_000  # 2026-01-01T00:00:00Z (the scenario wire format's default base)
 EVENT_NAMES = ("go", "Go", "approve", "x", "other")
@@ -101,21 +103,6 @@ class FastDataChooser:
         return self._draw(lo, hi, shrink_towards=lo)
 
 
-@dataclass(frozen=True)
-class TurnCase:
-    """One turn a worker is sent: the committed history before it and the delivered events."""
-
-    instance_id: str
-    past: tuple[pb.HistoryEvent, ...]
-    new: tuple[pb.HistoryEvent, ...]
-    form: str  # dispatched | redelivered (an attempt that was abandoned) | segment | mutated
-    note: str = ""
-    answer: TurnResult | None = None  # the reference's answer, when already known
-    stripped: bool = False  # a dialect removed 9999-12-31 timers from it (dialect.py)
-    got: pb.WorkflowResponse | None = None  # the worker's own answer, when its answers drove the schedule
-    committed: bool = False  # the engine committed `got` (else it abandoned or never got it)
-
-
 # The worker answering each turn, when its own answers drive the schedule (self-oracle fuzzing);
 # None: no answer in time.
 Answerer = Callable[[TurnCase], "pb.WorkflowResponse | None"]
@@ -147,12 +134,6 @@ class _Activity:
     name: str
     input: Any
     execution_id: str
-
-
-def copy_event(ev: pb.HistoryEvent) -> pb.HistoryEvent:
-    out = pb.HistoryEvent()
-    out.CopyFrom(ev)
-    return out
 
 
 class _Sim:

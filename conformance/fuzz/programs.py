@@ -2,7 +2,7 @@
 
 A program is generated as the plain data a bundle file holds (`{"steps": [...]}` or
 `{"versions": {...}, "default": ...}`), so it can be written into a scenario, handed to an SDK
-driver as JSON and parsed by `fake_worker.programs.parse_bundle`. Every generated program loads.
+driver as JSON and parsed by `taskhub_programs.parse_bundle`. Every generated program loads.
 
 Features follow the worker capabilities of targets.yaml: a target without `patching` gets no
 `if_patched`, without `retries` no retry policies, and so on (`Features.from_capabilities`).

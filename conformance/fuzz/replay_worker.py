@@ -11,9 +11,10 @@ import base64
 import json
 import sys
 
-from fake_worker.programs import parse_bundle
-from fake_worker.replay import execute
+from taskhub_programs import parse_bundle
 from taskhub_wire import pb
+
+from conformance.targets.reference import execute
 
 
 def _events(items: list[str]) -> list[pb.HistoryEvent]:

@@ -27,7 +27,7 @@ from taskhub_wire import pb
 from taskhub_wire.kinds import event_field, event_kind
 
 from conformance.fuzz import programs as P
-from conformance.fuzz.compare import TIMER_ORIGINS, Profile
+from conformance.dialects.compare import TIMER_ORIGINS, Profile
 from conformance.scenario.wire import action_dict, parse_event
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -121,7 +121,7 @@ PAYLOADS = ("json", "raw")
 def _requires(programs: Mapping[str, Any], events: list[pb.HistoryEvent], actions: list[dict[str, Any]]) -> list[str]:
     """Capabilities the vector needs: what its programs use, and what of the reference's dialect it
     states (9999-12-31 timers; timer origins and task execution ids). Action ids from 1 are not
-    needed: the runner shifts them for a worker that numbers from 0 (runner/vector_dialect.py)."""
+    needed: the runner shifts them for a worker that numbers from 0 (dialects/vectors.py)."""
     need = set(P.ALL_FEATURES.capabilities_used(programs))
     kinds = {e.WhichOneof("eventType") for e in events}
     if kinds & {"executionSuspended", "executionResumed"}:
@@ -147,8 +147,8 @@ def _comment(text: str) -> list[str]:
 
 
 def _answer(doc: Mapping[str, Any], case: Any) -> bytes | None:
-    from fake_worker.programs import ProgramError, parse_bundle
-    from fake_worker.replay import execute
+    from taskhub_programs import ProgramError, parse_bundle
+    from conformance.targets.reference import execute
 
     try:
         bundle = parse_bundle({"programs": doc})

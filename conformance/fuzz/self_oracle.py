@@ -37,13 +37,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fake_worker.programs import Bundle
+from taskhub_programs import Bundle
 from taskhub_wire import pb
 
 from conformance.fuzz import programs as P
-from conformance.fuzz.compare import EXACT, Comparison, compare, normalise
+from conformance.dialects.compare import EXACT, Comparison, compare, normalise
 from conformance.reporting.differential import DifferentialReport
-from conformance.fuzz.dialect import dense, is_sentinel_action, ranked
+from conformance.dialects.history import dense, is_sentinel_action, ranked
 from conformance.fuzz.interleave import DataChooser, FastDataChooser, Program, TurnCase, chance, pick, run_programs
 from conformance.fuzz.mutate import mutate
 from conformance.fuzz.worker_fuzz import INSTANCE_IDS, Finding, WorkerCampaign

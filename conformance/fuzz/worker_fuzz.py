@@ -33,16 +33,16 @@ from typing import Any, TextIO
 from hypothesis import given, seed as hseed
 from hypothesis import strategies as st
 
-from fake_worker.programs import Bundle, parse_bundle
-from fake_worker.replay import execute
+from taskhub_programs import Bundle, parse_bundle
 from taskhub_wire import pb
 
+from conformance.targets.reference import execute
 from conformance.fuzz import programs as P
 from conformance.fuzz.common import (
     Budget, Clock, FindingError, Progress, finding_error, hypothesis_settings, key, other_errors, seed_for,
 )
-from conformance.fuzz.compare import EXACT, Comparison, Profile, compare
-from conformance.fuzz.dialect import NATIVE, Dialect
+from conformance.dialects.compare import EXACT, Comparison, Profile, compare
+from conformance.dialects.history import NATIVE, Dialect
 from conformance.fuzz.interleave import DataChooser, TurnCase, chance, pick, run_program
 from conformance.fuzz.mutate import mutate
 from conformance.fuzz.workers import ReferenceWorker, SubprocessReference, WorkerUnderTest, reference_answer

@@ -26,12 +26,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
-from fake_worker.programs import Bundle
-from fake_worker.replay import TurnResult, execute
+from taskhub_programs import Bundle
 from taskhub_wire import pb
 
-from conformance.fuzz.dialect import NATIVE, Dialect
-from conformance.fuzz.interleave import TurnCase
+from conformance.dialects.history import NATIVE, Dialect
+from conformance.dialects.turn import TurnCase
+from conformance.targets.reference import TurnResult, execute
 
 INJECT_TIMEOUT_S = 10.0
 
@@ -148,7 +148,7 @@ class DriverWorker:
     def _start_pruning(self) -> None:
         """Start the target; programs it refuses (a step its SDK cannot express) leave the pool."""
         from conformance.targets.base import CannotExpress
-        from fake_worker.programs import parse_bundle
+        from taskhub_programs import parse_bundle
 
         for _ in range(30):
             try:

@@ -1,6 +1,6 @@
 """Pure judgement of one replayed turn: the worker's answer against what history recorded next.
 
-The answer is read in the engine's view (`conformance.fuzz.compare.normalise`: only the first
+The answer is read in the engine's view (`conformance.dialects.compare.normalise`: only the first
 completion counts, nothing after continue-as-new, default child ids filled in), and the patch and
 version rules are the reference engine's own (`fake_sidecar.engine.turns.decide_turn`, which stalls
 exactly as dapr/dapr does), so a replay stalls where daprd would and with daprd's description.
@@ -19,7 +19,7 @@ from fake_sidecar.engine.model import Instance
 from fake_sidecar.engine.turns import ABANDON, STALL, absorb, decide_turn, first_version_name
 from taskhub_wire import pb
 
-from conformance.fuzz.compare import EXACT, Profile, normalise
+from conformance.dialects.compare import EXACT, Profile, normalise
 from conformance.replay.turns import ACTION_OF_EVENT as _ACTION_OF
 from conformance.replay.turns import Turn
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 from fake_sidecar.engine.errors import FailedPrecondition
 from fake_sidecar.server import SidecarServer
 
-from conformance.fuzz.compare import EXACT, Profile
+from conformance.dialects.compare import EXACT, Profile
 from conformance.replay import turns as turns_mod
 from conformance.replay.history import CapturedHistory
 from conformance.replay.judge import Divergence, Verdict, judge_turn

@@ -265,7 +265,7 @@ class _Harness:
 
     def start_worker(self, *, programs: Mapping[str, Any] | None = None,
                      versions: Mapping[str, Sequence[str]] | None = None) -> None:
-        from fake_worker.programs import parse_bundle  # pure data module, no engine code
+        from taskhub_programs import parse_bundle  # pure data module, no engine code
 
         if programs:
             self.bundle_doc = {**dict(self.run.scenario.programs_doc), **dict(programs)}
@@ -315,14 +315,14 @@ def _do_step(run: _Run, h: _Harness, step: Step) -> None:
     where = f"{step.span} {step.kind}"
     timeout = run.scenario.timeout
     if step.kind == "start":
-        from fake_worker.programs import parse_duration
+        from taskhub_programs import parse_duration
 
         spec = StartSpec(name=str(a.get("as", "main")), workflow=str(a["workflow"]), input=a.get("input", MISSING),
                          scheduled_in=parse_duration(a["scheduled_in"]) if "scheduled_in" in a else None,
                          instance_id=a.get("instance_id"), expect_error=step.expect_error, span=step.span)
         _do_start(run, h, spec)
     elif step.kind == "wait":
-        from fake_worker.programs import parse_duration
+        from taskhub_programs import parse_duration
 
         wanted = [a["status"]] if isinstance(a["status"], str) else list(a["status"])
         _wait_status(h.client, run.iid(a.get("instance")), wanted,
@@ -363,14 +363,14 @@ def _do_step(run: _Run, h: _Harness, step: Step) -> None:
         if h.sidecar.address != h.client.address:
             raise HarnessError(f"{where}: the sidecar came back on another address ({h.sidecar.address})")
     elif step.kind == "advance_clock":
-        from fake_worker.programs import parse_duration
+        from taskhub_programs import parse_duration
 
         engine = getattr(h.sidecar, "engine", None)
         if engine is None:
             raise HarnessError(f"{where}: sidecar {run.pair.sidecar.name} has no clock the harness can move")
         engine.advance_clock(parse_duration(a["by"]))
     elif step.kind == "sleep":
-        from fake_worker.programs import parse_duration
+        from taskhub_programs import parse_duration
 
         time.sleep(parse_duration(a["for"]))
     elif step.kind == "call":
@@ -577,10 +577,10 @@ def _run_vector(run: _Run, stack: ExitStack) -> Observed:
     """A turn-level vector: the reference sidecar hands the turn, in the worker's dialect, to the worker under test."""
     vec = run.scenario.vector
     assert vec is not None
-    from fake_worker.programs import parse_bundle
+    from taskhub_programs import parse_bundle
 
-    from conformance.fuzz.compare import engine_view, profile_for, relax
-    from conformance.runner.vector_dialect import in_dialect
+    from conformance.dialects.compare import engine_view, profile_for, relax
+    from conformance.dialects.vectors import in_dialect
 
     bundle = parse_bundle({"programs": run.scenario.programs_doc})
     turn = in_dialect(vec, capabilities=run.pair.worker.capabilities, programs=run.scenario.programs_doc)

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from fake_worker.programs import ProgramError, parse_bundle, parse_duration
+from taskhub_programs import ProgramError, parse_bundle, parse_duration
 
 from conformance.scenario.model import (
     DIRECTIONS, MISSING, STATUSES, ErrorExpect, Expectation, HistoryExpect, LedgerExpect, Scenario, StartSpec, Step,
@@ -158,7 +158,7 @@ def _programs(c: _Checker, raw: Any, path: tuple[Any, ...]) -> Any:
 
 
 _PROGRAM_KEYS = (
-    # The program language's messages about keys it does not know (fake_worker/programs.py), and
+    # The program language's messages about keys it does not know (taskhub_programs/language.py), and
     # what is allowed where each is said.
     (re.compile(r"unknown key\(s\) (\[.*\]); allowed: (\[.*\])$"), None),
     (re.compile(r"unknown keys (\[.*\]); a versioned program has 'versions' and 'default'$"), ["versions", "default"]),

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from fake_worker.programs import Bundle
+from taskhub_programs import Bundle
 
 from conformance.scenario.source import Span
 
@@ -87,7 +87,7 @@ class Vector:
     custom_status: Any = MISSING
     version: Mapping[str, Any] | None = None
     # exact: the patterns as written. fuzz: also by the worker's comparison profile, as the fuzzer
-    # compared when it found the vector (conformance/fuzz/compare.py; regression scenarios).
+    # compared when it found the vector (conformance/dialects/compare.py; regression scenarios).
     compare: str = "exact"
     # reachable: a history an engine can write. impossible: one no engine writes (a dropped or doubled
     # ExecutionStarted, reordered markers): what the worker answers is an observation, no answer a SHOULD.

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from fake_worker.programs import Bundle
+from taskhub_programs import Bundle
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """The reference sidecar and worker as targets (in-process: fast, and the engine is inspectable).
 
-This is the only module of the harness that imports fake_sidecar and fake_worker (docs/design.md §2).
+This is the only module of the harness that imports fake_sidecar and fake_worker (docs/design.md §2); the
+fuzzer takes the reference engine and executor (`Engine`, `execute`, `TurnResult`) from here too.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from fake_sidecar.server import SidecarServer
 from fake_worker.activities import ActivityRunner
 from fake_worker.adversary import Adversary, parse_rules
 from fake_worker.client import Worker, WorkerOptions
-from fake_worker.programs import Bundle
-from fake_worker.replay import execute
+from taskhub_programs import Bundle
+from fake_worker.replay import TurnResult, execute
 
 from conformance.reporting.logs import adopt
 from conformance.scenario.wire import action_dict

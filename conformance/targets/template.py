@@ -2,7 +2,7 @@
 
 A scenario's `requires` names capabilities; a pair that lacks one gets NOT_APPLICABLE for it.
 Turn-level vectors are also sent in the worker's dialect (ids_from_one, event_wait_timer,
-timer_origins: conformance/runner/vector_dialect.py), so a wrong declaration fails vectors.
+timer_origins: conformance/dialects/vectors.py), so a wrong declaration fails vectors.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Driver for dapr-ext-workflow 1.18.3 ("dx"): the program language, interpreted with dx's own API.
 
 Usage (with the python of a virtualenv made from requirements.txt, e.g. `.sdk/dx/bin/python`, and
-the repository root on PYTHONPATH so that `fake_worker.programs` can be imported):
+the repository root on PYTHONPATH so that `taskhub_programs` can be imported):
 
     PYTHONPATH=/path/to/repo python driver.py --sidecar 127.0.0.1:4001 --programs bundle.json
 
@@ -18,7 +18,7 @@ Only dx's public API (`dapr.ext.workflow`) is used. The one reach below the wrap
 the `fail` and `record` activities key on the task execution id, which the wrapper does not expose.
 
 Nothing in this process may import our generated protobuf modules (`taskhub_wire`): dx's own
-generated modules live in the same descriptor pool. `fake_worker.programs` and
+generated modules live in the same descriptor pool. `taskhub_programs` and
 `fake_worker.activities` import no protobuf; this is checked at start-up.
 
 A step this driver cannot express with dx makes it refuse to start (exit 3) with a message that
@@ -61,9 +61,10 @@ def _die(code: int, message: str) -> None:
 
 
 def _import_language() -> tuple[types.ModuleType, types.ModuleType]:
-    """Import fake_worker.programs / fake_worker.activities (pure Python, no protobuf)."""
+    """Import taskhub_programs / fake_worker.activities (pure Python, no protobuf)."""
     try:
-        from fake_worker import activities, programs
+        import taskhub_programs as programs
+        from fake_worker import activities
     except ModuleNotFoundError as exc:
         _die(EXIT_USAGE, f"cannot import the program language ({exc}); put the repository root on PYTHONPATH")
     ours = sorted(m for m in sys.modules if m == "taskhub_wire" or m.startswith("taskhub_wire."))
@@ -73,7 +74,7 @@ def _import_language() -> tuple[types.ModuleType, types.ModuleType]:
 
 
 # Set by init_language() (main calls it; nothing happens at import time).
-P: Any = None  # fake_worker.programs
+P: Any = None  # taskhub_programs
 A: Any = None  # fake_worker.activities
 
 

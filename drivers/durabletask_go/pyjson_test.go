@@ -7,7 +7,7 @@ import (
 )
 
 // testdata/python.json holds what Python gives (testdata/gen_python.py): json.dumps and str() of
-// decoded JSON texts, and fake_worker.programs.evaluate of expressions in one environment.
+// decoded JSON texts, and taskhub_programs.evaluate of expressions in one environment.
 func loadPython(t *testing.T) *OMap {
 	t.Helper()
 	data, err := os.ReadFile("testdata/python.json")

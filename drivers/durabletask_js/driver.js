@@ -10,7 +10,7 @@
 // `ctx.callSubOrchestrator`, `ctx.createTimer`, `ctx.waitForExternalEvent`, `whenAll`, `whenAny`)
 // and calls `ctx.setCustomStatus` and `ctx.continueAsNew`. The built-in activities are registered
 // with `addNamedActivity` and run by activities.js, a port of fake_worker/activities.py;
-// programs.js ports the bundle loader and the expression evaluator of fake_worker/programs.py with
+// programs.js ports the bundle loader and the expression evaluator of taskhub_programs with
 // Python value semantics (pylike.js).
 //
 // What the SDK cannot express, the driver refuses (exit 3, naming the step path): `if_patched`

@@ -1,6 +1,6 @@
 "use strict";
 // The workflow program language (docs/programs.md) in JS: the bundle loader and the expression
-// evaluator, ported from fake_worker/programs.py, which stays the authority. The loader accepts
+// evaluator, ported from taskhub_programs, which stays the authority. The loader accepts
 // the same documents and reports every problem at once with its path; expressions evaluate with
 // Python semantics (pylike.js), so spliced text, comparisons and errors match the reference.
 

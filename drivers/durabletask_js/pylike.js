@@ -1,6 +1,6 @@
 "use strict";
 // Python value semantics for the program language, so that this driver computes exactly what
-// fake_worker/programs.py and fake_worker/activities.py compute in Python:
+// taskhub_programs and fake_worker/activities.py compute in Python:
 //   - pyDumps: json.dumps(value) with its defaults (separators ", " and ": ", ensure_ascii=True,
 //     float repr, Infinity/NaN), as the reference uses for spliced text, set_status and the ledger;
 //   - pyStr / pyRepr: str() and repr() of JSON values (messages of `fail`, error texts);

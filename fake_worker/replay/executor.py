@@ -22,7 +22,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from taskhub_wire import pb
 
-from fake_worker.programs import (
+from taskhub_programs import (
     All, AnyOf, Bundle, CallActivity, CallChild, ContinueAsNew, ExpressionError, Fail, If, IfPatched, Program,
     Return, SetStatus, SetVar, Step, Timer, WaitEvent, compile_expr,
 )

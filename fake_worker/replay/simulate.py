@@ -36,7 +36,7 @@ from typing import Any, Union
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from fake_worker.activities import ActivityFailure, ActivityRunner
-from fake_worker.programs import Bundle
+from taskhub_programs import Bundle
 from fake_worker.replay.executor import OPTIONAL_TIMER_FIRE_AT, TurnResult, execute
 from taskhub_wire import pb
 

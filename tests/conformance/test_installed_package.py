@@ -58,7 +58,7 @@ def test_the_wheel_carries_the_library_and_no_build_output(installed):
                if n.startswith("conformance_library/scenarios/") and n.endswith(".yaml")}
     assert shipped == {p.relative_to(ROOT / "scenarios").as_posix() for p in (ROOT / "scenarios").rglob("*.yaml")}
     for needed in ("conformance/requirements.yaml", "conformance/scenario/scenario.schema.json",
-                   "conformance/targets/targets.yaml", "fake_worker/program.schema.json",
+                   "conformance/targets/targets.yaml", "taskhub_programs/program.schema.json",
                    "conformance_library/drivers/dapr_ext_workflow/driver.py",
                    "conformance_library/drivers/dapr_ext_workflow/target.yaml",
                    "conformance_library/drivers/durabletask_js/driver.js",
@@ -67,7 +67,7 @@ def test_the_wheel_carries_the_library_and_no_build_output(installed):
         assert needed in names, needed
     assert not [n for n in names if "node_modules" in n or "__pycache__" in n or "/target/classes" in n]
     # Every data file of our packages (schemas, catalogue, protos, drift dumpers...) is in the wheel.
-    data = {p.relative_to(ROOT).as_posix() for package in ("conformance", "fake_sidecar", "fake_worker", "taskhub_wire")
+    data = {p.relative_to(ROOT).as_posix() for package in ("conformance", "fake_sidecar", "fake_worker", "taskhub_wire", "taskhub_programs")
             for p in (ROOT / package).rglob("*") if p.is_file() and p.suffix not in (".py", ".pyc")}
     assert data - set(names) == set()
 

@@ -28,7 +28,7 @@ from taskhub_wire.kinds import ACTION_KINDS, EVENT_KINDS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_PATH = ROOT / "conformance" / "scenario" / "scenario.schema.json"
-PROGRAM_SCHEMA_PATH = ROOT / "fake_worker" / "program.schema.json"
+PROGRAM_SCHEMA_PATH = ROOT / "taskhub_programs" / "program.schema.json"
 SCENARIOS = ROOT / "scenarios"
 SCHEMA: dict[str, Any] = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
 DEFS = SCHEMA["$defs"]

@@ -1,9 +1,9 @@
-"""Vectors in a worker's dialect (conformance/runner/vector_dialect.py) and the engine view of answers."""
+"""Vectors in a worker's dialect (conformance/dialects/vectors.py) and the engine view of answers."""
 
 from __future__ import annotations
 
-from conformance.fuzz.compare import engine_view
-from conformance.runner.vector_dialect import in_dialect
+from conformance.dialects.compare import engine_view
+from conformance.dialects.vectors import in_dialect
 from conformance.scenario.model import Vector
 from conformance.scenario.wire import parse_event
 

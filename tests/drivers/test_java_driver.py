@@ -25,7 +25,7 @@ from conformance.events import Outcome
 from conformance.runner.execute import run_scenario
 from conformance.scenario.loader import load_scenario
 from conformance.targets.registry import load_targets
-from fake_worker import programs as P
+import taskhub_programs as P
 
 pytestmark = pytest.mark.sdk
 

@@ -6,7 +6,7 @@
 - Each driver starts with the example bundle (the programs its SDK can express) and refuses an
   inexpressible step with exit 3, naming the step's path.
 - The JS port of the language (drivers/durabletask_js/{programs,activities,pylike}.js) is compared
-  with fake_worker/programs.py and fake_worker/activities.py on expressions, JSON text and the
+  with taskhub_programs and fake_worker/activities.py on expressions, JSON text and the
   built-in activities.
 
 The SDKs must be installed (CI does it first): `scripts/install-sdks.sh dd` and
@@ -40,7 +40,7 @@ DD_PYTHON = REPO_ROOT / ".sdk" / "dd" / "bin" / "python"
 DD_DRIVER = REPO_ROOT / "drivers" / "durabletask_dapr" / "driver.py"
 JS_DIR = REPO_ROOT / "drivers" / "durabletask_js"
 JS_DRIVER = JS_DIR / "driver.js"
-EXAMPLE_BUNDLE = REPO_ROOT / "fake_worker" / "examples" / "bundle.yaml"
+EXAMPLE_BUNDLE = REPO_ROOT / "taskhub_programs" / "examples" / "bundle.yaml"
 TIMEOUT_S = 60
 
 
@@ -187,7 +187,7 @@ def test_js_driver_rejects_a_bad_bundle_like_the_python_loader(tmp_path: Path) -
     bundle = tmp_path / "bad.json"
     bundle.write_text(json.dumps({"programs": {"main": {"steps": [{"timer": "soon"}, {"call_activity": {}},
                                                                    {"return": {"$nope": 1}}]}}}), encoding="utf-8")
-    from fake_worker.programs import ProgramError, load_bundle
+    from taskhub_programs import ProgramError, load_bundle
 
     with pytest.raises(ProgramError) as py_err:
         load_bundle(bundle)
@@ -246,7 +246,7 @@ def _node(script: str, payload: Any) -> Any:
 
 def test_js_expressions_match_the_python_evaluator() -> None:
     _need_js()
-    from fake_worker.programs import ExpressionError, evaluate
+    from taskhub_programs import ExpressionError, evaluate
 
     got = _node(_JS_EVAL, {"env": ENV, "exprs": EXPRESSIONS})
     mismatches = []

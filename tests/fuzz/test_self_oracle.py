@@ -19,7 +19,7 @@ from fake_worker.replay import TurnResult, execute
 from taskhub_wire import pb
 
 from conformance.fuzz.common import Budget
-from conformance.fuzz.dialect import _renumber, _renumber_action
+from conformance.dialects.history import _renumber, _renumber_action
 from conformance.reporting.differential import DifferentialReport, add_difference, load
 from conformance.fuzz.self_oracle import SelfOracleCampaign, completion
 from conformance.fuzz.workers import FunctionWorker, ReferenceWorker
@@ -189,7 +189,7 @@ def test_histories_run_together_draw_the_same_schedule_every_time():
     import random
     from concurrent.futures import ThreadPoolExecutor
 
-    from fake_worker.programs import parse_bundle
+    from taskhub_programs import parse_bundle
 
     from conformance.fuzz import programs as P
     from conformance.fuzz.interleave import Program, RandomChooser, run_programs
@@ -214,7 +214,7 @@ def test_histories_run_together_draw_the_same_schedule_every_time():
 
 
 def test_perturbed_turns_are_recognised():
-    from conformance.fuzz.interleave import TurnCase
+    from conformance.dialects.turn import TurnCase
     from conformance.fuzz.self_oracle import perturbed
 
     def ev(kind: str) -> pb.HistoryEvent:

@@ -11,15 +11,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fake_worker.programs import parse_bundle
+from taskhub_programs import parse_bundle
 from fake_worker.replay import execute
 from taskhub_wire import pb
 
 from conformance.checks.history import invariants
 from conformance.fuzz import programs as P
 from conformance.fuzz.common import Budget
-from conformance.fuzz.compare import compare, profile_for, signature
-from conformance.fuzz.dialect import Dialect, _renumber_action
+from conformance.dialects.compare import compare, profile_for, signature
+from conformance.dialects.history import Dialect, _renumber_action
 from conformance.fuzz.interleave import DataChooser, RandomChooser, run_program
 from conformance.fuzz.mutate import mutate
 from conformance.fuzz.scenario_out import event_data, round_trips
@@ -204,7 +204,7 @@ def test_vector_for_a_finding_passes_on_the_reference_pair(tmp_path: Path):
     """A finding written as a scenario loads, and passes on the reference pair (checked on writing)."""
     from conformance.fuzz.scenario_out import check_reference, write
     from conformance.fuzz.worker_fuzz import Finding
-    from conformance.fuzz.compare import EXACT
+    from conformance.dialects.compare import EXACT
 
     run = next(r for r in _schedules(50) if len(r.cases) >= 2)
     case = run.cases[1]

@@ -13,7 +13,7 @@ from typing import Any
 from fake_sidecar.engine import Engine
 from fake_sidecar.engine.model import Instance
 from fake_worker.client import Worker
-from fake_worker.programs import Bundle
+from taskhub_programs import Bundle
 from fake_worker.replay import TurnResult, execute
 from taskhub_wire import pb
 

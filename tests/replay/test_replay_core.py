@@ -14,7 +14,7 @@ from conformance.replay import history as hist
 from conformance.replay import turns as turns_mod
 from conformance.replay.judge import Verdict
 from conformance.replay.session import Mode, replay_instance
-from fake_worker.programs import parse_bundle
+from taskhub_programs import parse_bundle
 from fake_worker.replay import execute
 from fake_worker.replay.simulate import simulate
 from taskhub_wire import pb

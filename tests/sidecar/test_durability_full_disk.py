@@ -148,7 +148,7 @@ def test_turns_refused_by_a_full_disk_leave_memory_as_the_database(small_disk: S
     from concurrent.futures import ThreadPoolExecutor
 
     from fake_worker.client import Worker, WorkerOptions
-    from fake_worker.programs import parse_bundle
+    from taskhub_programs import parse_bundle
 
     server = SidecarServer.start(port=0, db=str(small_disk.db))
     assert isinstance(server.engine.store, SqliteStore)

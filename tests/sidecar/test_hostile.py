@@ -27,7 +27,7 @@ from taskhub_wire.limits import DEFAULT_MAX_MESSAGE_BYTES
 from fake_sidecar.server import SidecarServer
 from fake_worker.activities import ActivityRunner
 from fake_worker.client import Worker, WorkerOptions
-from fake_worker.programs import parse_bundle
+from taskhub_programs import parse_bundle
 from taskhub_wire import pb
 from taskhub_wire.rpc import TaskHubClient
 from tests.sidecar.rawworker import RawWorker, complete, schedule

@@ -13,7 +13,7 @@ import pytest
 from fake_sidecar.server import SidecarServer
 from fake_worker.adversary import Adversary, AdversaryError, Match, Rule, parse_rules
 from fake_worker.client import Worker, WorkerOptions
-from fake_worker.programs import parse_bundle
+from taskhub_programs import parse_bundle
 from taskhub_wire import pb
 from taskhub_wire.kinds import event_kind
 from taskhub_wire.rpc import TaskHubClient

@@ -46,11 +46,11 @@ import grpc
 import pytest
 import yaml
 
-from conformance.fuzz import compare
+from conformance.dialects import compare
 from fake_sidecar.server import SidecarServer
 from fake_worker.activities import ActivityRunner
 from fake_worker.client import Worker, WorkerOptions
-from fake_worker.programs import Bundle, load_bundle
+from taskhub_programs import Bundle, load_bundle
 from fake_worker.replay.executor import execute
 from taskhub_wire import pb
 from taskhub_wire.rpc import TaskHubClient
@@ -58,7 +58,7 @@ from taskhub_wire.rpc import TaskHubClient
 pytestmark = pytest.mark.sdk
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-BUNDLE_PATH = REPO_ROOT / "fake_worker" / "examples" / "bundle.yaml"
+BUNDLE_PATH = REPO_ROOT / "taskhub_programs" / "examples" / "bundle.yaml"
 DRIVER = REPO_ROOT / "drivers" / "dapr_ext_workflow" / "driver.py"
 SDK_VENV = REPO_ROOT / ".sdk" / "dx"
 
@@ -251,7 +251,7 @@ def derived_unpatched(turns: list[Turn]) -> list[Turn]:
 
 
 # --------------------------------------------------------------------------- normalisation and diff
-# The rules live in conformance/fuzz/compare.py (the fuzzer compares SDK answers the same way); the
+# The rules live in conformance/dialects/compare.py (the fuzzer compares SDK answers the same way); the
 # reason tables above document them, and test_reason_tables_match_the_rules keeps the two in step.
 
 diff = compare.diff

@@ -21,11 +21,11 @@ import pytest
 from conformance.targets.durabletask_go import DurableTaskGoSidecar
 from fake_sidecar.server import SidecarServer
 from fake_worker.client import Worker, WorkerOptions
-from fake_worker.programs import load_bundle
+from taskhub_programs import load_bundle
 from taskhub_wire import pb
 from taskhub_wire.rpc import TaskHubClient
 
-BUNDLE = Path(__file__).resolve().parents[2] / "fake_worker" / "examples" / "bundle.yaml"
+BUNDLE = Path(__file__).resolve().parents[2] / "taskhub_programs" / "examples" / "bundle.yaml"
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import textwrap
 import pytest
 import yaml
 
-from fake_worker.programs import parse_bundle
+from taskhub_programs import parse_bundle
 from fake_worker.replay import TurnResult, execute
 from taskhub_wire import pb
 from tests.worker.histories import (

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from fake_worker.programs import compile_expr, evaluate, parse_bundle
+from taskhub_programs import compile_expr, evaluate, parse_bundle
 from fake_worker.replay import execute
 from fake_worker.replay.executor import from_json
 from tests.worker.histories import (

@@ -1,4 +1,4 @@
-"""fake_worker/program.schema.json agrees with the loader (parse_bundle) wherever a schema can say it.
+"""taskhub_programs/program.schema.json agrees with the loader (parse_bundle) wherever a schema can say it.
 
 The loader is the authority. Known differences, both on purpose:
 - the loader turns any value into a name with str() (activity/workflow/event names, patch ids, error
@@ -18,11 +18,11 @@ import pytest
 import yaml
 from jsonschema import Draft202012Validator
 
-from fake_worker.programs import ProgramError, parse_bundle
+from taskhub_programs import ProgramError, parse_bundle
 
 ROOT = Path(__file__).resolve().parents[2]
-SCHEMA = json.loads((ROOT / "fake_worker" / "program.schema.json").read_text(encoding="utf-8"))
-EXAMPLE = yaml.safe_load((ROOT / "fake_worker" / "examples" / "bundle.yaml").read_text(encoding="utf-8"))
+SCHEMA = json.loads((ROOT / "taskhub_programs" / "program.schema.json").read_text(encoding="utf-8"))
+EXAMPLE = yaml.safe_load((ROOT / "taskhub_programs" / "examples" / "bundle.yaml").read_text(encoding="utf-8"))
 VALIDATOR = Draft202012Validator(SCHEMA)
 NAME_KEYS = {"name", "workflow", "patch", "type"}
 

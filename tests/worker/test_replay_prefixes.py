@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from fake_worker.programs import load_bundle
+from taskhub_programs import load_bundle
 from fake_worker.replay import execute
 from fake_worker.replay.simulate import External, Turn, final_status, simulate
 from taskhub_wire import pb
 from tests.worker.histories import workflow_started
 
-BUNDLE_PATH = Path(__file__).resolve().parents[2] / "fake_worker" / "examples" / "bundle.yaml"
+BUNDLE_PATH = Path(__file__).resolve().parents[2] / "taskhub_programs" / "examples" / "bundle.yaml"
 BUNDLE = load_bundle(BUNDLE_PATH)
 
 # Inputs and outside events for the programs that need them; every other program runs with input null

@@ -17,7 +17,7 @@ from taskhub_wire import pb
 from taskhub_wire.rpc import TaskHubClient
 
 ROOT = Path(__file__).resolve().parents[2]
-BUNDLE = ROOT / "fake_worker" / "examples" / "bundle.yaml"
+BUNDLE = ROOT / "taskhub_programs" / "examples" / "bundle.yaml"
 
 
 def worker_cmd(*args: str) -> list[str]:

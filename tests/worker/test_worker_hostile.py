@@ -20,7 +20,7 @@ import pytest
 from fake_sidecar.server import SidecarServer
 from fake_worker.activities import ActivityRunner
 from fake_worker.client import Worker, WorkerOptions
-from fake_worker.programs import parse_bundle
+from taskhub_programs import parse_bundle
 from fake_worker.replay import execute
 from taskhub_wire import pb
 from taskhub_wire.rpc import TASKHUB, TaskHubClient

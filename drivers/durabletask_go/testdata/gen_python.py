@@ -2,14 +2,14 @@
 
     .venv/bin/python drivers/durabletask_go/testdata/gen_python.py
 
-It records what Python's json.dumps / str() and fake_worker.programs.evaluate give, so the Go
+It records what Python's json.dumps / str() and taskhub_programs.evaluate give, so the Go
 driver's re-implementation can be checked against them without Python at test time.
 """
 
 import json
 from pathlib import Path
 
-from fake_worker.programs import ExpressionError, evaluate
+from taskhub_programs import ExpressionError, evaluate
 
 ENV = {"input": {"b": 2, "a": [1, 2.0, "x"]}, "xs": [1, 2, 3], "s": "héllo", "n": 3, "f": 1.5, "t": True, "none": None}
 EXPRESSIONS = [

@@ -3,7 +3,7 @@
 Vectors are written as the reference (and dapr-ext-workflow) writes histories: action ids from 1
 and a 9999-12-31 timer reserved for every indefinite event wait. A worker that numbers from 0
 (no `ids_from_one`: the Go and Java SDKs) or makes no such timers (no `event_wait_timer`) never
-sees that history in production, so the vector is rewritten the way `conformance.fuzz.dialect`
+sees that history in production, so the vector is rewritten the way `conformance.dialects.history`
 rewrites fuzzed turns: the history it is sent has the sentinel timers removed and its ids moved to
 the worker's base; the worker's answer has its ids moved back; and where sentinel timers were
 involved, the expected and the actual action ids are both compared by rank (the reference reserves
@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from conformance.fuzz.compare import TIMER_ORIGINS
-from conformance.fuzz.dialect import ACTION_EVENTS, Dialect, child_id, is_sentinel_event
-from conformance.fuzz.interleave import TurnCase
+from conformance.dialects.compare import TIMER_ORIGINS
+from conformance.dialects.history import ACTION_EVENTS, Dialect, child_id, is_sentinel_event
+from conformance.dialects.turn import TurnCase
 from conformance.scenario.model import Vector
 
 _SENTINEL_TEXT = "9999-12-31T23:59:59"  # dialect.SENTINEL_SECONDS as a scenario writes it

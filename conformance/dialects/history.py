@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from taskhub_wire import pb
 
-from conformance.fuzz.interleave import TurnCase, copy_event
+from conformance.dialects.turn import TurnCase, copy_event
 
 SENTINEL_SECONDS = 253402300799
 ACTION_EVENTS = ("taskScheduled", "timerCreated", "childWorkflowInstanceCreated", "eventSent",

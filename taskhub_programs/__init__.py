@@ -1,0 +1,19 @@
+"""The workflow program language, shared by the reference worker, the harness and every SDK driver.
+
+Below `fake_worker` and `conformance` (docs/design.md §2); it imports nothing of this project but
+the standard library (the Python SDK drivers import it into processes that must not load our
+generated protobuf modules). docs/programs.md describes the language.
+"""
+
+from taskhub_programs.language import (
+    BUILTIN_ACTIVITIES, OPERATORS, All, AnyOf, Bundle, CallActivity, CallChild, ContinueAsNew, ExpressionError,
+    Fail, If, IfPatched, Program, ProgramError, ProgramFamily, Retry, Return, SetStatus, SetVar, Step, Task, Timer,
+    WaitEvent, compile_expr, evaluate, load_bundle, parse_bundle, parse_duration,
+)
+
+__all__ = [
+    "BUILTIN_ACTIVITIES", "OPERATORS", "All", "AnyOf", "Bundle", "CallActivity", "CallChild", "ContinueAsNew",
+    "ExpressionError", "Fail", "If", "IfPatched", "Program", "ProgramError", "ProgramFamily", "Retry", "Return",
+    "SetStatus", "SetVar", "Step", "Task", "Timer", "WaitEvent", "compile_expr", "evaluate", "load_bundle",
+    "parse_bundle", "parse_duration",
+]
