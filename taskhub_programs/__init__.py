@@ -5,15 +5,18 @@ the standard library (the Python SDK drivers import it into processes that must 
 generated protobuf modules). docs/programs.md describes the language.
 """
 
+from taskhub_programs.expressions import (
+    OPERATORS, ExpressionError, canonical_expr, compile_expr, compile_node, display, evaluate, text, truthy,
+)
 from taskhub_programs.language import (
-    BUILTIN_ACTIVITIES, OPERATORS, All, AnyOf, Bundle, CallActivity, CallChild, ContinueAsNew, ExpressionError,
-    Fail, If, IfPatched, Program, ProgramError, ProgramFamily, Retry, Return, SetStatus, SetVar, Step, Task, Timer,
-    WaitEvent, compile_expr, evaluate, load_bundle, parse_bundle, parse_duration,
+    BUILTIN_ACTIVITIES, All, AnyOf, Bundle, CallActivity, CallChild, ContinueAsNew, Fail, If, IfPatched, Program,
+    ProgramError, ProgramFamily, Retry, Return, SetStatus, SetVar, Step, Task, Timer, WaitEvent, load_bundle,
+    parse_bundle, parse_duration,
 )
 
 __all__ = [
     "BUILTIN_ACTIVITIES", "OPERATORS", "All", "AnyOf", "Bundle", "CallActivity", "CallChild", "ContinueAsNew",
     "ExpressionError", "Fail", "If", "IfPatched", "Program", "ProgramError", "ProgramFamily", "Retry", "Return",
-    "SetStatus", "SetVar", "Step", "Task", "Timer", "WaitEvent", "compile_expr", "evaluate", "load_bundle",
-    "parse_bundle", "parse_duration",
+    "SetStatus", "SetVar", "Step", "Task", "Timer", "WaitEvent", "canonical_expr", "compile_expr", "compile_node",
+    "display", "evaluate", "load_bundle", "parse_bundle", "parse_duration", "text", "truthy",
 ]

@@ -1,9 +1,10 @@
-"""The workflow program language shared by the reference worker and every SDK driver.
+"""The program language's model and parser: bundles, programs, steps.
 
 A bundle names programs; a program is a list of steps, optionally in named
 versions (v1, v2, ...; one is the default). `load_bundle` validates a whole
 bundle and reports every problem at once, each with its path in the document.
-See docs/programs.md for the language with examples.
+Expressions stay as written here; `expressions.py` evaluates them. See
+docs/programs.md for the language with examples.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Union
+from typing import Any, Union
+
+from taskhub_programs.expressions import OPERATORS
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 _VAR = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-OPERATORS = ("$add", "$sub", "$lt", "$le", "$eq", "$not", "$len", "$sum", "$concat")
 BUILTIN_ACTIVITIES = ("echo", "fail", "sleep", "record")
 
 
@@ -485,134 +487,3 @@ def load_bundle(path: Path | str) -> Bundle:
     except yaml.YAMLError as exc:
         raise ProgramError([f"not valid YAML: {exc}"], source=str(p)) from None
     return parse_bundle(doc, source=str(p))
-
-
-# ---------------------------------------------------------------------------- expressions
-
-
-class ExpressionError(ValueError):
-    pass
-
-
-_REF = re.compile(r"\$\{([^}]+)\}")
-
-
-def evaluate(expr: Any, env: Mapping[str, Any]) -> Any:
-    """Substitute `${var}` / `${var.key}` / `${var.0}` and apply `$` operators; pure."""
-    if isinstance(expr, str):
-        if "${" not in expr:  # fast path: plain text
-            return expr
-        m = _REF.fullmatch(expr)
-        if m:
-            return _lookup(m.group(1), env)
-        return _REF.sub(lambda mm: _text(_lookup(mm.group(1), env)), expr)
-    if expr is None or isinstance(expr, (bool, int, float)):  # fast path: scalars
-        return expr
-    if isinstance(expr, list):
-        return [evaluate(v, env) for v in expr]
-    if isinstance(expr, dict) or isinstance(expr, Mapping):
-        if len(expr) == 1:
-            (key, arg), = expr.items()
-            if isinstance(key, str) and key in OPERATORS:
-                return _apply(key, evaluate(arg, env))
-        return {k: evaluate(v, env) for k, v in expr.items()}
-    return expr
-
-
-def compile_expr(expr: Any) -> Callable[[Mapping[str, Any]], Any]:
-    """`evaluate` with the expression's shape decided once: `compile_expr(e)(env)` is `evaluate(e, env)`.
-
-    Same values, same errors in the same order; the replay executor evaluates each expression of a
-    program on every replay, so it compiles them (see executor._compile).
-    """
-    if isinstance(expr, str):
-        if "${" not in expr:
-            return lambda env: expr
-        m = _REF.fullmatch(expr)
-        if m:
-            return _compile_lookup(m.group(1))
-        return lambda env: _REF.sub(lambda mm: _text(_lookup(mm.group(1), env)), expr)
-    if expr is None or isinstance(expr, (bool, int, float)):
-        return lambda env: expr
-    if isinstance(expr, list):
-        return _compile_list(tuple(compile_expr(v) for v in expr))
-    if isinstance(expr, dict) or isinstance(expr, Mapping):
-        if len(expr) == 1:
-            (key, arg), = expr.items()
-            if isinstance(key, str) and key in OPERATORS:
-                operand = compile_expr(arg)
-                return lambda env: _apply(key, operand(env))
-        fields = tuple((k, compile_expr(v)) for k, v in expr.items())
-        return lambda env: {k: f(env) for k, f in fields}
-    return lambda env: expr
-
-
-def _compile_list(items: tuple[Callable[[Mapping[str, Any]], Any], ...]) -> Callable[[Mapping[str, Any]], Any]:
-    # Short lists (operator operands) unrolled: a list comprehension costs a call of its own (Python < 3.12).
-    if len(items) == 1:
-        a, = items
-        return lambda env: [a(env)]
-    if len(items) == 2:
-        a, b = items
-        return lambda env: [a(env), b(env)]
-    return lambda env: [f(env) for f in items]
-
-
-def _compile_lookup(ref: str) -> Callable[[Mapping[str, Any]], Any]:
-    head, *rest = ref.strip().split(".")
-    if rest:  # a path: rare, the general lookup
-        return lambda env: _lookup(ref, env)
-
-    def variable(env: Mapping[str, Any]) -> Any:
-        if head in env:
-            return env[head]
-        return _lookup(ref, env)  # raises the unknown-variable error
-
-    return variable
-
-
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
-
-
-def _lookup(ref: str, env: Mapping[str, Any]) -> Any:
-    head, *rest = ref.strip().split(".")
-    if head not in env:
-        raise ExpressionError(f"unknown variable '{head}' in '${{{ref}}}'; known: {sorted(env)}")
-    value = env[head]
-    for part in rest:
-        if isinstance(value, list) and re.fullmatch(r"-?[0-9]+", part) and -len(value) <= int(part) < len(value):
-            value = value[int(part)]
-        elif isinstance(value, Mapping) and part in value:
-            value = value[part]
-        else:
-            raise ExpressionError(f"'${{{ref}}}': {part!r} not found in {json.dumps(value)[:80]}")
-    return value
-
-
-def _apply(op: str, arg: Any) -> Any:
-    try:
-        if op == "$add":
-            for a in arg:  # a loop, not any(<generator>): $add runs on every replay of a counting program
-                if isinstance(a, str):
-                    return "".join(map(_text, arg))
-            return sum(arg)
-        if op == "$sub":
-            return arg[0] - arg[1]
-        if op == "$lt":
-            return arg[0] < arg[1]
-        if op == "$le":
-            return arg[0] <= arg[1]
-        if op == "$eq":
-            return arg[0] == arg[1]
-        if op == "$not":
-            return not arg
-        if op == "$len":
-            return len(arg)
-        if op == "$sum":
-            return sum(arg)
-        if op == "$concat":
-            return "".join(map(_text, arg))
-    except (TypeError, IndexError, KeyError) as exc:
-        raise ExpressionError(f"{op} cannot be applied to {json.dumps(arg)[:80]}: {exc}") from None
-    raise ExpressionError(f"unknown operator {op}")
