@@ -5,6 +5,7 @@ the standard library (the Python SDK drivers import it into processes that must 
 generated protobuf modules). docs/programs.md describes the language.
 """
 
+from taskhub_programs.canonical import canonical_bundle, canonical_form
 from taskhub_programs.expressions import (
     OPERATORS, ExpressionError, canonical_expr, compile_expr, compile_node, display, evaluate, text, truthy,
 )
@@ -17,6 +18,6 @@ from taskhub_programs.language import (
 __all__ = [
     "BUILTIN_ACTIVITIES", "OPERATORS", "All", "AnyOf", "Bundle", "CallActivity", "CallChild", "ContinueAsNew",
     "ExpressionError", "Fail", "If", "IfPatched", "Program", "ProgramError", "ProgramFamily", "Retry", "Return",
-    "SetStatus", "SetVar", "Step", "Task", "Timer", "WaitEvent", "canonical_expr", "compile_expr", "compile_node",
+    "SetStatus", "SetVar", "Step", "Task", "Timer", "WaitEvent", "canonical_bundle", "canonical_expr", "canonical_form", "compile_expr", "compile_node",
     "display", "evaluate", "load_bundle", "parse_bundle", "parse_duration", "text", "truthy",
 ]

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from taskhub_programs import canonical_form
+
 from conformance.targets.durabletask_go import DurableTaskGoSidecar
 from conformance.targets.base import CannotExpress, WorkerStart
 from conformance.targets.process import ManagedProcess, ProcessExitedError, ProcessSpec
@@ -49,10 +51,15 @@ class ProcessWorker:
         self.proc.stop(timeout=10)
 
 
-def write_bundle(spec: WorkerStart) -> Path:
-    path = spec.work_dir / f"programs-{abs(hash(json.dumps(spec.bundle_doc, sort_keys=True, default=str)))}.json"
+def write_bundle(spec: WorkerStart) -> tuple[Path, Path]:
+    """The worker's programs as two files: the bundle as written (`{"programs": ...}`, what the
+    drivers read today) and beside it its canonical form (docs/programs.md, "The canonical form")."""
+    stem = f"programs-{abs(hash(json.dumps(spec.bundle_doc, sort_keys=True, default=str)))}"
+    path = spec.work_dir / f"{stem}.json"
     path.write_text(json.dumps({"programs": spec.bundle_doc}, indent=1), encoding="utf-8")
-    return path
+    canonical = spec.work_dir / f"{stem}.canonical.json"
+    canonical.write_text(json.dumps(canonical_form(spec.bundle_doc), indent=1), encoding="utf-8")
+    return path, canonical
 
 
 def start_command_worker(spec: WorkerStart, *, name: str, command: Sequence[str] | str,
@@ -61,6 +68,7 @@ def start_command_worker(spec: WorkerStart, *, name: str, command: Sequence[str]
     """A worker the user (or a driver) provides as a command line with placeholders.
 
     Placeholders: {address} (host:port), {host}, {port}, {programs} (a JSON bundle file),
+    {canonical} (the same programs in the canonical form, a JSON file),
     {ledger} (the ledger file), {python} (this interpreter), {root} (the library root: the checkout, or the installed
     package data; conformance/library.py).
     """
@@ -69,9 +77,10 @@ def start_command_worker(spec: WorkerStart, *, name: str, command: Sequence[str]
     from conformance.library import find_library
 
     root = find_library().root  # drivers/ and the SDKs their install scripts put in .sdk/, .tools/
-    programs = write_bundle(spec)
+    programs, canonical = write_bundle(spec)
     host, _, port = spec.address.rpartition(":")
     values = {"address": spec.address, "host": host, "port": port, "programs": str(programs),
+              "canonical": str(canonical),
               "ledger": str(spec.ledger), "python": sys.executable, "root": str(root)}
     argv = shlex.split(command) if isinstance(command, str) else list(command)
     argv = [a.format(**values) for a in argv]

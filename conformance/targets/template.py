@@ -71,7 +71,8 @@ workers:
     kind: command
     # The driver: interprets the program language (docs/programs.md) with your SDK and connects to
     # the sidecar. Placeholders: {{address}} {{host}} {{port}} {{programs}} (a JSON bundle file),
-    # {{ledger}}, {{python}} (this interpreter), {{root}} (the library root). Exit 3 when a program
+    # {{canonical}} (the same programs in their canonical form, docs/programs.md), {{ledger}},
+    # {{python}} (this interpreter), {{root}} (the library root). Exit 3 when a program
     # uses a step your SDK cannot express (the scenario is then NOT_APPLICABLE).
     command: "{command}"
     # Printed by the driver on stdout once its worker stream is open; scenarios start after it.
