@@ -67,7 +67,8 @@ def test_the_wheel_carries_the_library_and_no_build_output(installed):
         assert needed in names, needed
     assert not [n for n in names if "node_modules" in n or "__pycache__" in n or "/target/classes" in n]
     # Every data file of our packages (schemas, catalogue, protos, drift dumpers...) is in the wheel.
-    data = {p.relative_to(ROOT).as_posix() for package in ("conformance", "fake_sidecar", "fake_worker", "taskhub_wire", "taskhub_programs")
+    packages = ("conformance", "fake_sidecar", "fake_worker", "taskhub_wire", "taskhub_programs")
+    data = {p.relative_to(ROOT).as_posix() for package in packages
             for p in (ROOT / package).rglob("*") if p.is_file() and p.suffix not in (".py", ".pyc")}
     assert data - set(names) == set()
 
