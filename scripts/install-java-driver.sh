@@ -137,7 +137,7 @@ chmod +x "$launcher"
 
 # A smoke test: the driver starts, parses its arguments and refuses a bad one with exit 2.
 set +e
-"$launcher" --sidecar nonsense --programs /dev/null >/dev/null 2>&1
+"$launcher" --sidecar nonsense --canonical /dev/null >/dev/null 2>&1
 rc=$?
 set -e
 ((rc == 2)) || die "the built driver does not start ('$launcher --sidecar nonsense' exited $rc, expected 2)"

@@ -1,12 +1,10 @@
 package main
 
-// Expressions of the program language (docs/programs.md "Expressions"), evaluated exactly as
-// fake_worker/programs.py `evaluate` does: `${name}`, `${name.key}`, `${name.0}` references and the
-// `$add/$sub/$lt/$le/$eq/$not/$len/$sum/$concat` operators, with Python's value semantics.
+// Expressions of the program language (docs/programs.md "Expressions" and "Values"): canonical nodes
+// (canonical.go) evaluated on the workflow's variables; the values and their text are pyjson.go's.
 
 import (
 	"fmt"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,79 +15,67 @@ type ExpressionError struct{ Msg string }
 
 func (e ExpressionError) Error() string { return e.Msg }
 
-var (
-	refPattern = regexp.MustCompile(`\$\{([^}]+)\}`)
-	intPart    = regexp.MustCompile(`^-?[0-9]+$`)
-	operators  = []string{"$add", "$sub", "$lt", "$le", "$eq", "$not", "$len", "$sum", "$concat"}
-)
-
-func isOperator(k string) bool {
-	for _, op := range operators {
-		if op == k {
-			return true
-		}
-	}
-	return false
+// evaluate is the value of a canonical node on these variables (ExpressionError if it has none).
+func evaluate(n *Node, env map[string]any) (any, error) {
+	return evalNode(n.v, env)
 }
 
-// evaluate substitutes references and applies operators; pure.
-func evaluate(expr any, env map[string]any) (any, error) {
-	switch x := expr.(type) {
-	case string:
-		if !strings.Contains(x, "${") {
-			return x, nil
-		}
-		if m := refPattern.FindStringSubmatchIndex(x); m != nil && m[0] == 0 && m[1] == len(x) {
-			return lookup(x[m[2]:m[3]], env)
-		}
-		var firstErr error
-		out := refPattern.ReplaceAllStringFunc(x, func(ref string) string {
-			if firstErr != nil {
-				return ""
-			}
-			v, err := lookup(ref[2:len(ref)-1], env)
-			if err != nil {
-				firstErr = err
-				return ""
-			}
-			return text(v)
-		})
-		if firstErr != nil {
-			return nil, firstErr
-		}
-		return out, nil
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			v, err := evaluate(e, env)
+func evalNode(node any, env map[string]any) (any, error) {
+	m, _ := node.(*OMap)
+	if m == nil || m.Len() == 0 {
+		return nil, ExpressionError{"not an expression node: " + truncate(pyDumps(node), 80)}
+	}
+	arg, _ := m.Get(m.keys[0])
+	switch m.keys[0] {
+	case "lit", "int", "float":
+		return arg, nil
+	case "list", "text":
+		items, _ := arg.([]any)
+		out := make([]any, len(items))
+		var b strings.Builder
+		for i, item := range items {
+			v, err := evalNode(item, env)
 			if err != nil {
 				return nil, err
 			}
 			out[i] = v
+			b.WriteString(text(v))
+		}
+		if m.keys[0] == "text" {
+			return b.String(), nil
 		}
 		return out, nil
-	case *OMap:
-		if x.Len() == 1 && isOperator(x.keys[0]) {
-			arg, err := evaluate(x.vals[x.keys[0]], env)
-			if err != nil {
-				return nil, err
-			}
-			return apply(x.keys[0], arg)
-		}
+	case "map":
+		pairs, _ := arg.([]any)
 		out := NewOMap()
-		for _, k := range x.keys {
-			v, err := evaluate(x.vals[k], env)
+		for _, p := range pairs {
+			kv, _ := p.([]any)
+			if len(kv) != 2 {
+				return nil, ExpressionError{"a map node's pair is not [key, node]"}
+			}
+			v, err := evalNode(kv[1], env)
 			if err != nil {
 				return nil, err
 			}
-			out.Set(k, v)
+			out.Set(fmt.Sprint(kv[0]), v)
 		}
 		return out, nil
+	case "var":
+		path, _ := m.Get("path")
+		parts, _ := path.([]any)
+		return lookup(fmt.Sprint(arg), parts, env)
+	case "op":
+		operand, _ := m.Get("arg")
+		v, err := evalNode(operand, env)
+		if err != nil {
+			return nil, err
+		}
+		return apply("$"+fmt.Sprint(arg), v)
 	}
-	return expr, nil
+	return nil, ExpressionError{"not an expression node: " + truncate(pyDumps(node), 80)}
 }
 
-// text: strings as they are, anything else as JSON (programs.py `_text`).
+// text: strings as they are, anything else as JSON text.
 func text(v any) string {
 	if s, ok := v.(string); ok {
 		return s
@@ -104,9 +90,12 @@ func truncate(s string, n int) string {
 	return s
 }
 
-func lookup(ref string, env map[string]any) (any, error) {
-	parts := strings.Split(strings.TrimSpace(ref), ".")
-	head, rest := parts[0], parts[1:]
+func lookup(head string, path []any, env map[string]any) (any, error) {
+	written := "${" + head
+	for _, p := range path {
+		written += "." + fmt.Sprint(p)
+	}
+	written += "}"
 	value, ok := env[head]
 	if !ok {
 		names := make([]string, 0, len(env))
@@ -114,14 +103,12 @@ func lookup(ref string, env map[string]any) (any, error) {
 			names = append(names, k)
 		}
 		sort.Strings(names)
-		known := make([]any, len(names))
-		for i, n := range names {
-			known[i] = n
-		}
-		return nil, ExpressionError{fmt.Sprintf("unknown variable '%s' in '${%s}'; known: %s", head, ref, pyRepr(known))}
+		return nil, ExpressionError{fmt.Sprintf("unknown variable '%s' in '%s'; known: %s", head, written,
+			strings.Join(names, ", "))}
 	}
-	for _, part := range rest {
-		if list, isList := value.([]any); isList && intPart.MatchString(part) {
+	for _, p := range path {
+		part := fmt.Sprint(p)
+		if list, isList := value.([]any); isList && isIndex(part) {
 			if i, err := strconv.Atoi(part); err == nil && -len(list) <= i && i < len(list) {
 				if i < 0 {
 					i += len(list)
@@ -136,9 +123,15 @@ func lookup(ref string, env map[string]any) (any, error) {
 				continue
 			}
 		}
-		return nil, ExpressionError{fmt.Sprintf("'${%s}': %s not found in %s", ref, pyStrRepr(part), truncate(pyDumps(value), 80))}
+		return nil, ExpressionError{fmt.Sprintf("'%s': '%s' not found in %s", written, part, truncate(pyDumps(value), 80))}
 	}
 	return value, nil
+}
+
+// isIndex: an optional minus sign and digits (a list index in a reference path).
+func isIndex(s string) bool {
+	digits := strings.TrimPrefix(s, "-")
+	return digits != "" && strings.Trim(digits, "0123456789") == ""
 }
 
 // iterate is Python's iteration over a value: list items, string characters, dict keys.

@@ -3,9 +3,10 @@
 //
 // Usage:
 //
-//	durabletask-go-driver --sidecar HOST:PORT --programs bundle.json [--ledger FILE] [--debug]
+//	durabletask-go-driver --sidecar HOST:PORT --canonical programs.canonical.json [--ledger FILE] [--debug]
 //
-// Every program of the bundle becomes a durabletask-go workflow (versioned programs through
+// The programs come in the canonical form the harness writes as {canonical} (canonical.go). Every
+// program becomes a durabletask-go workflow (versioned programs through
 // TaskRegistry.AddVersionedWorkflowN, the default version as latest) whose body walks the steps
 // with task.WorkflowContext; the built-in activities echo, fail, sleep and record are registered
 // as activities. The worker is client.NewTaskHubGrpcClient(conn, logger).StartWorkItemListener.
@@ -14,7 +15,7 @@
 // naming the step by its path; nothing is emulated behind the SDK's back.
 //
 // Prints "connected to HOST:PORT" once the work-item stream is open; stops cleanly on SIGTERM or
-// SIGINT. Exit codes: 0 stopped, 2 usage or bundle error, 3 capability gap, 4 could not connect.
+// SIGINT. Exit codes: 0 stopped, 2 usage error or not the canonical form, 3 capability gap, 4 could not connect.
 package main
 
 import (
@@ -26,6 +27,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -79,23 +81,23 @@ func (l *sdkLogger) Error(v ...any)            { l.out.Print(append([]any{"ERROR
 func (l *sdkLogger) Errorf(f string, v ...any) { l.out.Printf("ERROR: "+f, v...) }
 
 // register adds every program (and version) and the built-in activities to a fresh registry.
-func register(b *Bundle, runner *activityRunner) (*task.TaskRegistry, []string, error) {
+func register(programs Programs, runner *activityRunner) (*task.TaskRegistry, []string, error) {
 	reg := task.NewTaskRegistry()
 	var names []string
-	for _, f := range b.Families {
-		if f.Default == "" {
-			if err := reg.AddWorkflowN(f.Name, makeWorkflow(f.Versions[""])); err != nil {
+	for name, f := range programs {
+		for _, v := range f.Versions {
+			if f.Default == nil {
+				if err := reg.AddWorkflowN(name, makeWorkflow(v.Steps)); err != nil {
+					return nil, nil, err
+				}
+				names = append(names, name)
+				continue
+			}
+			latest := *v.Name == *f.Default
+			if err := reg.AddVersionedWorkflowN(name, *v.Name, latest, makeWorkflow(v.Steps)); err != nil {
 				return nil, nil, err
 			}
-			names = append(names, f.Name)
-			continue
-		}
-		for _, v := range f.Order {
-			latest := v == f.Default
-			if err := reg.AddVersionedWorkflowN(f.Name, v, latest, makeWorkflow(f.Versions[v])); err != nil {
-				return nil, nil, err
-			}
-			label := f.Name + "@" + v
+			label := name + "@" + *v.Name
 			if latest {
 				label += " (latest)"
 			}
@@ -105,6 +107,7 @@ func register(b *Bundle, runner *activityRunner) (*task.TaskRegistry, []string, 
 	if err := runner.register(reg); err != nil {
 		return nil, nil, err
 	}
+	sort.Strings(names)
 	return reg, names, nil
 }
 
@@ -126,7 +129,7 @@ func main() {
 	fs := flag.NewFlagSet("durabletask-go-driver", flag.ContinueOnError)
 	fs.SetOutput(os.Stderr)
 	sidecar := fs.String("sidecar", "", "the sidecar's gRPC address, HOST:PORT (required)")
-	programs := fs.String("programs", "", "the program bundle, a .json file (required)")
+	canonical := fs.String("canonical", "", "the programs in the canonical form, a .json file (required)")
 	ledger := fs.String("ledger", "", "ledger file for the record activity (default: $CONFORMANCE_LEDGER)")
 	readyTimeout := fs.Duration("ready-timeout", 30*time.Second, "how long to keep trying to open the work-item stream")
 	debug := fs.Bool("debug", false, "also print the SDK's debug log lines (stderr)")
@@ -139,32 +142,27 @@ func main() {
 	if fs.NArg() > 0 {
 		die(exitUsage, "unexpected arguments %v", fs.Args())
 	}
-	if *sidecar == "" || *programs == "" {
-		die(exitUsage, "--sidecar HOST:PORT and --programs FILE are required")
+	if *sidecar == "" || *canonical == "" {
+		die(exitUsage, "--sidecar HOST:PORT and --canonical FILE are required")
 	}
 	if host, port, err := net.SplitHostPort(*sidecar); err != nil || host == "" || port == "" {
 		die(exitUsage, "--sidecar %q is not HOST:PORT", *sidecar)
 	}
 
-	bundle, err := loadBundle(*programs)
+	programs, err := readPrograms(*canonical)
 	if err != nil {
-		var be *BundleError
-		if errors.As(err, &be) && be.Gap {
-			die(exitGap, "the bundle uses keys this driver does not know (a language extension it predates; "+
-				"declared capability gap, refusing to start):\n%s", indent(be.Problems))
-		}
-		die(exitUsage, "%s: %v", *programs, err)
+		die(exitUsage, "%v", err)
 	}
-	if gaps := capabilityGaps(bundle); len(gaps) > 0 {
-		die(exitGap, "the bundle uses steps %s cannot express (declared capability gap; refusing to start):\n%s",
+	if gaps := capabilityGaps(programs); len(gaps) > 0 {
+		die(exitGap, "the programs use steps %s cannot express (declared capability gap; refusing to start):\n%s",
 			sdkVersion, indent(gaps))
 	}
 
 	tracker := newInstanceTracker()
 	runner := newActivityRunner(*ledger, tracker)
-	reg, names, err := register(bundle, runner)
+	reg, names, err := register(programs, runner)
 	if err != nil {
-		die(exitUsage, "cannot register the bundle: %v", err)
+		die(exitUsage, "cannot register the programs: %v", err)
 	}
 	info("%s; registered %s", sdkVersion, strings.Join(names, ", "))
 

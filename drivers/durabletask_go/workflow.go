@@ -1,6 +1,6 @@
 package main
 
-// The interpreter: every program of the bundle becomes a durabletask-go workflow function that walks
+// The interpreter: every program (canonical.go) becomes a durabletask-go workflow function that walks
 // its steps with the SDK's own API (task.WorkflowContext: CallActivity, CallChildWorkflow,
 // CreateTimer, WaitForSingleEvent, IsPatched, SetCustomStatus, ContinueAsNew; Task.Await).
 // Like any durabletask-go workflow, the function is re-run from the start on every turn and blocks
@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sort"
 	"time"
 
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -28,11 +29,10 @@ type ProgramFailure struct {
 
 func (e ProgramFailure) Error() string { return e.Message }
 
-// CapabilityGap describes a step that durabletask-go cannot express (the driver refuses to start).
-func capabilityGaps(b *Bundle) []string {
+// capabilityGaps lists the steps durabletask-go cannot express, by path (the driver refuses to start).
+func capabilityGaps(programs Programs) []string {
 	var gaps []string
-	var walk func(steps []*Step)
-	checkRetry := func(s *Step) {
+	checkRetry := func(s *Step, path string) {
 		if s.Retry == nil {
 			return
 		}
@@ -42,35 +42,50 @@ func capabilityGaps(b *Bundle) []string {
 		if s.Retry.FirstDelay < 0.001 {
 			gaps = append(gaps, fmt.Sprintf("%s.retry.first_delay: %gs is below 1ms; durabletask-go's RetryPolicy "+
 				"needs InitialRetryInterval >= 1ms (it computes delays in whole milliseconds and does not retry "+
-				"after a 0ms delay)", s.Path, s.Retry.FirstDelay))
+				"after a 0ms delay)", path, s.Retry.FirstDelay))
 		}
 		if s.Retry.MaxDelay != nil && *s.Retry.MaxDelay < 0.001 {
 			gaps = append(gaps, fmt.Sprintf("%s.retry.max_delay: %gs is below 1ms; durabletask-go's RetryPolicy "+
-				"treats MaxRetryInterval <= 0 as no limit", s.Path, *s.Retry.MaxDelay))
+				"treats MaxRetryInterval <= 0 as no limit", path, *s.Retry.MaxDelay))
 		}
 	}
-	walk = func(steps []*Step) {
-		for _, s := range steps {
-			switch s.Kind {
+	var walk func(steps []*Step, where string)
+	walk = func(steps []*Step, where string) {
+		for i, s := range steps {
+			path := fmt.Sprintf("%s[%d].%s", where, i, s.Step)
+			switch s.Step {
 			case "any":
-				gaps = append(gaps, s.Path+": 'any' (the first of several tasks to finish) has no equivalent in "+
+				gaps = append(gaps, path+": 'any' (the first of several tasks to finish) has no equivalent in "+
 					"durabletask-go: task.Task has only Await and TaskExecutionId, and the SDK has no WhenAny "+
 					"or completion check")
 			case "all":
-				for _, t := range s.Tasks {
-					checkRetry(t)
+				for j, t := range s.Tasks {
+					checkRetry(t, fmt.Sprintf("%s[%d].%s", path, j, t.Step))
 				}
 			case "call_activity", "call_child":
-				checkRetry(s)
+				checkRetry(s, path)
 			case "if_patched", "if":
-				walk(s.Then)
-				walk(s.Else)
+				walk(s.Then, path+".then")
+				walk(s.Else, path+".else")
+			case "timer", "wait_event", "set", "set_status", "continue_as_new", "return", "fail":
+			default:
+				gaps = append(gaps, fmt.Sprintf("%s: step kind %q is unknown to this driver (a language extension "+
+					"it predates)", path, s.Step))
 			}
 		}
 	}
-	for _, f := range b.Families {
-		for _, v := range f.Order {
-			walk(f.Versions[v].Steps)
+	names := make([]string, 0, len(programs))
+	for name := range programs {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		for _, v := range programs[name].Versions {
+			where := "$.programs." + name + ".steps"
+			if v.Name != nil {
+				where = "$.programs." + name + ".versions." + *v.Name + ".steps"
+			}
+			walk(v.Steps, where)
 		}
 	}
 	return gaps
@@ -81,7 +96,7 @@ type returned struct {
 	value any
 }
 
-func makeWorkflow(prog *Program) task.Workflow {
+func makeWorkflow(steps []*Step) task.Workflow {
 	return func(ctx *task.WorkflowContext) (result any, err error) {
 		defer func() {
 			// A bug of ours must fail the workflow, not crash the worker: the SDK re-panics anything
@@ -102,7 +117,7 @@ func makeWorkflow(prog *Program) task.Workflow {
 			return nil, fmt.Errorf("workflow input is not JSON: %w", err)
 		}
 		env := map[string]any{"input": input, "instance_id": string(ctx.ID)}
-		out, err := runSteps(ctx, prog.Steps, env)
+		out, err := runSteps(ctx, steps, env)
 		if err != nil {
 			return nil, err
 		}
@@ -144,7 +159,7 @@ func rawPayload(v any) *wrapperspb.StringValue {
 
 // makeTask schedules a task step (call_activity, call_child, timer, wait_event) without awaiting it.
 func makeTask(ctx *task.WorkflowContext, s *Step, env map[string]any) (task.Task, error) {
-	switch s.Kind {
+	switch s.Step {
 	case "call_activity":
 		input, err := evaluate(s.Input, env)
 		if err != nil {
@@ -189,7 +204,7 @@ func makeTask(ctx *task.WorkflowContext, s *Step, env map[string]any) (task.Task
 		}
 		return ctx.WaitForSingleEvent(s.Name, timeout), nil
 	}
-	return nil, fmt.Errorf("%s is not a task", s.Kind)
+	return nil, fmt.Errorf("%s is not a task", s.Step)
 }
 
 // await waits for a task and decodes its JSON result with Python's rules (nil when there is none).
@@ -203,7 +218,7 @@ func await(t task.Task) (any, error) {
 
 func runSteps(ctx *task.WorkflowContext, steps []*Step, env map[string]any) (returned, error) {
 	for _, s := range steps {
-		switch s.Kind {
+		switch s.Step {
 		case "call_activity", "call_child", "timer", "wait_event":
 			t, err := makeTask(ctx, s, env)
 			if err != nil {
@@ -211,7 +226,7 @@ func runSteps(ctx *task.WorkflowContext, steps []*Step, env map[string]any) (ret
 			}
 			value, err := await(t)
 			if err != nil {
-				if s.Kind == "wait_event" && s.HasDefault && errors.Is(err, task.ErrTaskCanceled) {
+				if s.Step == "wait_event" && s.Default != nil && errors.Is(err, task.ErrTaskCanceled) {
 					if value, err = evaluate(s.Default, env); err != nil {
 						return returned{}, err
 					}
@@ -219,8 +234,8 @@ func runSteps(ctx *task.WorkflowContext, steps []*Step, env map[string]any) (ret
 					return returned{}, err
 				}
 			}
-			if s.As != "" {
-				env[s.As] = value
+			if s.As != nil {
+				env[*s.As] = value
 			}
 		case "all":
 			// durabletask-go has no WhenAll: a fan-in is every task scheduled first, then awaited in
@@ -241,12 +256,12 @@ func runSteps(ctx *task.WorkflowContext, steps []*Step, env map[string]any) (ret
 				}
 				values[i] = v
 			}
-			if s.As != "" {
-				env[s.As] = values
+			if s.As != nil {
+				env[*s.As] = values
 			}
 		case "if_patched", "if":
 			var on bool
-			if s.Kind == "if_patched" {
+			if s.Step == "if_patched" {
 				on = ctx.IsPatched(s.Patch)
 			} else {
 				cond, err := evaluate(s.Cond, env)
@@ -290,7 +305,7 @@ func runSteps(ctx *task.WorkflowContext, steps []*Step, env map[string]any) (ret
 				return returned{}, err
 			}
 			var opts []task.ContinueAsNewOption
-			if s.Carry {
+			if s.CarryEvents {
 				opts = append(opts, task.WithKeepUnprocessedEvents())
 			}
 			var newInput any
@@ -312,7 +327,7 @@ func runSteps(ctx *task.WorkflowContext, steps []*Step, env map[string]any) (ret
 			}
 			return returned{}, ProgramFailure{Type: s.Type, Message: pyStr(msg)}
 		default: // capabilityGaps() refuses these before start
-			return returned{}, fmt.Errorf("%s: step kind %q is not supported by this driver", s.Path, s.Kind)
+			return returned{}, fmt.Errorf("step kind %q is not supported by this driver", s.Step)
 		}
 	}
 	return returned{}, nil

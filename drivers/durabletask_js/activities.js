@@ -3,12 +3,16 @@
 // stays the authority (docs/programs.md "Built-in activities"). Attempts are counted per logical
 // call, keyed by (instance id, task execution id), or (instance id, "task-<task id>") when the
 // execution id is empty, which it always is here: @dapr/durabletask-js 1.0.0 has no
-// taskExecutionId. Ledger lines are written with Python's json.dumps encoding.
+// taskExecutionId. Ledger lines are written as the text of values.js (Python's json.dumps encoding).
 
 const fs = require("fs");
-const py = require("./pylike");
+const V = require("./values");
 
 const LEDGER_ENV = "CONFORMANCE_LEDGER";
+
+/** Python's type name of a JSON value, as int() and float() name it in their errors. */
+const pyTypeName = (v) => (v === null ? "NoneType" : typeof v === "boolean" ? "bool" : typeof v === "number"
+  ? (Number.isInteger(v) ? "int" : "float") : typeof v === "string" ? "str" : Array.isArray(v) ? "list" : "dict");
 
 class ActivityFailure extends Error {
   constructor(errorType, message) {
@@ -25,9 +29,9 @@ function pyInt(v) {
     return Math.trunc(v);
   }
   if (typeof v === "string" && /^\s*[+-]?\d+(_\d+)*\s*$/.test(v)) return parseInt(v.replace(/_/g, ""), 10);
-  if (typeof v === "string") throw new ActivityFailure("ValueError", `invalid literal for int() with base 10: ${py.pyRepr(v)}`);
+  if (typeof v === "string") throw new ActivityFailure("ValueError", `invalid literal for int() with base 10: ${V.repr(v)}`);
   throw new ActivityFailure("TypeError",
-    `int() argument must be a string, a bytes-like object or a real number, not '${py.pyTypeName(v)}'`);
+    `int() argument must be a string, a bytes-like object or a real number, not '${pyTypeName(v)}'`);
 }
 
 /** float(v) as Python computes it for a JSON value, or ActivityFailure(ValueError/TypeError). */
@@ -39,9 +43,9 @@ function pyFloat(v) {
     if (/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(t)) return parseFloat(t);
     if (/^[+-]?(inf|infinity)$/i.test(t)) return t.startsWith("-") ? -Infinity : Infinity;
     if (/^[+-]?nan$/i.test(t)) return NaN;
-    throw new ActivityFailure("ValueError", `could not convert string to float: ${py.pyRepr(v)}`);
+    throw new ActivityFailure("ValueError", `could not convert string to float: ${V.repr(v)}`);
   }
-  throw new ActivityFailure("TypeError", `float() argument must be a string or a real number, not '${py.pyTypeName(v)}'`);
+  throw new ActivityFailure("TypeError", `float() argument must be a string or a real number, not '${pyTypeName(v)}'`);
 }
 
 class ActivityRunner {
@@ -57,31 +61,31 @@ class ActivityRunner {
     this.attempts.set(key, attempt);
     if (name === "echo") return input;
     if (name === "sleep") {
-      const seconds = py.pyTruthy(input) ? pyFloat(input) : 0;
+      const seconds = V.truthy(input) ? pyFloat(input) : 0;
       return new Promise((resolve) => setTimeout(() => resolve(input), Math.max(0, seconds) * 1000));
     }
     if (name === "fail") {
-      const spec = py.isMapping(input) ? input : { times: pyInt(py.pyTruthy(input) ? input : 0) };
+      const spec = V.isMapping(input) ? input : { times: pyInt(V.truthy(input) ? input : 0) };
       const hasTimes = Object.prototype.hasOwnProperty.call(spec, "times");
       const times = hasTimes ? spec.times : null; // spec.get("times") -> None when absent
       if (attempt <= pyInt(hasTimes ? times : 0)) {
         const message = Object.prototype.hasOwnProperty.call(spec, "message")
           ? spec.message
-          : `planned failure ${attempt} of ${py.pyStr(times)}`;
-        throw new ActivityFailure("ActivityFailure", py.pyStr(message));
+          : `planned failure ${attempt} of ${V.display(times)}`;
+        throw new ActivityFailure("ActivityFailure", V.display(message));
       }
       return input;
     }
     if (name === "record") {
       const file = this.ledger || process.env[LEDGER_ENV];
       if (!file) throw new ActivityFailure("LedgerMissing", `the record activity needs env ${LEDGER_ENV} to name a file`);
-      const line = py.pyDumps({
+      const line = V.json({
         instance_id: instanceId,
         task_id: taskId,
         task_execution_id: taskExecutionId,
         attempt,
         worker_pid: process.pid,
-        time: new py.PyFloat(Date.now() / 1000),
+        time: new V.Float(Date.now() / 1000),
         input,
       });
       fs.appendFileSync(file, line + "\n", "utf-8");

@@ -3,15 +3,15 @@
 // Driver for @dapr/durabletask-js 1.0.0 ("jsdapr"): the program language, interpreted with the
 // SDK's own API.
 //
-//   node driver.js --sidecar 127.0.0.1:4001 --programs bundle.json [--ledger FILE]
+//   node driver.js --sidecar 127.0.0.1:4001 --canonical programs.canonical.json [--ledger FILE]
 //
 // Every program of the bundle becomes an orchestrator (`TaskHubGrpcWorker.addNamedOrchestrator`),
 // an async generator that walks the steps and yields SDK tasks (`ctx.callActivity`,
 // `ctx.callSubOrchestrator`, `ctx.createTimer`, `ctx.waitForExternalEvent`, `whenAll`, `whenAny`)
 // and calls `ctx.setCustomStatus` and `ctx.continueAsNew`. The built-in activities are registered
-// with `addNamedActivity` and run by activities.js, a port of fake_worker/activities.py;
-// programs.js ports the bundle loader and the expression evaluator of taskhub_programs with
-// Python value semantics (pylike.js).
+// with `addNamedActivity` and run by activities.js, a port of fake_worker/activities.py. The
+// programs come in the canonical form (canonical.js: one shape per step, defaults filled in);
+// values.js evaluates its expression nodes (docs/programs.md "Values").
 //
 // What the SDK cannot express, the driver refuses (exit 3, naming the step path): `if_patched`
 // (no isPatched), versioned programs (no version registration), `retry` on a call (no retry
@@ -36,14 +36,15 @@
 // 3 capability gap, 4 could not connect.
 
 const util = require("util");
-const P = require("./programs");
-const py = require("./pylike");
+const V = require("./values");
+const { ProgramError, readPrograms } = require("./canonical");
 const { ActivityFailure, ActivityRunner } = require("./activities");
 
 const EXIT_USAGE = 2;
 const EXIT_GAP = 3;
 const EXIT_CONNECT = 4;
 const SDK = "@dapr/durabletask-js 1.0.0";
+const BUILTIN_ACTIVITIES = ["echo", "fail", "sleep", "record"];
 
 function die(code, message) {
   process.stderr.write(`js-driver: error: ${message}\n`);
@@ -53,15 +54,15 @@ function die(code, message) {
 // ------------------------------------------------------------------ arguments
 
 function parseArgs(argv) {
-  const args = { sidecar: null, programs: null, ledger: null, readyTimeout: 30 };
-  const usage = "usage: driver.js --sidecar HOST:PORT --programs FILE.json [--ledger FILE] [--ready-timeout S]";
+  const args = { sidecar: null, canonical: null, ledger: null, readyTimeout: 30 };
+  const usage = "usage: driver.js --sidecar HOST:PORT --canonical FILE.json [--ledger FILE] [--ready-timeout S]";
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const eq = a.indexOf("=");
     const flag = eq > 0 ? a.slice(0, eq) : a;
     const value = () => (eq > 0 ? a.slice(eq + 1) : argv[++i]);
     if (flag === "--sidecar") args.sidecar = value();
-    else if (flag === "--programs") args.programs = value();
+    else if (flag === "--canonical") args.canonical = value();
     else if (flag === "--ledger") args.ledger = value();
     else if (flag === "--ready-timeout") args.readyTimeout = Number(value());
     else if (flag === "-h" || flag === "--help") {
@@ -69,7 +70,7 @@ function parseArgs(argv) {
       process.exit(0);
     } else die(EXIT_USAGE, `unknown argument ${JSON.stringify(a)}\n${usage}`);
   }
-  if (!args.sidecar || !args.programs) die(EXIT_USAGE, `--sidecar and --programs are required\n${usage}`);
+  if (!args.sidecar || !args.canonical) die(EXIT_USAGE, `--sidecar and --canonical are required\n${usage}`);
   if (!/^.+:\d+$/.test(args.sidecar)) die(EXIT_USAGE, `--sidecar ${JSON.stringify(args.sidecar)} is not HOST:PORT`);
   if (!(args.readyTimeout > 0)) die(EXIT_USAGE, "--ready-timeout must be a positive number of seconds");
   return args;
@@ -77,61 +78,39 @@ function parseArgs(argv) {
 
 // ------------------------------------------------------------------ capability check
 
-const STEP_FIELDS = {
-  call_activity: ["name", "input", "retry", "as"],
-  call_child: ["workflow", "input", "instance_id", "retry", "as"],
-  timer: ["duration", "as"],
-  wait_event: ["name", "timeout", "default", "as"],
-  all: ["tasks", "as"],
-  any: ["tasks", "as"],
-  if: ["cond", "then", "else"],
-  set: ["var", "value"],
-  set_status: ["value"],
-  continue_as_new: ["input", "carry_events"],
-  return: ["value"],
-  fail: ["message", "type"],
-};
-
-/** Every step of the bundle this driver cannot express with the SDK, as 'path: reason'. */
-function capabilityGaps(bundle) {
+/** Every step of the programs this driver cannot express with the SDK, as 'path: reason'. */
+function capabilityGaps(programs) {
   const gaps = [];
   const walk = (steps, where, inComposite) => {
     steps.forEach((step, i) => {
-      const here = `${where}[${i}].${step.kind}`;
-      if (step.kind === "if_patched") {
+      const here = `${where}[${i}].${step.step}`;
+      if (step.step === "if_patched") {
         gaps.push(`${here}: ${SDK} has no patching API (no isPatched; its proto has no version/patches fields)`);
         return;
       }
-      const known = STEP_FIELDS[step.kind];
-      if (!known) {
-        gaps.push(`${where}[${i}]: step kind '${step.kind}' is not expressible with ${SDK} in this driver`);
-        return;
-      }
-      const extra = Object.keys(step).filter((k) => k !== "kind" && !known.includes(k));
-      if (extra.length) gaps.push(`${here}: field(s) ${py.pyRepr(extra)} are not expressible with ${SDK} in this driver`);
       if (step.retry) {
         gaps.push(`${here}.retry: ${SDK} has no retry policies (callActivity/callSubOrchestrator take no options; `
           + "the SDK README lists 'Retry policies (TODO)')");
       }
-      if (inComposite && step.kind === "wait_event" && step.timeout !== null) {
+      if (inComposite && step.step === "wait_event" && step.timeout !== null) {
         gaps.push(`${here}: a wait with a timeout inside all/any: waitForExternalEvent has no timeout, the SDK `
           + "has no composite task that fails when a timer wins, and its WhenAnyTask never notifies a parent "
           + "composite, so whenAny([event, timer]) cannot be nested");
       }
-      if (step.kind === "all" || step.kind === "any") walk(step.tasks, here, true);
-      if (step.kind === "if") {
+      if (step.tasks) walk(step.tasks, here, true);
+      if (step.step === "if") {
         walk(step.then, `${here}.then`, false);
         walk(step.else, `${here}.else`, false);
       }
     });
   };
-  for (const [name, family] of Object.entries(bundle.programs)) {
+  for (const [name, family] of Object.entries(programs)) {
     if (family.default !== null) {
       gaps.push(`$.programs.${name}.versions: ${SDK} has no versioned registration (its Registry keys orchestrators `
         + "by name only; its proto has no version fields)");
       continue;
     }
-    walk(family.versions[""].steps, `$.programs.${name}.steps`, false);
+    walk(family.versions[0].steps, `$.programs.${name}.steps`, false);
   }
   return gaps;
 }
@@ -157,18 +136,22 @@ function errorClass(name) {
   return cls;
 }
 
-/** Errors of the language (ExpressionError) keep their name as errorType. */
-function asWorkflowError(e) {
-  if (e instanceof P.ExpressionError) return new (errorClass("ExpressionError"))(e.message);
-  return e;
+/** A canonical expression's value; a language error fails the workflow with errorType ExpressionError. */
+function evaluate(node, env) {
+  try {
+    return V.evaluate(node, env);
+  } catch (e) {
+    if (e instanceof V.ExpressionError) throw new (errorClass("ExpressionError"))(e.message);
+    throw e;
+  }
 }
 
-function evaluate(expr, env) {
-  try {
-    return P.evaluate(expr, env);
-  } catch (e) {
-    throw asWorkflowError(e);
-  }
+/** repr(datetime.timedelta(seconds=s)) for s >= 0, as the reference's TimeoutError message has it. */
+function timedeltaRepr(seconds) {
+  const us = Math.round(seconds * 1e6);
+  const parts = [["days", Math.floor(us / 86400e6)], ["seconds", Math.floor((us % 86400e6) / 1e6)],
+    ["microseconds", us % 1e6]].filter(([, n]) => n).map(([k, n]) => `${k}=${n}`);
+  return `datetime.timedelta(${parts.length ? parts.join(", ") : "0"})`;
 }
 
 class Returned {
@@ -182,19 +165,20 @@ function timerAt(ctx, seconds) {
 }
 
 function makeTask(sdk, ctx, step, env) {
-  switch (step.kind) {
+  switch (step.step) {
     case "call_activity":
-      return ctx.callActivity(step.name, evaluate(step.input, env));
+      return ctx.callActivity(step.name, V.plain(evaluate(step.input, env)));
     case "call_child": {
-      const iid = step.instance_id !== null ? evaluate(step.instance_id, env) : null;
-      return ctx.callSubOrchestrator(step.workflow, evaluate(step.input, env), iid === null ? undefined : py.pyStr(iid));
+      const iid = step.instance_id !== null ? evaluate(step.instance_id, env) : null; // null: the default id
+      return ctx.callSubOrchestrator(step.workflow, V.plain(evaluate(step.input, env)),
+        iid === null ? undefined : V.display(iid));
     }
     case "timer":
       return ctx.createTimer(timerAt(ctx, step.duration));
     case "wait_event":
       return ctx.waitForExternalEvent(step.name); // a timeout here is refused by capabilityGaps()
     default:
-      throw new Error(`${step.kind} is not a task`);
+      throw new Error(`${step.step} is not a task`);
   }
 }
 
@@ -206,19 +190,19 @@ async function* waitWithTimeout(sdk, ctx, step, env) {
     const winner = yield sdk.whenAny([event, timer]);
     if (winner === event) return event.getResult();
   }
-  if (step.default !== P.NO_DEFAULT) return evaluate(step.default, env);
+  if (step.default !== null) return evaluate(step.default, env);
   throw new (errorClass("TimeoutError"))(
-    `Timed out after ${py.timedeltaRepr(step.timeout)} waiting for external event ${py.pyRepr(step.name)}`);
+    `Timed out after ${timedeltaRepr(step.timeout)} waiting for external event ${V.repr(step.name)}`);
 }
 
 async function* runSteps(sdk, ctx, steps, env) {
   for (const step of steps) {
-    switch (step.kind) {
+    switch (step.step) {
       case "wait_event":
       case "call_activity":
       case "call_child":
       case "timer": {
-        const value = step.kind === "wait_event" && step.timeout !== null
+        const value = step.step === "wait_event" && step.timeout !== null
           ? yield* waitWithTimeout(sdk, ctx, step, env)
           : yield makeTask(sdk, ctx, step, env);
         if (step.as) env[step.as] = value === undefined ? null : value;
@@ -240,7 +224,7 @@ async function* runSteps(sdk, ctx, steps, env) {
         break;
       }
       case "if": {
-        const branch = py.pyTruthy(evaluate(step.cond, env)) ? step.then : step.else;
+        const branch = V.truthy(evaluate(step.cond, env)) ? step.then : step.else;
         const out = yield* runSteps(sdk, ctx, branch, env);
         if (out instanceof Returned) return out;
         break;
@@ -252,18 +236,18 @@ async function* runSteps(sdk, ctx, steps, env) {
         const value = evaluate(step.value, env);
         // A string as-is, anything else as JSON; the SDK takes a string and always sends one, so
         // null (the reference clears the status) becomes "".
-        ctx.setCustomStatus(typeof value === "string" ? value : value === null ? "" : py.pyDumps(value));
+        ctx.setCustomStatus(value === null ? "" : V.text(value));
         break;
       }
       case "continue_as_new":
-        ctx.continueAsNew(evaluate(step.input, env), step.carry_events);
+        ctx.continueAsNew(V.plain(evaluate(step.input, env)), step.carry_events);
         return new Returned(null);
       case "return":
-        return new Returned(evaluate(step.value, env));
+        return new Returned(V.plain(evaluate(step.value, env)));
       case "fail":
-        throw new (errorClass(step.type))(py.pyStr(evaluate(step.message, env)));
+        throw new (errorClass(step.type))(V.display(evaluate(step.message, env)));
       default: // capabilityGaps() refuses these before start; never reached
-        throw new Error(`step kind '${step.kind}'`);
+        throw new Error(`step kind '${step.step}'`);
     }
   }
   return null;
@@ -312,16 +296,16 @@ function apiTokenOptions(grpc) {
 
 function main() {
   const args = parseArgs(process.argv.slice(2));
-  let bundle;
+  let programs;
   try {
-    bundle = P.loadBundle(args.programs);
+    programs = readPrograms(args.canonical);
   } catch (e) {
-    if (e instanceof P.ProgramError) die(EXIT_USAGE, e.message);
+    if (e instanceof ProgramError) die(EXIT_USAGE, e.message);
     throw e;
   }
-  const gaps = capabilityGaps(bundle);
+  const gaps = capabilityGaps(programs);
   if (gaps.length) {
-    die(EXIT_GAP, `the bundle uses steps ${SDK} cannot express (declared capability gap; refusing to start):\n`
+    die(EXIT_GAP, `the programs use steps ${SDK} cannot express (declared capability gap; refusing to start):\n`
       + gaps.map((g) => `  - ${g}`).join("\n"));
   }
 
@@ -344,11 +328,11 @@ function main() {
   const worker = new TaskHubGrpcWorker(args.sidecar, apiTokenOptions(grpc));
   const runner = new ActivityRunner({ ledger: args.ledger });
   const registered = [];
-  for (const [name, family] of Object.entries(bundle.programs)) {
-    worker.addNamedOrchestrator(name, makeOrchestrator(sdk, family.versions[""]));
+  for (const [name, family] of Object.entries(programs)) {
+    worker.addNamedOrchestrator(name, makeOrchestrator(sdk, family.versions[0]));
     registered.push(name);
   }
-  for (const name of P.BUILTIN_ACTIVITIES) worker.addNamedActivity(name, makeActivity(runner, name));
+  for (const name of BUILTIN_ACTIVITIES) worker.addNamedActivity(name, makeActivity(runner, name));
   process.stderr.write(`js-driver: registered ${registered.join(", ")}\n`);
 
   process.on("unhandledRejection", (err) => {

@@ -10,6 +10,8 @@ Python SDKs from 1 (RPL-IDS-001, a declared gap of this target).
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import signal
 import subprocess
 import textwrap
@@ -192,8 +194,11 @@ def test_continue_as_new_and_versions(tmp_path: Path) -> None:
 
 
 def _bundle(tmp_path: Path, programs: dict) -> Path:
-    path = tmp_path / "bundle.json"
-    path.write_text(json.dumps({"programs": programs}), encoding="utf-8")
+    """The programs as the harness hands them to the driver: the canonical form ({canonical})."""
+    from taskhub_programs import canonical_form
+
+    path = tmp_path / "programs.canonical.json"
+    path.write_text(json.dumps(canonical_form(programs)), encoding="utf-8")
     return path
 
 
@@ -204,7 +209,7 @@ def test_refuses_a_step_the_sdk_cannot_express(tmp_path: Path) -> None:
         {"if": {"cond": True, "then": [{"any": [{"wait_event": "go"}, {"timer": "1s"}], "as": "first"}]}},
     ]}})
     # The sidecar address is never dialled: the bundle is refused first.
-    proc = subprocess.run([str(driver), "--sidecar", "127.0.0.1:1", "--programs", str(bundle)],
+    proc = subprocess.run([str(driver), "--sidecar", "127.0.0.1:1", "--canonical", str(bundle)],
                           capture_output=True, text=True, timeout=30)
     assert proc.returncode == EXIT_GAP, proc.stderr
     assert "$.programs.main.steps[1].if.then[0].any" in proc.stderr
@@ -213,19 +218,43 @@ def test_refuses_a_step_the_sdk_cannot_express(tmp_path: Path) -> None:
 
 def test_refuses_an_unknown_language_extension(tmp_path: Path) -> None:
     driver = _driver()
-    bundle = _bundle(tmp_path, {"main": {"steps": [{"call_activity": {"name": "echo", "priority": 1}}]}})
-    proc = subprocess.run([str(driver), "--sidecar", "127.0.0.1:1", "--programs", str(bundle)],
+    bundle = _bundle(tmp_path, {"main": {"steps": [{"return": 1}]}})
+    doc = json.loads(bundle.read_text(encoding="utf-8"))
+    doc["programs"]["main"]["versions"][0]["steps"].insert(0, {"step": "teleport", "as": None})
+    bundle.write_text(json.dumps(doc), encoding="utf-8")
+    proc = subprocess.run([str(driver), "--sidecar", "127.0.0.1:1", "--canonical", str(bundle)],
                           capture_output=True, text=True, timeout=30)
     assert proc.returncode == EXIT_GAP, proc.stderr
-    assert "$.programs.main.steps[0].call_activity" in proc.stderr and "'priority'" in proc.stderr
+    assert "$.programs.main.steps[0].teleport" in proc.stderr and "unknown to this driver" in proc.stderr
 
 
 def test_usage_errors_exit_2(tmp_path: Path) -> None:
     driver = _driver()
-    for argv in ([], ["--sidecar", "nonsense", "--programs", str(_bundle(tmp_path, {"m": {"steps": []}}))],
-                 ["--sidecar", "127.0.0.1:1", "--programs", str(tmp_path / "missing.json")]):
+    raw = tmp_path / "bundle.json"  # the bundle as written is not the canonical form
+    raw.write_text(json.dumps({"programs": {"m": {"steps": []}}}), encoding="utf-8")
+    for argv in ([], ["--sidecar", "nonsense", "--canonical", str(_bundle(tmp_path, {"m": {"steps": []}}))],
+                 ["--sidecar", "127.0.0.1:1", "--canonical", str(tmp_path / "missing.json")],
+                 ["--sidecar", "127.0.0.1:1", "--canonical", str(raw)]):
         proc = subprocess.run([str(driver), *argv], capture_output=True, text=True, timeout=30)
         assert proc.returncode == EXIT_USAGE, (argv, proc.stderr)
+    assert "is not the canonical program form" in proc.stderr
+
+
+def test_go_values_match_the_golden_file() -> None:
+    """`go test` in drivers/durabletask_go: golden_test.go reads tests/programs/golden/programs.json."""
+    go = shutil.which("go")
+    if go is None:
+        pytest.fail("go is not on PATH: install Go >= 1.26, then run scripts/install-go-driver.sh", pytrace=False)
+    tools = REPO_ROOT / ".tools"
+    env = dict(os.environ, GOTOOLCHAIN="local", CGO_ENABLED="0", GOFLAGS="-mod=readonly -modcacherw",
+               GOPROXY="off")  # the modules scripts/install-go-driver.sh downloaded, nothing fetched
+    env.setdefault("GOPATH", str(tools / "go"))
+    env.setdefault("GOMODCACHE", str(tools / "go" / "pkg" / "mod"))
+    env.setdefault("GOCACHE", str(tools / "go-build"))
+    done = subprocess.run([go, "test", "-count=1", "."], cwd=REPO_ROOT / "drivers" / "durabletask_go", env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, (f"go test failed (a missing module: run scripts/install-go-driver.sh):\n"
+                                  f"{done.stdout[-3000:]}{done.stderr[-3000:]}")
 
 
 def test_connects_and_stops_on_sigterm(tmp_path: Path) -> None:
@@ -235,7 +264,7 @@ def test_connects_and_stops_on_sigterm(tmp_path: Path) -> None:
     sidecar = start_reference_sidecar(options={}, work_dir=tmp_path)
     try:
         bundle = _bundle(tmp_path, {"main": {"steps": [{"return": 1}]}})
-        proc = subprocess.Popen([str(driver), "--sidecar", sidecar.address, "--programs", str(bundle)],
+        proc = subprocess.Popen([str(driver), "--sidecar", sidecar.address, "--canonical", str(bundle)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             assert proc.stdout is not None

@@ -69,8 +69,9 @@ def _write(tmp_path: Path, name: str, text: str) -> tuple[Path, Path]:
 
 
 def _bundle(tmp_path: Path, programs: dict) -> Path:
-    path = tmp_path / "bundle.json"
-    path.write_text(json.dumps({"programs": programs}), encoding="utf-8")
+    """The programs as the harness hands them to the driver: the canonical form ({canonical})."""
+    path = tmp_path / "programs.canonical.json"
+    path.write_text(json.dumps(P.canonical_form(programs)), encoding="utf-8")
     return path
 
 
@@ -286,9 +287,9 @@ def test_refuses_a_step_the_sdk_cannot_express(tmp_path: Path) -> None:
             {"call_activity": {"name": "fail", "input": 1, "retry": {"max_attempts": 2, "first_delay": 0}}}]}},
         {"fail": {"message": "x", "type": "java.lang.Boom"}},
     ]}})
-    P.load_bundle(bundle)  # the language accepts it; only the Java SDK cannot express it
+    # _bundle() made its canonical form, so the language accepts it; only the Java SDK cannot express it.
     # The sidecar address is never dialled: the bundle is refused first.
-    proc = _drive("--sidecar", "127.0.0.1:1", "--programs", str(bundle))
+    proc = _drive("--sidecar", "127.0.0.1:1", "--canonical", str(bundle))
     assert proc.returncode == EXIT_GAP, proc.stderr
     assert "$.programs.main.steps[1].if.then[0].call_activity.retry.first_delay" in proc.stderr
     assert "$.programs.main.steps[2].fail.type" in proc.stderr
@@ -296,24 +297,25 @@ def test_refuses_a_step_the_sdk_cannot_express(tmp_path: Path) -> None:
 
 
 def test_refuses_an_unknown_language_extension(tmp_path: Path) -> None:
-    for steps, where in (([{"call_activity": {"name": "echo", "priority": 1}}], "'priority'"),
-                         ([{"sleep_until": "tomorrow"}], "'sleep_until'")):
-        bundle = _bundle(tmp_path, {"main": {"steps": steps}})
-        proc = _drive("--sidecar", "127.0.0.1:1", "--programs", str(bundle))
-        assert proc.returncode == EXIT_GAP, proc.stderr
-        assert "$.programs.main.steps[0]" in proc.stderr and where in proc.stderr
+    bundle = _bundle(tmp_path, {"main": {"steps": [{"return": 1}]}})
+    doc = json.loads(bundle.read_text(encoding="utf-8"))
+    doc["programs"]["main"]["versions"][0]["steps"].insert(0, {"step": "sleep_until", "as": None})
+    bundle.write_text(json.dumps(doc), encoding="utf-8")
+    proc = _drive("--sidecar", "127.0.0.1:1", "--canonical", str(bundle))
+    assert proc.returncode == EXIT_GAP, proc.stderr
+    assert "$.programs.main.steps[0].sleep_until" in proc.stderr and "'sleep_until'" in proc.stderr
 
 
 def test_usage_and_bundle_errors_exit_2(tmp_path: Path) -> None:
     good = str(_bundle(tmp_path, {"m": {"steps": []}}))
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"programs": {"m": {"steps": [{"timer": "soon"}]}}}), encoding="utf-8")
-    for argv in ([], ["--sidecar", "nonsense", "--programs", good],
-                 ["--sidecar", "127.0.0.1:1", "--programs", str(tmp_path / "missing.json")],
-                 ["--sidecar", "127.0.0.1:1", "--programs", str(bad)]):
+    bad.write_text(json.dumps({"programs": {"m": {"steps": [{"timer": "1s"}]}}}), encoding="utf-8")  # not canonical
+    for argv in ([], ["--sidecar", "nonsense", "--canonical", good],
+                 ["--sidecar", "127.0.0.1:1", "--canonical", str(tmp_path / "missing.json")],
+                 ["--sidecar", "127.0.0.1:1", "--canonical", str(bad)]):
         proc = _drive(*argv)
         assert proc.returncode == EXIT_USAGE, (argv, proc.stderr)
-    assert "$.programs.m.steps[0].timer.duration" in proc.stderr
+    assert "not the canonical program form" in proc.stderr
 
 
 def test_connects_and_stops_on_sigterm(tmp_path: Path) -> None:
@@ -323,7 +325,7 @@ def test_connects_and_stops_on_sigterm(tmp_path: Path) -> None:
     sidecar = start_reference_sidecar(options={}, work_dir=tmp_path)
     try:
         bundle = _bundle(tmp_path, {"main": {"steps": [{"return": 1}]}})
-        proc = subprocess.Popen([str(driver), "--sidecar", sidecar.address, "--programs", str(bundle)],
+        proc = subprocess.Popen([str(driver), "--sidecar", sidecar.address, "--canonical", str(bundle)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             assert proc.stdout is not None
@@ -341,7 +343,7 @@ def test_connects_and_stops_on_sigterm(tmp_path: Path) -> None:
 
 def test_cannot_connect_exits_4(tmp_path: Path) -> None:
     bundle = _bundle(tmp_path, {"main": {"steps": [{"return": 1}]}})
-    proc = _drive("--sidecar", "127.0.0.1:1", "--programs", str(bundle), "--ready-timeout", "1")
+    proc = _drive("--sidecar", "127.0.0.1:1", "--canonical", str(bundle), "--ready-timeout", "1")
     assert proc.returncode == 4, proc.stderr
     assert proc.stdout == ""
 
@@ -394,13 +396,21 @@ EXPRESSIONS: list[object] = [
 
 def test_expressions_are_pythons() -> None:
     env = {"input": {"a": [1, 2, 3], "s": "x", "n": None, "d": {"k": 1}}, "xs": [1, 2.5, True], "z": 0}
-    got = _check("eval", [json.dumps({"expr": e, "env": env}) for e in EXPRESSIONS])
+    from taskhub_programs.expressions import canonical_expr
+
+    got = _check("eval", [json.dumps({"expr": canonical_expr(e), "env": env}) for e in EXPRESSIONS])
     for expr, line in zip(EXPRESSIONS, got, strict=True):
         try:
             want = {"value": P.evaluate(expr, env)}
         except P.ExpressionError as exc:
             want = {"error": ["ExpressionError", str(exc)]}
         assert json.loads(line) == want and line == json.dumps(want), expr
+
+
+def test_values_match_the_golden_file() -> None:
+    """Check golden: every expression of tests/programs/golden/programs.json, and its canonical programs."""
+    out = _check("golden", [str(REPO_ROOT / "tests" / "programs" / "golden" / "programs.json")])
+    assert out and out[-1].endswith(" 0 mismatch(es)"), "\n".join(out)
 
 
 def test_install_script_is_idempotent() -> None:

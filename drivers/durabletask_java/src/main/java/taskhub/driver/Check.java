@@ -14,10 +14,16 @@ import java.util.Map;
  *
  * <pre>
  *   java -cp durabletask-java-driver.jar taskhub.driver.Check json     # line: any JSON value -> PyJson.dumps of it
- *   java -cp durabletask-java-driver.jar taskhub.driver.Check eval     # line: {"expr": E, "env": {...}}
+ *   java -cp durabletask-java-driver.jar taskhub.driver.Check eval     # line: {"expr": NODE, "env": {...}} (a canonical node)
  *                                                                      #   -> {"value": V} or {"error": [type, message]}
  *   java -cp durabletask-java-driver.jar taskhub.driver.Check str      # line: any JSON value -> Python str() of it, as JSON
+ *   java -cp durabletask-java-driver.jar taskhub.driver.Check golden   # line: the golden file's path
+ *                                                                      #   -> one line per mismatch, then "N expressions, M mismatch(es)"
  * </pre>
+ *
+ * <p>{@code golden} checks every expression of tests/programs/golden/programs.json: its canonical node,
+ * evaluated in the file's env, gives the recorded value, text, truthiness and display text, or an
+ * ExpressionError; and the file's canonical programs load.
  *
  * <p>Not used by the driver itself.
  */
@@ -31,6 +37,10 @@ public final class Check {
     BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
     String line;
     while ((line = in.readLine()) != null) {
+      if (mode.equals("golden")) {
+        out.println(golden(java.nio.file.Files.readString(java.nio.file.Path.of(line.strip()), StandardCharsets.UTF_8)));
+        continue;
+      }
       Object doc = PyJson.loads(line);
       switch (mode) {
         case "json" -> out.println(PyJson.dumps(doc));
@@ -46,10 +56,60 @@ public final class Check {
           out.println(PyJson.dumps(res));
         }
         default -> {
-          System.err.println("usage: Check json|eval|str < lines");
+          System.err.println("usage: Check json|eval|str|golden < lines");
           System.exit(2);
         }
       }
     }
+  }
+
+  @SuppressWarnings("unchecked")
+  static String golden(String text) throws IOException {
+    Map<String, Object> doc = (Map<String, Object>) PyJson.loads(text);
+    Map<String, Object> env = (Map<String, Object>) doc.get("env");
+    java.util.List<Map<String, Object>> cases = (java.util.List<Map<String, Object>>) doc.get("expressions");
+    StringBuilder problems = new StringBuilder();
+    int mismatches = 0;
+    for (int i = 0; i < cases.size(); i++) {
+      Map<String, Object> c = cases.get(i);
+      String where = "expressions[" + i + "] " + PyJson.dumps(c.get("expr")) + ": ";
+      Object got;
+      try {
+        got = Expressions.evaluate(c.get("canonical"), env);
+      } catch (RuntimeException e) {
+        if (!c.containsKey("error") || !e.getClass().getSimpleName().equals("ExpressionError")) {
+          problems.append(where).append(e).append('\n');
+          mismatches++;
+        }
+        continue;
+      }
+      Map<String, Object> outcome = new LinkedHashMap<>();
+      outcome.put("value", PyJson.dumps(got));
+      outcome.put("text", Expressions.text(got));
+      outcome.put("truthy", PyJson.truthy(got));
+      outcome.put("display", PyJson.str(got));
+      Map<String, Object> want = new LinkedHashMap<>();
+      want.put("value", c.containsKey("error") ? "an ExpressionError" : PyJson.dumps(c.get("value")));
+      want.put("text", c.get("text"));
+      want.put("truthy", c.get("truthy"));
+      want.put("display", c.get("display"));
+      if (!outcome.equals(want)) {
+        problems.append(where).append(PyJson.dumps(outcome)).append(" != ").append(PyJson.dumps(want)).append('\n');
+        mismatches++;
+      }
+    }
+    try {
+      Programs.Bundle b = Programs.parse(doc.get("canonical"));
+      if (!"v2".equals(b.programs().get("versioned").defaultVersion())) {
+        problems.append("the golden programs' versioned default is not v2\n");
+        mismatches++;
+      }
+    } catch (Programs.LoadError e) {
+      if (!e.problems.isEmpty()) {
+        problems.append("the golden programs do not load: ").append(e.problems).append('\n');
+        mismatches++;
+      }
+    }
+    return problems.toString() + cases.size() + " expressions, " + mismatches + " mismatch(es)";
   }
 }

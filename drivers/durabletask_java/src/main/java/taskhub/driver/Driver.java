@@ -27,7 +27,7 @@ import taskhub.driver.Programs.Program;
  * interpreted with the SDK's own API.
  *
  * <pre>
- *   java -jar .tools/java-driver/durabletask-java-driver.jar --sidecar 127.0.0.1:4001 --programs bundle.json
+ *   java -jar .tools/java-driver/durabletask-java-driver.jar --sidecar 127.0.0.1:4001 --canonical programs.canonical.json
  * </pre>
  *
  * <p>Every program of the bundle becomes a {@link TaskOrchestration} registered with
@@ -91,12 +91,12 @@ public final class Driver {
     System.exit(code);
   }
 
-  private static final String USAGE = "usage: durabletask-java-driver --sidecar HOST:PORT --programs FILE.json "
+  private static final String USAGE = "usage: durabletask-java-driver --sidecar HOST:PORT --canonical FILE.json "
       + "[--ledger FILE] [--ready-timeout SECONDS]";
 
   static int run(String[] argv) throws Exit {
     String sidecar = null;
-    String programs = null;
+    String canonical = null;
     String ledger = null;
     double readyTimeout = 30.0;
     for (int i = 0; i < argv.length; i++) {
@@ -118,7 +118,7 @@ public final class Driver {
       }
       switch (name) {
         case "--sidecar" -> sidecar = value;
-        case "--programs" -> programs = value;
+        case "--canonical" -> canonical = value;
         case "--ledger" -> ledger = value;
         case "--ready-timeout" -> {
           try {
@@ -130,8 +130,8 @@ public final class Driver {
         default -> throw new Exit(EXIT_USAGE, "unknown argument " + a + "\n" + USAGE);
       }
     }
-    if (sidecar == null || programs == null) {
-      throw new Exit(EXIT_USAGE, "--sidecar and --programs are required\n" + USAGE);
+    if (sidecar == null || canonical == null) {
+      throw new Exit(EXIT_USAGE, "--sidecar and --canonical are required\n" + USAGE);
     }
     int colon = sidecar.lastIndexOf(':');
     String host = colon > 0 ? sidecar.substring(0, colon) : "";
@@ -144,7 +144,7 @@ public final class Driver {
     }
     int port = Integer.parseInt(portText);
 
-    Bundle bundle = load(Path.of(programs));
+    Bundle bundle = load(Path.of(canonical));
 
     WorkItemTap tap = new WorkItemTap(System.getenv("DAPR_API_TOKEN"));
     ManagedChannel channel = ManagedChannelBuilder.forAddress(host, port)
@@ -218,14 +218,14 @@ public final class Driver {
 
   static Bundle load(Path path) throws Exit {
     if (!path.toString().endsWith(".json")) {
-      throw new Exit(EXIT_USAGE, path + " is not a .json bundle; this driver reads JSON bundles only "
-          + "(the harness writes them as JSON)");
+      throw new Exit(EXIT_USAGE, path + " is not a .json file; this driver reads the canonical form the harness "
+          + "writes as {canonical}");
     }
     String text;
     try {
       text = Files.readString(path, StandardCharsets.UTF_8);
     } catch (IOException e) {
-      throw new Exit(EXIT_USAGE, path + ": cannot read the program bundle: " + e);
+      throw new Exit(EXIT_USAGE, path + ": cannot read the canonical programs: " + e);
     }
     Object doc;
     try {
@@ -246,7 +246,7 @@ public final class Driver {
         }
         throw new Exit(EXIT_USAGE, sb.toString());
       }
-      StringBuilder sb = new StringBuilder("the bundle uses steps " + SDK + " cannot express (declared capability gap; "
+      StringBuilder sb = new StringBuilder("the programs use steps " + SDK + " cannot express (declared capability gap; "
           + "refusing to start):");
       for (String g : e.gaps) {
         sb.append("\n  - ").append(g);

@@ -9,22 +9,17 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeSet;
-import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 /**
- * The expression part of the program language ({@code ${var}}, {@code $add}, ...), evaluated
- * exactly as {@code fake_worker/programs.py} {@code evaluate} does under CPython 3.11, including
- * its error texts. A bad expression raises an exception whose class is named {@code ExpressionError}
+ * Expressions of the program language as canonical nodes (docs/programs.md "The canonical form"),
+ * evaluated with the semantics of docs/programs.md "Values" (the values and their text are
+ * {@link PyJson}'s). A bad expression raises an exception whose class is named {@code ExpressionError}
  * (so the SDK reports that errorType).
  */
 final class Expressions {
   private Expressions() {}
 
-  static final List<String> OPERATORS =
-      List.of("$add", "$sub", "$lt", "$le", "$eq", "$not", "$len", "$sum", "$concat");
-
-  private static final Pattern REF = Pattern.compile("\\$\\{([^}]+)\\}");
   private static final Pattern INDEX = Pattern.compile("-?[0-9]+");
 
   /** Python's TypeError / IndexError / KeyError inside an operator; becomes an ExpressionError. */
@@ -40,50 +35,43 @@ final class Expressions {
     return ErrorClasses.newError("ExpressionError", message);
   }
 
+  /** The value of a canonical expression node on these variables (an ExpressionError if it has none). */
   @SuppressWarnings("unchecked")
-  static Object evaluate(Object expr, Map<String, Object> env) {
-    if (expr instanceof String) {
-      String s = (String) expr;
-      if (!s.contains("${")) {
-        return s;
-      }
-      Matcher whole = REF.matcher(s);
-      if (whole.matches()) {
-        return lookup(whole.group(1), env);
-      }
-      Matcher m = REF.matcher(s);
-      StringBuilder sb = new StringBuilder();
-      while (m.find()) {
-        m.appendReplacement(sb, Matcher.quoteReplacement(text(lookup(m.group(1), env))));
-      }
-      m.appendTail(sb);
-      return sb.toString();
-    }
-    if (expr == null || expr instanceof Boolean || expr instanceof Number) {
-      return expr;
-    }
-    if (expr instanceof List) {
-      List<Object> out = new ArrayList<>();
-      for (Object v : (List<Object>) expr) {
-        out.add(evaluate(v, env));
-      }
-      return out;
-    }
-    if (expr instanceof Map) {
-      Map<String, Object> map = (Map<String, Object>) expr;
-      if (map.size() == 1) {
-        Map.Entry<String, Object> e = map.entrySet().iterator().next();
-        if (OPERATORS.contains(e.getKey())) {
-          return apply(e.getKey(), evaluate(e.getValue(), env));
+  static Object evaluate(Object node, Map<String, Object> env) {
+    Map<String, Object> n = node instanceof Map ? (Map<String, Object>) node : Map.of();
+    String tag = n.isEmpty() ? "" : n.keySet().iterator().next();
+    Object arg = n.get(tag);
+    switch (tag) {
+      case "lit", "int", "float":
+        return arg;
+      case "list": {
+        List<Object> out = new ArrayList<>();
+        for (Object v : (List<Object>) arg) {
+          out.add(evaluate(v, env));
         }
+        return out;
       }
-      Map<String, Object> out = new LinkedHashMap<>();
-      for (Map.Entry<String, Object> e : map.entrySet()) {
-        out.put(e.getKey(), evaluate(e.getValue(), env));
+      case "text": {
+        StringBuilder sb = new StringBuilder();
+        for (Object v : (List<Object>) arg) {
+          sb.append(text(evaluate(v, env)));
+        }
+        return sb.toString();
       }
-      return out;
+      case "map": {
+        Map<String, Object> out = new LinkedHashMap<>();
+        for (List<Object> kv : (List<List<Object>>) arg) {
+          out.put((String) kv.get(0), evaluate(kv.get(1), env));
+        }
+        return out;
+      }
+      case "var":
+        return lookup((String) arg, (List<String>) n.get("path"), env);
+      case "op":
+        return apply("$" + arg, evaluate(n.get("arg"), env));
+      default:
+        throw expressionError("not an expression node: " + PyJson.head(PyJson.dumps(node), 80));
     }
-    return expr;
   }
 
   /** `_text`: strings as they are, anything else as JSON. */
@@ -92,9 +80,8 @@ final class Expressions {
   }
 
   @SuppressWarnings("unchecked")
-  private static Object lookup(String ref, Map<String, Object> env) {
-    String[] parts = ref.strip().split("\\.", -1);
-    String head = parts[0];
+  private static Object lookup(String head, List<String> path, Map<String, Object> env) {
+    String ref = head + (path.isEmpty() ? "" : "." + String.join(".", path));
     if (!env.containsKey(head)) {
       Set<String> known = new TreeSet<>(Expressions::compareCodePoints);
       known.addAll(env.keySet());
@@ -102,8 +89,7 @@ final class Expressions {
           + PyJson.repr(new ArrayList<>(known)));
     }
     Object value = env.get(head);
-    for (int i = 1; i < parts.length; i++) {
-      String part = parts[i];
+    for (String part : path) {
       if (value instanceof List && INDEX.matcher(part).matches()) {
         List<Object> list = (List<Object>) value;
         BigInteger idx = new BigInteger(part);

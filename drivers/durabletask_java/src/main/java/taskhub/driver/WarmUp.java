@@ -20,11 +20,14 @@ final class WarmUp {
 
   static void run() {
     try {
-      Map<String, Object> bundle = Map.of("programs", Map.of("warmup", Map.of("steps", List.of(
-          Map.of("call_activity", Map.of("name", "echo", "input", Map.of("$concat", List.of("${input}", "-x")))),
-          Map.of("timer", "1s"),
-          Map.of("return", "${input}")))));
-      Program program = Programs.parse(bundle).programs().get("warmup").versions().get("");
+      // The canonical form of: call_activity echo "${input}-x", timer 1s, return "${input}".
+      String canonical = "{\"format\": \"taskhub-programs/canonical\", \"version\": 1, \"programs\": {\"warmup\": "
+          + "{\"default\": null, \"versions\": [{\"name\": null, \"steps\": ["
+          + "{\"step\": \"call_activity\", \"name\": \"echo\", \"input\": {\"op\": \"concat\", \"arg\": {\"list\": "
+          + "[{\"var\": \"input\", \"path\": []}, {\"lit\": \"-x\"}]}}, \"retry\": null, \"as\": null}, "
+          + "{\"step\": \"timer\", \"duration\": 1.0, \"as\": null}, "
+          + "{\"step\": \"return\", \"value\": {\"var\": \"input\", \"path\": []}}]}]}}}";
+      Program program = Programs.parse(PyJson.loads(canonical)).programs().get("warmup").versions().get("");
       long now = System.currentTimeMillis();
       Timestamp ts = Timestamp.newBuilder().setSeconds(now / 1000).setNanos((int) (now % 1000) * 1_000_000).build();
       OrchestratorService.OrchestratorRequest req = OrchestratorService.OrchestratorRequest.newBuilder()
