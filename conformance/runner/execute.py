@@ -428,7 +428,7 @@ def _observe(run: _Run, h: _Harness) -> Observed:
     ledger = [json.loads(line) for line in h.ledger.read_text(encoding="utf-8").splitlines() if line.strip()]
     zombies = h.zombies + (getattr(h.worker, "zombies_sent", lambda: [])() if h.worker is not None else [])
     counters = h.sidecar.counters() if hasattr(h.sidecar, "counters") else {}
-    return Observed(scenario=run.scenario, instances=run.instances, states=states,
+    return Observed(scenario=run.scenario, instances=run.instances, keys=ids, states=states,
                     histories={k: [event_dict(e) for e in v] for k, v in raw.items()}, raw_histories=raw,
                     ledger=ledger, counters=counters, zombie_results=zombies, reproduce=run.reproduce)
 
