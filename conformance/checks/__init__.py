@@ -58,6 +58,7 @@ class Observed:
     vector_note: str = ""  # how the vector was rewritten for the worker's dialect
     vector_foreign: bool = False  # a fuzz finding's history, which no engine writes for this worker (docs/verdicts.md)
     vector_overridden: bool = False  # the turn delivers ExecutionTerminated: the engine applies none of the answer
+    vector_held: bool = False  # the turn leaves the instance suspended: an answer may hold its actions (EVT-SUSP-001)
 
 
 CheckFn = Callable[[Observed], None]

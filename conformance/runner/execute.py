@@ -605,9 +605,14 @@ def _run_vector(run: _Run, stack: ExitStack) -> Observed:
     # A turn that delivers ExecutionTerminated ends the instance whatever the answer: the engine drops the
     # turn's actions and the termination wins over a continue-as-new (R3.16), so no answer differs there.
     terminated = any(e.WhichOneof("eventType") == "executionTerminated" for e in turn.new)
+    # A turn that leaves the instance suspended may be answered with no actions: the worker holds what the
+    # events before the suspension let the code do until the resume (EVT-SUSP-001; durabletask-go does).
+    markers = [e.WhichOneof("eventType") for e in turn.new
+               if e.WhichOneof("eventType") in ("executionSuspended", "executionResumed")]
+    held = bool(markers) and markers[-1] == "executionSuspended"
     return Observed(scenario=run.scenario, instances={}, states={}, histories={}, reproduce=run.reproduce,
                     vector_answer=answer, vector_expected=expected, vector_note=turn.note, vector_foreign=foreign,
-                    vector_overridden=terminated)
+                    vector_overridden=terminated, vector_held=held)
 
 
 __all__ = ["HarnessError", "run_scenario"]

@@ -176,3 +176,32 @@ def test_a_terminated_turn_applies_no_answer(tmp_path) -> None:
     r = _run_vector(tmp_path, name="other", new_events=terminate)
     assert r.outcome is Outcome.OBSERVATION, r.message
     assert "R3.16" in r.message
+
+
+def _vector_check(tmp_path, *, actions: list, held: bool) -> list[Mismatch]:
+    from conformance.checks import CHECKS, ConformanceFailure, Observed
+    from conformance.scenario.loader import load_scenario
+
+    folder = tmp_path / "scenarios" / "vectors"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "v.yaml"
+    path.write_text(VECTOR.replace("ID", "1").replace("NAME", "echo").replace(
+        "NEW_EVENTS\n", "    - {ExecutionSuspended: {}}\n"), encoding="utf-8")
+    scenario = load_scenario(path, root=tmp_path / "scenarios")
+    obs = Observed(scenario=scenario, instances={}, states={}, histories={},
+                   vector_answer={"actions": actions}, vector_held=held)
+    try:
+        CHECKS["vector"](obs)
+    except ConformanceFailure as exc:
+        return exc.found
+    return []
+
+
+def test_a_turn_left_suspended_may_hold_its_actions(tmp_path) -> None:
+    found = _vector_check(tmp_path, actions=[], held=True)
+    assert [m.level for m in found] == [Level.OBSERVATION] and "EVT-SUSP-001" in found[0].text
+    # Not held: the same empty answer misses the program's action.
+    assert any(m.level is None for m in _vector_check(tmp_path, actions=[], held=False))
+    # Held, but answered with the wrong action: still the program's semantics.
+    wrong = [{"ScheduleTask": {"id": 1, "name": "other", "input": 1}}]
+    assert any(m.level is None for m in _vector_check(tmp_path, actions=wrong, held=True))
