@@ -181,10 +181,15 @@ def engine_view(actions: list[dict[str, Any]], instance_id: str, *, wire: bool) 
       id, as the engine names it (CHILD-CREATE-001, R3.5);
     - only the first CompleteWorkflow counts (R3.1: later completions are ignored);
     - nothing after a CONTINUED_AS_NEW completion (R3.1) or a TERMINATED one (LIFE-TERM-001: no
-      activity is dispatched once terminated) counts.
+      activity is dispatched once terminated) counts;
+    - in an answer that completes the workflow, an indefinite wait's optional 9999-12-31 timer is moot
+      (it never fires and the instance ends): whether a worker still sends one is its dialect.
     `wire`: actions as normalise() makes them ({id, completeWorkflow: {...}}); else as
     conformance.scenario.wire.action_dict makes them ({CompleteWorkflow: {id, ...}})."""
     child, done = ("createChildWorkflow", "completeWorkflow") if wire else ("CreateChildWorkflow", "CompleteWorkflow")
+    timer = "createTimer" if wire else "CreateTimer"
+    if any(isinstance(a.get(done), dict) for a in actions):
+        actions = [a for a in actions if not _wait_sentinel(a.get(timer))]
     out: list[dict[str, Any]] = []
     completed = False
     for a in actions:
@@ -204,6 +209,12 @@ def engine_view(actions: list[dict[str, Any]], instance_id: str, *, wire: bool) 
                 a = {**a, child: {**c, "instanceId": f"{instance_id}:{(0x10000 + aid) & 0xFFFF:04x}"}}
         out.append(a)
     return out
+
+
+def _wait_sentinel(body: Any) -> bool:
+    """A CreateTimer body that is an indefinite wait's optional timer (due 9999-12-31, no other origin)."""
+    return (isinstance(body, dict) and isinstance(body.get("fireAt"), str) and body["fireAt"].startswith("9999-12-31")
+            and not any(k in body for k in ("createTimer", "activityRetry", "childWorkflowRetry")))
 
 
 def relax(node: Any, profile: Profile, *, answer: bool) -> Any:
