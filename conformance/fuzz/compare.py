@@ -182,14 +182,15 @@ def engine_view(actions: list[dict[str, Any]], instance_id: str, *, wire: bool) 
     - only the first CompleteWorkflow counts (R3.1: later completions are ignored);
     - nothing after a CONTINUED_AS_NEW completion (R3.1) or a TERMINATED one (LIFE-TERM-001: no
       activity is dispatched once terminated) counts;
-    - in an answer that completes the workflow, an indefinite wait's optional 9999-12-31 timer is moot
-      (it never fires and the instance ends): whether a worker still sends one is its dialect.
+    - in an answer that completes the workflow, an event wait's timer (the optional 9999-12-31 one, or
+      one with an externalEvent origin) is moot: its only effect would be to resume a workflow that has
+      ended, so whether a worker still sends one for a wait the turn settled is its dialect.
     `wire`: actions as normalise() makes them ({id, completeWorkflow: {...}}); else as
     conformance.scenario.wire.action_dict makes them ({CompleteWorkflow: {id, ...}})."""
     child, done = ("createChildWorkflow", "completeWorkflow") if wire else ("CreateChildWorkflow", "CompleteWorkflow")
     timer = "createTimer" if wire else "CreateTimer"
     if any(isinstance(a.get(done), dict) for a in actions):
-        actions = [a for a in actions if not _wait_sentinel(a.get(timer))]
+        actions = [a for a in actions if not _wait_timer(a.get(timer))]
     out: list[dict[str, Any]] = []
     completed = False
     for a in actions:
@@ -211,9 +212,13 @@ def engine_view(actions: list[dict[str, Any]], instance_id: str, *, wire: bool) 
     return out
 
 
-def _wait_sentinel(body: Any) -> bool:
-    """A CreateTimer body that is an indefinite wait's optional timer (due 9999-12-31, no other origin)."""
-    return (isinstance(body, dict) and isinstance(body.get("fireAt"), str) and body["fireAt"].startswith("9999-12-31")
+def _wait_timer(body: Any) -> bool:
+    """A CreateTimer body made for an event wait: externalEvent origin, or due 9999-12-31 with no other origin."""
+    if not isinstance(body, dict):
+        return False
+    if "externalEvent" in body:
+        return True
+    return (isinstance(body.get("fireAt"), str) and body["fireAt"].startswith("9999-12-31")
             and not any(k in body for k in ("createTimer", "activityRetry", "childWorkflowRetry")))
 
 
