@@ -174,7 +174,7 @@ def _within_a_millisecond(rest: str) -> bool:
     """`expected '...00.000500Z', got '...00.000Z'`: a due time the worker rounded to milliseconds."""
     from datetime import datetime
 
-    stamps = re.findall(r"'(\d{4}-\d\d-\d\dT[^']+)'", rest)
+    stamps = re.findall(r"""['"](\d{4}-\d\d-\d\dT[^'"]+)['"]""", rest)  # the Matcher shows values as JSON
     if len(stamps) != 2:
         return False
     try:

@@ -62,6 +62,7 @@ def test_requirements_with_the_same_mismatches_share_one_section() -> None:
     "actions[0].CreateTimer.origin: missing (expected {'createTimer': {}})",
     "actions[0].CompleteWorkflow.customStatus: expected absent, got ''",
     "actions[0].CreateTimer.fireAt: expected '2026-01-01T00:00:01.000500Z', got '2026-01-01T00:00:01Z'",
+    'actions[0].CreateTimer.fireAt: expected "2026-01-01T00:00:00.002001Z", got "2026-01-01T00:00:00.002Z"',
     "actions[0].CreateChildWorkflow.retryParentInstanceInfo: expected absent, got {'instanceID': 'p:0001'}",
 ])
 def test_the_workers_own_choices_are_observations(text: str) -> None:
