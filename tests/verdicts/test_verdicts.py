@@ -207,3 +207,12 @@ def test_a_turn_left_suspended_may_hold_its_actions(tmp_path) -> None:
     # Held, but answered with the wrong action: still the program's semantics.
     wrong = [{"ScheduleTask": {"id": 1, "name": "other", "input": 1}}]
     assert any(m.level is None for m in _vector_check(tmp_path, actions=wrong, held=True))
+
+
+def test_an_expectation_key_may_name_a_value_a_step_captured() -> None:
+    from conformance.checks import Observed, resolve_instance
+
+    obs = Observed(scenario=None, instances={"main": "m-1"}, states={}, histories={},  # type: ignore[arg-type]
+                   keys={"main": "m-1", "${child}": "m-1:0000"})
+    assert resolve_instance(obs, "${child}") == "m-1:0000"  # captured by a call step (default-child-id-and-parent)
+    assert resolve_instance(obs, "${main}-x") == "m-1-x"
