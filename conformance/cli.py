@@ -17,12 +17,14 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+from conformance.errors import InputError
+
 CATALOGUE = Path(__file__).with_name("requirements.yaml")
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 
-class UsageError(Exception):
+class UsageError(InputError):
     pass
 
 
@@ -199,7 +201,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     scenarios, catalogue = _load(args)
     problems = _coverage_problems(scenarios, catalogue)
     if problems:
-        raise UsageError("\n".join(problems))
+        raise InputError(problems, subject="scenario files")
     if not scenarios:
         raise UsageError("no scenario matches the selection")
     if (args.capability or args.gap) and all(w == "reference" for w in args.worker or ["reference"]):
@@ -279,8 +281,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         problems += [f"{CATALOGUE}: requirement {r.id} is covered by no scenario" for r in catalogue
                      if r.id not in covered and r.level != "INFO"]
     if problems:
-        print("\n".join(problems), file=sys.stderr)
-        return EXIT_BAD_INPUT
+        raise InputError(problems, subject="scenario files")
     print(f"{len(scenarios)} scenario(s) valid; {len(covered)} of {len(catalogue)} requirements covered")
     return EXIT_OK
 
@@ -338,13 +339,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     # gRPC's C core logs transport events (a GOAWAY when a sidecar stops) at INFO to stderr; a run's
     # output is its report, so only its errors are let through unless the caller asks otherwise.
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
-    from conformance.library import LibraryError
-    from conformance.reporting import EventLogError
-    from conformance.reporting.catalogue import CatalogueError
-    from conformance.reporting.merge import MergeError
-    from conformance.scenario.loader import ScenarioError
-    from conformance.targets.registry import TargetError
-
     args = _parser().parse_args(argv)
     from conformance.fuzz.cli import run as cmd_fuzz
 
@@ -352,11 +346,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                "targets": cmd_targets, "fuzz": cmd_fuzz, "init-target": cmd_init_target, **_replay_handlers()}[args.command]
     try:
         return handler(args)
-    except ScenarioError as exc:
-        print(exc.render(), file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except (UsageError, TargetError, CatalogueError, LibraryError, EventLogError, MergeError) as exc:
-        print(f"conformance: {exc}", file=sys.stderr)
+    except InputError as exc:  # every kind of bad input: scenarios, catalogue, targets, options, event logs
+        print(f"conformance: {exc.render()}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
 

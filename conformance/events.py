@@ -13,6 +13,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from conformance.failures import Failure
+from conformance.verdict import Level
+
 
 class Outcome(str, enum.Enum):
     """A scenario's outcome on a pair (docs/verdicts.md). Only FAILED and ERROR fail a run by default."""
@@ -70,7 +73,7 @@ class ScenarioFinished:
     duration_s: float
     requirements: tuple[str, ...]
     title: str = ""
-    message: str = ""  # failure text: every mismatch, then "Reproduce with: ..."
+    message: str = ""  # failure text, rendered once from `failures` (conformance.failures.render), or the error
     reproduce: str = ""  # the exact command that runs this scenario on this pair again
     gap_reason: str = ""  # for KNOWN_FAILURE / NOT_APPLICABLE: why
     gap_passed: bool = False  # a declared gap that passed (or only differed): remove or narrow it
@@ -79,6 +82,7 @@ class ScenarioFinished:
     verdicts: tuple[tuple[str, str], ...] = ()
     broken: tuple[str, ...] = ()  # the MUST requirements this run breaks (FAILED or KNOWN_FAILURE)
     observations: tuple[tuple[str, str], ...] = ()  # (field, text): differences the contract allows
+    failures: tuple[Failure, ...] = ()  # every mismatch, per requirement it weighs on (conformance.failures)
     transcript: tuple[TranscriptEntry, ...] = ()
     source: str = ""  # file path of the scenario
     kind: str = "scenario_finished"
@@ -112,6 +116,7 @@ def from_json(line: str) -> Event:
         raw["verdicts"] = tuple((r, _LEGACY_OUTCOMES.get(v, v)) for r, v in raw.get("verdicts", ()))
         raw["broken"] = tuple(raw.get("broken", ()))
         raw["observations"] = tuple(tuple(o) for o in raw.get("observations", ()))
+        raw["failures"] = tuple(Failure(**{**f, "level": Level(f["level"])}) for f in raw.get("failures", ()))
         raw["transcript"] = tuple(TranscriptEntry(**t) for t in raw.get("transcript", ()))
     if cls is RunStarted:
         raw["pairs"] = tuple(raw["pairs"])

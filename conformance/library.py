@@ -15,11 +15,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from conformance.errors import InputError
+
 HOME_ENV = "CONFORMANCE_HOME"
 _SITE = Path(__file__).resolve().parents[1]  # the checkout, or site-packages
 
 
-class LibraryError(LookupError):
+class LibraryError(InputError):
     """No scenario library where the lookup expected one."""
 
 

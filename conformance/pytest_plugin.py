@@ -59,13 +59,14 @@ def _pairs(config: pytest.Config) -> list[Any]:
 
 class ScenarioFile(pytest.File):
     def collect(self):  # type: ignore[override]
-        from conformance.scenario.loader import ScenarioError, load_scenario
+        from conformance.errors import InputError
+        from conformance.scenario.loader import load_scenario
 
         root = _scenario_root(self.path)
         assert root is not None
         try:
             scenario = load_scenario(self.path, root=root)
-        except ScenarioError as exc:
+        except InputError as exc:
             raise self.CollectError(exc.render()) from None
         wanted = self.config.getoption("conformance_requirement")
         if wanted and not set(wanted) & set(scenario.requirements):

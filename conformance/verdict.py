@@ -55,6 +55,9 @@ class Mismatch:
     level: Level | None = None  # None: the level of the scenario's requirements
     requirement: str | None = None  # the requirement it breaks, when the check knows it
     field: str = ""  # what differs, for the differential report (e.g. "ScheduleTask.id")
+    location: str = ""  # the scenario's `file:line` the mismatch is about, when the check knows it
+    expected: str | None = None  # what the scenario (or the contract) expects, when the check knows it apart
+    got: str | None = None  # what the target did
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,6 +84,8 @@ class Judgement:
     per_requirement: tuple[tuple[str, Verdict], ...]  # every requirement of the scenario, plus any a mismatch names
     broken: tuple[str, ...]  # requirements FAILED (MUST broken), in scenario order
     sections: tuple[Section, ...] = field(default=())  # worst first
+    # (index of the mismatch, requirement, verdict): where each mismatch weighs, in the order judged.
+    marks: tuple[tuple[int, str, Verdict], ...] = field(default=())
 
 
 def worst(verdicts: Iterable[Verdict]) -> Verdict:
@@ -92,39 +97,48 @@ def judge(mismatches: Sequence[Mismatch], *, requirements: Sequence[str],
     """Fold mismatches into verdicts. `levels` maps requirement ids to catalogue levels
     (an id missing from it counts as MUST: an uncatalogued requirement is not excused)."""
     status: dict[str, Verdict] = {r: Verdict.PASSED for r in requirements}
-    texts: dict[tuple[Verdict, str], list[str]] = {}
+    marks: list[tuple[int, str, Verdict]] = []
 
-    def mark(rid: str, verdict: Verdict, text: str) -> None:
+    def mark(index: int, rid: str, verdict: Verdict) -> None:
         status[rid] = worst((status.get(rid, Verdict.PASSED), verdict))
-        texts.setdefault((verdict, rid), []).append(text)
+        marks.append((index, rid, verdict))
 
-    for m in mismatches:
+    for index, m in enumerate(mismatches):
         if m.requirement is not None:
             level = m.level or Level.of_requirement(levels.get(m.requirement, "MUST"))
-            mark(m.requirement, _OF_LEVEL[level], m.text)
+            mark(index, m.requirement, _OF_LEVEL[level])
             continue
         targets = list(requirements) or ["(no requirement)"]
         if m.level is None:
             for rid in targets:
-                mark(rid, _OF_LEVEL[Level.of_requirement(levels.get(rid, "MUST"))], m.text)
+                mark(index, rid, _OF_LEVEL[Level.of_requirement(levels.get(rid, "MUST"))])
             continue
         # A mismatch with a level but no requirement weighs on the scenario's requirements of that level;
         # with none of them, an observation is filed under RPL-XREF-001 and a warning under the first one.
         same = [r for r in targets if Level.of_requirement(levels.get(r, "MUST")) is m.level]
         if m.level is Level.OBSERVATION and not same:
-            mark(CROSS_WORKER, Verdict.OBSERVATION, m.text)
+            mark(index, CROSS_WORKER, Verdict.OBSERVATION)
             continue
         for rid in same or targets[:1]:
-            mark(rid, _OF_LEVEL[m.level], m.text)
+            mark(index, rid, _OF_LEVEL[m.level])
     outcome = worst(status.values())
     broken = tuple(r for r, v in status.items() if v is Verdict.FAILED)
-    # Requirements that share the same mismatches are named together, so each mismatch is shown once.
+    sections = group((verdict, rid, mismatches[i].text) for i, rid, verdict in marks)
+    return Judgement(outcome=outcome, per_requirement=tuple(status.items()), broken=broken, sections=sections,
+                     marks=tuple(marks))
+
+
+def group(marks: Iterable[tuple[Verdict, str, str]]) -> tuple[Section, ...]:
+    """Sections from (verdict, requirement, text) marks, worst first; requirements that share the same
+    mismatches are named together, so each mismatch is shown once."""
+    texts: dict[tuple[Verdict, str], list[str]] = {}
+    for verdict, rid, text in marks:
+        texts.setdefault((verdict, rid), []).append(text)
     merged: dict[tuple[Verdict, tuple[str, ...]], list[str]] = {}
     for (verdict, rid), found in texts.items():
         merged.setdefault((verdict, tuple(found)), []).append(rid)
     order = sorted(merged, key=lambda k: -_STRENGTH[k[0]])
-    sections = tuple(Section(verdict=v, requirements=tuple(merged[(v, found)]), texts=found) for v, found in order)
-    return Judgement(outcome=outcome, per_requirement=tuple(status.items()), broken=broken, sections=sections)
+    return tuple(Section(verdict=v, requirements=tuple(merged[(v, found)]), texts=found) for v, found in order)
 
 
 # ------------------------------------------------------------------------------ turn answers

@@ -31,6 +31,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-message-bytes", type=byte_count, default=DEFAULT_MAX_MESSAGE_BYTES, metavar="BYTES",
                    help=f"largest gRPC message received or sent (default {DEFAULT_MAX_MESSAGE_BYTES}, daprd's "
                         "--max-body-size, as the reference sidecar's --max-message-bytes)")
+    p.add_argument("--stateful-history", action="store_true",
+                   help="announce WORKER_CAPABILITY_STATEFUL_HISTORY and take cachedHistory deltas")
+    p.add_argument("--history-cache-instances", type=int, default=None, metavar="N",
+                   help="with --stateful-history: keep at most N instances' histories (0: every delta misses "
+                        "and is read with GetInstanceHistory)")
     p.add_argument("--adversary", metavar="RULES", help="misbehave: a JSON/YAML file or inline JSON list of rules")
     p.add_argument("--ledger", metavar="FILE", help="ledger file for the record activity (default: env CONFORMANCE_LEDGER)")
     p.add_argument("--log-level", default="WARNING", type=str.upper, choices=("DEBUG", "INFO", "WARNING", "ERROR"))
@@ -41,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.history_cache_instances is not None and args.history_cache_instances < 0:
+        print("fake-worker: --history-cache-instances must be 0 or more", file=sys.stderr)
+        return 2
     if args.concurrency < 1:
         print("fake-worker: --concurrency must be at least 1", file=sys.stderr)
         return 2
@@ -53,7 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     worker = Worker(bundle=bundle,
                     options=WorkerOptions(sidecar=args.sidecar, api_token=args.api_token, concurrency=args.concurrency,
                                           complete_rpc=args.complete_rpc, connect_timeout=args.connect_timeout,
-                                          max_message_bytes=args.max_message_bytes),
+                                          max_message_bytes=args.max_message_bytes,
+                                          stateful_history=args.stateful_history,
+                                          history_cache_instances=args.history_cache_instances),
                     activities=ActivityRunner(ledger=args.ledger), adversary=Adversary(rules=rules),
                     on_connect=lambda: print(f"connected to {args.sidecar}", flush=True))
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -25,6 +25,7 @@ from taskhub_wire.rpc import TaskHubClient
 from taskhub_wire.limits import DEFAULT_MAX_MESSAGE_BYTES
 from fake_worker.activities import ActivityFailure, ActivityRunner
 from fake_worker.adversary import Adversary, Send
+from fake_worker.history_cache import HistoryCache
 from fake_worker.programs import Bundle
 from fake_worker.replay import TurnResult, execute
 
@@ -51,6 +52,10 @@ class WorkerOptions:
     connect_timeout: float = 10.0
     keepalive_interval: float = 30.0
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES  # as the sidecar's, so it can take what it is sent
+    # WORKER_CAPABILITY_STATEFUL_HISTORY: announce it and take deltas (history_cache.py); at most
+    # history_cache_instances instances are kept per stream (None: no limit, 0: every delta misses).
+    stateful_history: bool = False
+    history_cache_instances: int | None = None
 
 
 @dataclass
@@ -67,6 +72,7 @@ class Worker:
         self._lock = threading.Lock()
         self._undelivered: deque[tuple[str, Message]] = deque()
         self.connected_once = threading.Event()
+        self.history = HistoryCache(max_instances=self.options.history_cache_instances)  # per stream
 
     @property
     def _metadata(self) -> tuple[tuple[str, str], ...]:
@@ -122,7 +128,12 @@ class Worker:
                             len(self._undelivered))
 
     def _serve(self, client: TaskHubClient, pool: ThreadPoolExecutor) -> None:
-        call = client.stream("GetWorkItems", pb.GetWorkItemsRequest())
+        request = pb.GetWorkItemsRequest()
+        if self.options.stateful_history:
+            request.capabilities.append(pb.WORKER_CAPABILITY_STATEFUL_HISTORY)
+            # The engine forgets what it sent when the stream ends, so does the worker (R5.7).
+            self.history = HistoryCache(max_instances=self.options.history_cache_instances)
+        call = client.stream("GetWorkItems", request)
         with self._lock:
             self._call = call
             if self._stop.is_set():  # stop() came between the Hello and this stream: it cancelled nothing
@@ -178,7 +189,7 @@ class Worker:
     def _handle(self, client: TaskHubClient, call: grpc.Future, item: pb.WorkItem) -> None:
         try:
             if item.HasField("workflowRequest"):
-                self._turn(client, item)
+                self._turn(client, call, item)
             elif item.HasField("activityRequest"):
                 self._activity(client, call, item)
             else:
@@ -189,8 +200,17 @@ class Worker:
         except Exception:  # noqa: BLE001 - a bad item must not kill the worker
             log.exception("failed to handle a work item")
 
-    def _turn(self, client: TaskHubClient, item: pb.WorkItem) -> None:
+    def _turn(self, client: TaskHubClient, call: grpc.Future, item: pb.WorkItem) -> None:
         req = item.workflowRequest
+        if self.options.stateful_history:
+            try:
+                req = self._full_history(client, req)
+            except grpc.RpcError as exc:
+                # No history, no answer: the engine redelivers a turn in full only on a new stream.
+                log.warning("workflow %s: cannot read its history (%s %s); reconnecting for a full send",
+                            req.instanceId, exc.code().name, exc.details())
+                call.cancel()
+                return
         result = self.answer(req)
         for note in result.notes:
             log.warning("workflow %s: %s", req.instanceId, note)
@@ -198,6 +218,24 @@ class Worker:
         rpc = "CompleteWorkflowTask" if self.options.complete_rpc == "workflow" else "CompleteOrchestratorTask"
         for send in self.adversary.turn(item, resp):
             self._send(client, rpc, send)
+
+    def _full_history(self, client: TaskHubClient, req: pb.WorkflowRequest) -> pb.WorkflowRequest:
+        """The request with its whole pastEvents: a delta joined to the cached prefix, or read on a miss."""
+
+        def fetch(iid: str) -> list[pb.HistoryEvent]:
+            log.info("workflow %s: cached history missed; reading GetInstanceHistory", iid)
+            resp = client.call("GetInstanceHistory", pb.GetInstanceHistoryRequest(instanceId=iid), timeout=30)
+            return list(resp.events)
+
+        resolved = self.history.resolve(req, fetch=fetch)
+        if resolved.source == "full":
+            return req
+        full = pb.WorkflowRequest()
+        full.CopyFrom(req)
+        full.ClearField("cachedHistory")
+        del full.pastEvents[:]
+        full.pastEvents.extend(resolved.past)
+        return full
 
     def answer(self, req: pb.WorkflowRequest) -> TurnResult:
         """The turn's answer; the harness's tests override it in deliberately broken workers (mutants)."""

@@ -1,8 +1,8 @@
 """Checks: plain functions registered by name; each collects every mismatch and raises once.
 
 A check takes the `Observed` state of a finished scenario run. It raises
-`ConformanceFailure` listing all its mismatches; the message ends with the
-`Reproduce with:` line of the run.
+`TargetMisbehaved` (conformance.failures) with all its mismatches; the runner
+judges them and renders the failures once.
 """
 
 from __future__ import annotations
@@ -10,32 +10,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from conformance.failures import TargetMisbehaved
 from conformance.scenario.matching import Matcher, contains_in_order, exactly
 from conformance.scenario.model import MISSING, Expectation, Scenario
+from conformance.scenario.placeholders import substitute
 from conformance.verdict import Level, Mismatch
-
-
-class ConformanceFailure(AssertionError):
-    """A target misbehaved (or differed): every mismatch one check found, and how to reproduce the run.
-
-    A mismatch given as plain text takes the level of the scenario's requirements (conformance.verdict).
-    """
-
-    def __init__(self, *, check: str, mismatches: Sequence[str | Mismatch], reproduce: str = "") -> None:
-        self.check, self.reproduce = check, reproduce
-        self.found = [m if isinstance(m, Mismatch) else Mismatch(text=m) for m in mismatches]
-        self.mismatches = [m.text for m in self.found]
-        super().__init__(self.render())
-
-    def render(self) -> str:
-        lines = [f"{self.check}: {len(self.mismatches)} mismatch(es)"]
-        lines += [f"  - {m}" for m in self.mismatches]
-        if self.reproduce:
-            lines += ["", f"Reproduce with: {self.reproduce}"]
-        return "\n".join(lines)
 
 
 @dataclass
@@ -82,7 +64,7 @@ def check(name: str, *, always: bool = False) -> Callable[[CheckFn], CheckFn]:
 
 def fail(obs: Observed, name: str, mismatches: Sequence[str | Mismatch]) -> None:
     if mismatches:
-        raise ConformanceFailure(check=name, mismatches=mismatches, reproduce=obs.reproduce)
+        raise TargetMisbehaved(check=name, mismatches=mismatches, reproduce=obs.reproduce)
 
 
 def resolve_instance(obs: Observed, key: str) -> str:
@@ -92,7 +74,7 @@ def resolve_instance(obs: Observed, key: str) -> str:
         return obs.keys[key]
     if key in obs.instances:
         return obs.instances[key]
-    return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", lambda m: obs.instances.get(m.group(1), m.group(0)), key)
+    return str(substitute(key, ids=obs.instances))
 
 
 def _payload(text: str | None) -> Any:
@@ -107,21 +89,24 @@ def _payload(text: str | None) -> Any:
 @check("expectations", always=True)
 def expectations(obs: Observed) -> None:
     """Status, output, custom status, failure, stall and history of every instance the scenario names."""
-    out: list[str | Mismatch] = []
+    out: list[Mismatch] = []
     m = Matcher()
     for key, exp in obs.scenario.expect.items():
+        found: list[str | Mismatch] = []
         iid = resolve_instance(obs, key)
         state = obs.states.get(iid)
         where = f"instance {key!r} ({iid})" + (f" [{exp.span}]" if exp.span else "")
         if exp.exists is not None:
             if bool(state) != exp.exists:
-                out.append(f"{where}: expected exists={exp.exists}, got exists={bool(state)}")
-            if not state:
-                continue
-        if state is None:
-            out.append(f"{where}: no such instance on the sidecar")
-            continue
-        out.extend(_state_mismatches(m, exp, state, obs.histories.get(iid, []), where))
+                found.append(Mismatch(text=f"{where}: expected exists={exp.exists}, got exists={bool(state)}",
+                                      expected=f"exists={exp.exists}", got=f"exists={bool(state)}"))
+        if state is None and exp.exists is None:
+            found.append(f"{where}: no such instance on the sidecar")
+        elif state is not None:
+            found.extend(_state_mismatches(m, exp, state, obs.histories.get(iid, []), where))
+        # Each mismatch is about the expectation it breaks: there, in the scenario file.
+        location = str(exp.span) if exp.span else ""
+        out += [replace(x if isinstance(x, Mismatch) else Mismatch(text=x), location=location) for x in found]
     fail(obs, "expectations", out)
 
 
@@ -132,7 +117,8 @@ def _state_mismatches(m: Matcher, exp: Expectation, state: Mapping[str, Any], hi
         why = ""
         if state.get("failure"):
             why = f" ({state['failure'].get('errorType')}: {state['failure'].get('errorMessage', '')[:200]})"
-        out.append(f"{where}: expected status {exp.status}, got {state['status']}{why}")
+        out.append(Mismatch(text=f"{where}: expected status {exp.status}, got {state['status']}{why}",
+                            expected=exp.status, got=state["status"]))
     if exp.output is not MISSING:
         out += [f"{where}: output {x}" for x in m.match(exp.output, _payload(state.get("output")), "$")]
     if exp.custom_status is not MISSING:

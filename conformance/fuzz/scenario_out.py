@@ -313,12 +313,13 @@ def check_reference(path: Path) -> tuple[bool, str]:
     """Load the scenario and run it on the reference pair: it must pass."""
     from conformance.events import Outcome
     from conformance.runner.execute import run_scenario
-    from conformance.scenario.loader import ScenarioError, load_scenario
+    from conformance.errors import InputError
+    from conformance.scenario.loader import load_scenario
     from conformance.targets.registry import load_targets
 
     try:
         scenario = load_scenario(path, root=_root_of(path))
-    except ScenarioError as exc:
+    except InputError as exc:
         return False, f"does not load: {exc.render()[:500]}"
     targets = load_targets()
     result = run_scenario(scenario, targets.pair("reference", "reference"), reproduce="fuzz check")

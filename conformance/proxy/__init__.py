@@ -10,7 +10,7 @@ drop, duplicate, delay, replay later (a zombie) or cut the worker's stream; see 
 matching and ``server.py`` for what each action does in each direction.
 """
 
-from conformance.proxy.rules import ACTIONS, DIRECTIONS, FaultRule, FaultRuleError, MessageMatch, parse_rules
+from conformance.proxy.rules import ACTIONS, DIRECTIONS, FaultRule, MessageMatch, parse_rules
 from conformance.proxy.server import CUT_DETAILS, DROPPED_RESPONSE_DETAILS, FaultEvent, FaultProxy
 
 __all__ = [
@@ -21,7 +21,6 @@ __all__ = [
     "FaultEvent",
     "FaultProxy",
     "FaultRule",
-    "FaultRuleError",
     "MessageMatch",
     "parse_rules",
 ]

@@ -40,6 +40,8 @@ from google.protobuf.message import Message
 
 from taskhub_wire.rpc import DAPR_WORKFLOW, TASKHUB, Kind, Method
 
+from conformance.errors import InputError
+
 ACTIONS: tuple[str, ...] = ("drop", "duplicate", "delay", "replay_later", "cut_stream")
 DIRECTIONS: tuple[str, ...] = ("request", "item", "response")
 
@@ -59,14 +61,9 @@ _WORK_ITEM_KINDS = {"activity": "activityRequest", "workflow": "workflowRequest"
 METHODS: Mapping[str, Method] = MappingProxyType({**TASKHUB.methods, **DAPR_WORKFLOW.methods})
 
 
-class FaultRuleError(ValueError):
-    """Bad fault rules; ``problems`` lists every problem found, each with where it is."""
-
-    def __init__(self, problems: Sequence[str]) -> None:
-        self.problems = tuple(problems)
-        n = len(self.problems)
-        head = f"{n} problem{'s' if n != 1 else ''} in fault rules:"
-        super().__init__("\n  - ".join([head, *self.problems]))
+def _bad_rules(problems: Sequence[str]) -> InputError:
+    """Bad fault rules: every problem, each with where it is (``<source>[<index>].<field>``)."""
+    return InputError(problems, subject="fault rules")
 
 
 def method_for(rpc: str) -> Method | None:
@@ -100,7 +97,7 @@ class MessageMatch:
                 {k: tuple(v) if isinstance(v, list) else v for k, v in self.where.items()}))
         problems = [f"{loc}: {msg}" if loc else msg for loc, msg in _match_problems(self)]
         if problems:
-            raise FaultRuleError(problems)
+            raise _bad_rules(problems)
 
     def matches(self, message: Message | None) -> bool:
         """Does the decoded message satisfy ``where``? (rpc/direction/nth are the proxy's business.)"""
@@ -132,7 +129,7 @@ class FaultRule:
     def __post_init__(self) -> None:
         problems = [f"{loc}: {msg}" if loc else msg for loc, msg in _rule_problems(self)]
         if problems:
-            raise FaultRuleError(problems)
+            raise _bad_rules(problems)
 
     def describe(self) -> str:
         extra = ""
@@ -464,12 +461,12 @@ def parse_rules(data: object, *, source: str) -> tuple[FaultRule, ...]:
 
     ``[{"match": {"rpc": "CompleteActivityTask", "where": {"taskId": 2}, "nth": 1}, "action": "replay_later"}]``.
     ``delay_s`` / ``replay_after_s`` take seconds or a duration string (``"250ms"``, ``"1.5s"``, ``"2m"``).
-    Raises FaultRuleError listing each problem as ``<source>[<index>].<field>: <what is wrong>``.
+    Raises InputError listing each problem as ``<source>[<index>].<field>: <what is wrong>``.
     """
     if data is None:
         return ()
     if not isinstance(data, (list, tuple)):
-        raise FaultRuleError([f"{source}: fault rules are a list of mappings, got {type(data).__name__}"])
+        raise _bad_rules([f"{source}: fault rules are a list of mappings, got {type(data).__name__}"])
     problems: list[str] = []
     rules: list[FaultRule] = []
     for i, raw in enumerate(data):
@@ -521,10 +518,10 @@ def parse_rules(data: object, *, source: str) -> tuple[FaultRule, ...]:
                                    action=rule.action, delay_s=float(rule.delay_s),
                                    replay_after_s=None if rule.replay_after_s is None else float(rule.replay_after_s),
                                    times=rule.times, forward_now=rule.forward_now))
-        except FaultRuleError as exc:  # pragma: no cover - the checks above are the same
-            problems.extend(f"{where_at}: {p}" for p in exc.problems)
+        except InputError as exc:  # pragma: no cover - the checks above are the same
+            problems.extend(f"{where_at}: {p.what}" for p in exc.problems)
     if problems:
-        raise FaultRuleError(problems)
+        raise _bad_rules(problems)
     return tuple(rules)
 
 
@@ -533,4 +530,4 @@ def _unknown_keys(raw: Mapping[str, Any], known: Iterable[str], prefix: str) -> 
     return [(f"{prefix}{k}", f"unknown key {k!r}; known: {', '.join(known)}") for k in raw if k not in known]
 
 
-__all__ = ["ACTIONS", "DIRECTIONS", "FaultRule", "FaultRuleError", "MessageMatch", "parse_rules"]
+__all__ = ["ACTIONS", "DIRECTIONS", "FaultRule", "MessageMatch", "parse_rules"]

@@ -49,7 +49,8 @@ from google.protobuf.message import DecodeError, Message
 from conformance.events import TranscriptEntry
 from conformance.proxy.describe import summarize, to_dict
 from conformance.proxy.routing import WorkItemRouter, completion_key, created_instance_ids, item_instance_id, item_key
-from conformance.proxy.rules import FaultRule, FaultRuleError
+from conformance.errors import InputError
+from conformance.proxy.rules import FaultRule
 from taskhub_wire.rpc import DAPR_WORKFLOW, TASKHUB, Kind, Method
 
 log = logging.getLogger("conformance.proxy")
@@ -279,7 +280,7 @@ class FaultProxy:
         bad = [f"rules[{i}]: expected a FaultRule, got {type(r).__name__}" for i, r in enumerate(rules)
                if not isinstance(r, FaultRule)]
         if bad:
-            raise FaultRuleError(bad)
+            raise InputError(bad, subject="fault rules")
         self._gen = (rules, [[0, 0] for _ in rules])  # per rule: [matches seen, times fired]
 
     @property

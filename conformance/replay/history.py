@@ -26,6 +26,8 @@ from google.protobuf import json_format
 
 from taskhub_wire import pb
 
+from conformance.errors import InputError
+
 FORMAT = "taskhub-conformance/history"
 VERSION = 1
 SCHEMA_PATH = Path(__file__).with_name("history.schema.json")
@@ -41,7 +43,7 @@ _OLD_EVENT_NAMES = {
 }
 
 
-class HistoryFileError(ValueError):
+class HistoryFileError(InputError):
     """A history file that cannot be read; the message says where and what to do."""
 
 

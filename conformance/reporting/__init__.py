@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from conformance.errors import InputError, Problem
 from conformance.events import Event, from_json, to_json
 from conformance.reporting.allure import AllureWriter, write_allure
-from conformance.reporting.catalogue import Catalogue, CatalogueError, Requirement, load_catalogue, parse_catalogue
+from conformance.reporting.catalogue import Catalogue, Requirement, load_catalogue, parse_catalogue
 from conformance.reporting.junit import write_junit
 from conformance.reporting.matrix import write_matrix
 from conformance.reporting.summary import write_summary
@@ -23,8 +24,6 @@ from conformance.reporting.timeline import render_timeline
 __all__ = [
     "AllureWriter",
     "Catalogue",
-    "CatalogueError",
-    "EventLogError",
     "Requirement",
     "TerminalReporter",
     "load_catalogue",
@@ -35,10 +34,6 @@ __all__ = [
     "write_events",
     "write_reports",
 ]
-
-
-class EventLogError(ValueError):
-    """events.jsonl has a line that is not a conformance event."""
 
 
 def write_events(events: Iterable[Event], path: Path) -> Path:
@@ -52,7 +47,7 @@ def write_events(events: Iterable[Event], path: Path) -> Path:
 def read_events(path: Path) -> list[Event]:
     """The events of an events.jsonl file, in order; blank lines are skipped."""
     events: list[Event] = []
-    problems: list[str] = []
+    problems: list[Problem] = []
     with Path(path).open(encoding="utf-8") as f:
         for number, line in enumerate(f, start=1):
             if not line.strip():
@@ -60,9 +55,9 @@ def read_events(path: Path) -> list[Event]:
             try:
                 events.append(from_json(line))
             except (ValueError, TypeError, KeyError, AttributeError) as e:
-                problems.append(f"{path}:{number}: {e}")
-    if problems:
-        raise EventLogError("not a valid event log:\n" + "\n".join(f"  - {p}" for p in problems))
+                problems.append(Problem(file=str(path), line=number, what=str(e)))
+    if problems:  # a line that is not a conformance event
+        raise InputError(problems, subject="an event log (events.jsonl lines that are not conformance events)")
     return events
 
 

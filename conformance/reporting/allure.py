@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.events import Event, Outcome, RunFinished, RunStarted, ScenarioFinished
+from conformance.failures import reproduce_block
 from conformance.reporting.catalogue import Catalogue, strongest_level
 from conformance.reporting.model import UNCATALOGUED_AREA, failure_text, reason, transcript_text
 from conformance.reporting.timeline import render_timeline
@@ -190,7 +191,7 @@ class AllureWriter:
         if r.source:
             parts.append(f"Scenario file: {r.source}")
         if r.reproduce:
-            parts.append(f"Reproduce with:\n\n    {r.reproduce}")
+            parts.append(reproduce_block(r.reproduce))
         return "\n\n".join(parts)
 
     def _attachments(self, r: ScenarioFinished, result_uuid: str) -> list[dict[str, str]]:

@@ -11,14 +11,17 @@ Shape of the file::
         applies_to: engine               # engine | worker | both
         source: "seed 000 §...; engine-rules R4.6"
         engines_differ: {...}            # optional free-form mapping
+        ports: ["dapr/dapr tests/integration/suite/daprd/workflow/dedup/taskfailed.go"]   # optional: the
+                                         # cases of a real engine's own test suite the requirement ports
 
-`load_catalogue` checks the whole file and raises one `CatalogueError` listing every problem
+`load_catalogue` checks the whole file and raises one `InputError` listing every problem
 (`file:line: requirements[i] (ID): ...`), so a broken catalogue is fixed in one go.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -26,22 +29,21 @@ from typing import Any
 
 import yaml
 
+from conformance.errors import InputError, Problem
+
 DEFAULT_PATH = Path(__file__).resolve().parents[1] / "requirements.yaml"  # conformance/requirements.yaml
 LEVELS = ("MUST", "SHOULD", "MAY", "INFO")  # strongest first; INFO: an observation, never a failure
 APPLIES_TO = ("engine", "worker", "both")
 _REQUIRED_KEYS = ("id", "title", "text", "level", "area", "applies_to", "source")
-_OPTIONAL_KEYS = ("engines_differ",)
+_OPTIONAL_KEYS = ("engines_differ", "ports")
+# "<owner>/<repo> <path of the test file in it>": the test case of another project a requirement ports
+PORT_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+ [A-Za-z0-9_./-]+$")
 _KNOWN_KEYS = _REQUIRED_KEYS + _OPTIONAL_KEYS
 
 
-class CatalogueError(ValueError):
-    """The catalogue file is wrong; `problems` lists every problem found, one line each."""
-
-    def __init__(self, source: str, problems: list[str]) -> None:
-        self.source = source
-        self.problems = tuple(problems)
-        noun = "problem" if len(problems) == 1 else "problems"
-        super().__init__(f"{source}: {len(problems)} {noun} in the requirement catalogue:\n" + "\n".join(f"  - {p}" for p in problems))
+def _bad_catalogue(source: str, problems: Sequence[Problem | str]) -> InputError:
+    """The catalogue file is wrong: every problem found, one line each (most start with `file:line`)."""
+    return InputError(problems, subject=f"the requirement catalogue {source}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,6 +56,7 @@ class Requirement:
     applies_to: str  # engine | worker | both
     source: str
     engines_differ: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), compare=False, hash=False)
+    ports: tuple[str, ...] = field(default=(), compare=False)
     line: int = field(default=0, compare=False)  # 1-based line of the entry in its file (0: not from a file)
 
 
@@ -97,7 +100,7 @@ def load_catalogue(path: str | Path = DEFAULT_PATH) -> Catalogue:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
-        raise CatalogueError(str(path), [f"cannot read the file: {e.strerror or e}"]) from None
+        raise _bad_catalogue(str(path), [f"cannot read the file: {e.strerror or e}"]) from None
     return parse_catalogue(text, source=str(path), path=path)
 
 
@@ -110,17 +113,17 @@ def parse_catalogue(text: str, *, source: str = "<catalogue>", path: Path | None
         finally:
             loader.dispose()
     except yaml.YAMLError as e:
-        raise CatalogueError(source, [f"not valid YAML: {e}"]) from None
+        raise _bad_catalogue(source, [f"not valid YAML: {e}"]) from None
 
     if not isinstance(data, dict) or "requirements" not in data:
-        raise CatalogueError(source, ["the top level must be a mapping with the key 'requirements' (a list of requirements)"])
-    problems: list[str] = []
+        raise _bad_catalogue(source, ["the top level must be a mapping with the key 'requirements' (a list of requirements)"])
+    problems: list[Problem | str] = []
     extra_top = sorted(str(k) for k in data if k != "requirements")
     if extra_top:
         problems.append(f"unknown top-level key(s) {', '.join(map(repr, extra_top))}; the only key is 'requirements'")
     entries = data["requirements"]
     if not isinstance(entries, list):
-        raise CatalogueError(source, problems + [f"'requirements' must be a list, not {type(entries).__name__}"])
+        raise _bad_catalogue(source, problems + [f"'requirements' must be a list, not {type(entries).__name__}"])
 
     lines = _entry_lines(root)
     seen: dict[str, str] = {}  # id -> where it was first defined
@@ -128,37 +131,46 @@ def parse_catalogue(text: str, *, source: str = "<catalogue>", path: Path | None
     for i, entry in enumerate(entries):
         line = lines[i] if i < len(lines) else 0
         where = f"{source}:{line}" if line else source
+
+        def bad(what: str, *, at: str) -> None:
+            problems.append(Problem(file=source, line=line, at=at, what=what))
         if not isinstance(entry, dict):
-            problems.append(f"{where}: requirements[{i}]: must be a mapping, not {type(entry).__name__}")
+            bad(f"must be a mapping, not {type(entry).__name__}", at=f"requirements[{i}]")
             continue
         rid = entry.get("id")
         label = f"requirements[{i}] ({rid})" if isinstance(rid, str) and rid else f"requirements[{i}]"
         before = len(problems)
         missing = [k for k in _REQUIRED_KEYS if k not in entry]
         if missing:
-            problems.append(f"{where}: {label}: missing key(s) {', '.join(missing)}")
+            bad(f"missing key(s) {', '.join(missing)}", at=label)
         unknown = sorted(str(k) for k in entry if k not in _KNOWN_KEYS)
         if unknown:
-            problems.append(f"{where}: {label}: unknown key(s) {', '.join(unknown)}; known: {', '.join(_KNOWN_KEYS)}")
+            bad(f"unknown key(s) {', '.join(unknown)}; known: {', '.join(_KNOWN_KEYS)}", at=label)
         for key in _REQUIRED_KEYS:
             if key in entry and (not isinstance(entry[key], str) or not entry[key].strip()):
-                problems.append(f"{where}: {label}: {key!r} must be a non-empty string, got {entry[key]!r}")
+                bad(f"{key!r} must be a non-empty string, got {entry[key]!r}", at=label)
         if isinstance(rid, str) and rid.strip():
             if any(c.isspace() for c in rid):
-                problems.append(f"{where}: {label}: id must not contain spaces")
+                bad("id must not contain spaces", at=label)
             if rid in seen:
-                problems.append(f"{where}: {label}: duplicate id {rid!r} (first defined at {seen[rid]})")
+                bad(f"duplicate id {rid!r} (first defined at {seen[rid]})", at=label)
             else:
                 seen[rid] = where
         level = entry.get("level")
         if isinstance(level, str) and level.strip() and level not in LEVELS:
-            problems.append(f"{where}: {label}: bad level {level!r}; one of {', '.join(LEVELS)}")
+            bad(f"bad level {level!r}; one of {', '.join(LEVELS)}", at=label)
         applies = entry.get("applies_to")
         if isinstance(applies, str) and applies.strip() and applies not in APPLIES_TO:
-            problems.append(f"{where}: {label}: bad applies_to {applies!r}; one of {', '.join(APPLIES_TO)}")
+            bad(f"bad applies_to {applies!r}; one of {', '.join(APPLIES_TO)}", at=label)
         differ = entry.get("engines_differ")
         if differ is not None and not isinstance(differ, dict):
-            problems.append(f"{where}: {label}: 'engines_differ' must be a mapping, got {type(differ).__name__}")
+            bad(f"'engines_differ' must be a mapping, got {type(differ).__name__}", at=label)
+        ports = entry.get("ports", [])
+        if not isinstance(ports, list) or not ports or not all(isinstance(x, str) and PORT_RE.match(x) for x in ports):
+            if "ports" in entry:
+                bad(f"'ports' must be a non-empty list of \"<owner>/<repo> <test file path>\" strings, got {ports!r}",
+                    at=label)
+            ports = []
         if len(problems) == before:
             requirements.append(
                 Requirement(
@@ -170,11 +182,12 @@ def parse_catalogue(text: str, *, source: str = "<catalogue>", path: Path | None
                     applies_to=applies,
                     source=entry["source"].strip(),
                     engines_differ=MappingProxyType(dict(differ or {})),
+                    ports=tuple(ports),
                     line=line,
                 )
             )
     if problems:
-        raise CatalogueError(source, problems)
+        raise _bad_catalogue(source, problems)
     return Catalogue(tuple(requirements), path)
 
 

@@ -67,6 +67,7 @@ def _testcase(suite: ET.Element, r: ScenarioFinished, reports: Path | None) -> N
         ET.SubElement(props, "property", name="gap_passed", value="declared gap passed: remove it from targets.yaml")
     if r.outcome in (Outcome.FAILED, Outcome.ERROR):
         text = failure_text(r)
+        # The JUnit `type` names are a stable part of the report (CI tools group by them), not class names.
         tag, kind = ("failure", "ConformanceFailure") if r.outcome is Outcome.FAILED else ("error", "ScenarioError")
         el = ET.SubElement(case, tag, message=xml_safe(first_line(text)), type=kind)
         el.text = xml_safe(text)

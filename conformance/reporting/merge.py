@@ -12,10 +12,11 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+from conformance.errors import InputError
 from conformance.events import Event, RunFinished, RunStarted, ScenarioFinished, ScenarioStarted
 
 
-class MergeError(ValueError):
+class MergeError(InputError):
     """The runs cannot be merged: says which files and which scenario."""
 
 

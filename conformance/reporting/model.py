@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from conformance.events import Event, Outcome, RunFinished, RunStarted, ScenarioFinished, TranscriptEntry
+from conformance.failures import reproduce_block
 from conformance.reporting.catalogue import Catalogue, Requirement
 
 OUTCOME_ORDER = (Outcome.PASSED, Outcome.FAILED, Outcome.ERROR, Outcome.KNOWN_FAILURE, Outcome.WARNING,
@@ -187,7 +188,7 @@ def failure_text(result: ScenarioFinished) -> str:
     """The full failure text; it ends with the "Reproduce with:" block (added here if the message lacks it)."""
     text = result.message.rstrip() or f"{result.outcome.value.lower()} (no message)"
     if result.reproduce and "Reproduce with:" not in text:
-        text += f"\n\nReproduce with:\n\n    {result.reproduce}"
+        text += f"\n\n{reproduce_block(result.reproduce)}"
     return text
 
 

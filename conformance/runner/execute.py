@@ -28,14 +28,18 @@ from google.protobuf import json_format
 from taskhub_wire import pb
 from taskhub_wire.rpc import DAPR_WORKFLOW, TASKHUB, TaskHubClient
 
-from conformance.checks import ALWAYS, CHECKS, ConformanceFailure, Observed
+from conformance.checks import ALWAYS, CHECKS, Observed
 from conformance.events import Outcome, ScenarioFinished, TranscriptEntry
+from conformance.failures import TargetMisbehaved, failures_of, render, reproduce_line
 from conformance.reporting.logs import adopt
-from conformance.scenario.model import MISSING, ErrorExpect, Scenario, StartSpec, Step
+from conformance.scenario import steps
+from conformance.scenario.model import MISSING, ErrorExpect, Scenario, StartSpec
+from conformance.scenario.placeholders import substitute
+from conformance.scenario.steps import Step
 from conformance.scenario.wire import event_dict, message_dict
 from conformance.runner.isolation import claimer
 from conformance.targets.base import CannotExpress, Gap, Pair, Replayer, WorkerStart
-from conformance.verdict import Judgement, Level, Verdict, judge
+from conformance.verdict import Level, Mismatch, Verdict, judge
 
 
 @functools.cache
@@ -57,8 +61,21 @@ class HarnessError(Exception):
     """The scenario could not be run as written on this pair (an ERROR, not a conformance failure)."""
 
 
-class StepFailed(Exception):
-    """A step's own expectation did not hold (e.g. an RPC that should fail succeeded)."""
+@dataclass(frozen=True)
+class _Where:
+    """Where a step (or the final wait) is written: `file:line what`, and the span apart for its failures."""
+
+    span: Any  # conformance.scenario.source.Span
+    what: str
+
+    def __str__(self) -> str:
+        return f"{self.span} {self.what}"
+
+
+def _step_failed(where: _Where, text: str, *, expected: str | None = None, got: str | None = None) -> TargetMisbehaved:
+    """A step's own expectation did not hold (e.g. an RPC that should fail succeeded): the target misbehaved."""
+    return TargetMisbehaved(check="step", mismatches=[Mismatch(text=text, location=str(where.span), expected=expected,
+                                                               got=got)])
 
 
 def _status_name(value: int) -> str:
@@ -116,18 +133,8 @@ class _Run:
     # -- helpers ---------------------------------------------------------------------------
 
     def subst(self, value: Any) -> Any:
-        """`${name}` placeholders -> instance ids, recursively in strings."""
-        if isinstance(value, str):
-            whole = re.fullmatch(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", value)
-            if whole and whole.group(1) in self.vars and whole.group(1) not in self.instances:
-                return self.vars[whole.group(1)]  # a captured value keeps its type
-            known = {**{k: str(v) for k, v in self.vars.items()}, **self.instances}
-            return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", lambda m: known.get(m.group(1), m.group(0)), value)
-        if isinstance(value, list):
-            return [self.subst(v) for v in value]
-        if isinstance(value, Mapping):
-            return {k: self.subst(v) for k, v in value.items()}
-        return value
+        """`${name}` placeholders -> instance ids (or values captured by `call` steps)."""
+        return substitute(value, ids=self.instances, values=self.vars)
 
     def iid(self, name: Any) -> str:
         name = str(name or "main")
@@ -140,15 +147,16 @@ def _payload(value: Any) -> str | None:
     return None if value is MISSING else json.dumps(value)
 
 
-def _expect_error(exc: grpc.RpcError, want: ErrorExpect, where: str) -> None:
+def _expect_error(exc: grpc.RpcError, want: ErrorExpect, where: _Where) -> None:
     code = exc.code().name
     if want.codes and code not in want.codes:
-        raise StepFailed(f"{where}: expected status {'/'.join(want.codes)}, got {code}: {exc.details()}")
+        raise _step_failed(where, f"{where}: expected status {'/'.join(want.codes)}, got {code}: {exc.details()}",
+                           expected="/".join(want.codes), got=code)
     if want.details and not re.search(want.details, exc.details() or ""):
-        raise StepFailed(f"{where}: status details {exc.details()!r} do not match /{want.details}/")
+        raise _step_failed(where, f"{where}: status details {exc.details()!r} do not match /{want.details}/")
 
 
-def _rpc(run: _Run, client: _Client, rpc: str, request: Any, *, expect: ErrorExpect | None, where: str,
+def _rpc(run: _Run, client: _Client, rpc: str, request: Any, *, expect: ErrorExpect | None, where: _Where,
          timeout: float) -> Any:
     try:
         resp = client.call(rpc, request, timeout=timeout)
@@ -156,14 +164,14 @@ def _rpc(run: _Run, client: _Client, rpc: str, request: Any, *, expect: ErrorExp
         if expect is not None:
             _expect_error(exc, expect, where)
             return None
-        raise StepFailed(f"{where}: {rpc} failed: {exc.code().name}: {exc.details()}") from None
+        raise _step_failed(where, f"{where}: {rpc} failed: {exc.code().name}: {exc.details()}") from None
     if expect is not None:
-        raise StepFailed(f"{where}: expected {rpc} to fail ({'/'.join(expect.codes) or 'non-OK'}"
+        raise _step_failed(where, f"{where}: expected {rpc} to fail ({'/'.join(expect.codes) or 'non-OK'}"
                          f"{', details /' + expect.details + '/' if expect.details else ''}), but it succeeded")
     return resp
 
 
-def _raw_call(run: "_Run", h: "_Harness", method: Any, request: Any, *, expect: ErrorExpect | None, where: str,
+def _raw_call(run: "_Run", h: "_Harness", method: Any, request: Any, *, expect: ErrorExpect | None, where: _Where,
               timeout: float, metadata: tuple[tuple[str, str], ...] | None) -> Any:
     """Any RPC of either service on the sidecar, optionally with exactly the given metadata."""
     call = h.client.channel.unary_unary(method.path, request_serializer=method.request.SerializeToString,
@@ -177,10 +185,10 @@ def _raw_call(run: "_Run", h: "_Harness", method: Any, request: Any, *, expect: 
         if expect is not None:
             _expect_error(exc, expect, where)
             return None
-        raise StepFailed(f"{where}: {method.name} failed: {exc.code().name}: {exc.details()}") from None
+        raise _step_failed(where, f"{where}: {method.name} failed: {exc.code().name}: {exc.details()}") from None
     h.client._log(t, method.name, request, resp, None)
     if expect is not None:
-        raise StepFailed(f"{where}: expected {method.name} to fail ({'/'.join(expect.codes) or 'non-OK'}), "
+        raise _step_failed(where, f"{where}: expected {method.name} to fail ({'/'.join(expect.codes) or 'non-OK'}), "
                          "but it succeeded")
     return resp
 
@@ -208,7 +216,7 @@ def _history(client: _Client, iid: str) -> list[Any]:
         raise
 
 
-def _wait_status(client: _Client, iid: str, wanted: Sequence[str], timeout: float, *, where: str) -> dict[str, Any]:
+def _wait_status(client: _Client, iid: str, wanted: Sequence[str], timeout: float, *, where: _Where) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     last = None
     failed: str | None = None
@@ -224,13 +232,13 @@ def _wait_status(client: _Client, iid: str, wanted: Sequence[str], timeout: floa
             return last
         if time.monotonic() > deadline:
             if failed is not None:
-                raise StepFailed(f"{where}: GetInstance {iid} failed until the deadline: {failed}")
+                raise _step_failed(where, f"{where}: GetInstance {iid} failed until the deadline: {failed}")
             got = "no such instance" if last is None else last["status"]
             why = ""
             if last and last.get("failure"):
                 why = f" ({last['failure']['errorType']}: {last['failure']['errorMessage'][:200]})"
-            raise StepFailed(f"{where}: instance {iid} did not reach {'/'.join(wanted)} within {timeout:g}s; "
-                             f"it is {got}{why}")
+            raise _step_failed(where, f"{where}: instance {iid} did not reach {'/'.join(wanted)} within {timeout:g}s; "
+                                      f"it is {got}{why}", expected="/".join(wanted), got=got)
         time.sleep(0.02)
 
 
@@ -256,12 +264,27 @@ class _Harness:
         stack.callback(self.client.close)
         self.bundle, self.bundle_doc = sc.programs, dict(sc.programs_doc)
         self.worker = None
+        self.more_workers: list[Any] = []  # `add_worker`: more workers beside the first, on the same engine
         self.zombies: list[str] = []
         self.start_worker()
         stack.callback(self.stop_worker)
+        stack.callback(self.stop_more_workers)
 
     def _stop_sidecar(self) -> None:
         self.sidecar.stop()
+
+    def add_worker(self) -> None:
+        """One more worker with the current programs beside the running ones (several workers, one engine)."""
+        first = self.worker
+        self.start_worker()
+        self.more_workers.append(self.worker)
+        self.worker = first
+
+    def stop_more_workers(self) -> None:
+        while self.more_workers:
+            worker = self.more_workers.pop()
+            worker.stop()
+            self.zombies += getattr(worker, "zombies_sent", lambda: [])()
 
     def start_worker(self, *, programs: Mapping[str, Any] | None = None,
                      versions: Mapping[str, Sequence[str]] | None = None) -> None:
@@ -282,7 +305,9 @@ class _Harness:
         token = self.run.scenario.sidecar.get("api_token")
         self.worker = self.run.pair.worker.start(WorkerStart(
             address=self.proxy.address, bundle=self.bundle, bundle_doc=self.bundle_doc, work_dir=self.run.work_dir,
-            ledger=self.ledger, adversary=tuple(self.run.scenario.worker.get("adversary") or ()), api_token=token))
+            ledger=self.ledger, adversary=tuple(self.run.scenario.worker.get("adversary") or ()), api_token=token,
+            stateful_history=bool(self.run.scenario.worker.get("stateful_history", False)),
+            history_cache_instances=self.run.scenario.worker.get("history_cache_instances")))
         # Engines that only accept workflow calls once a worker is connected (daprd registers its
         # workflow actor types then) say so by this hook; the harness waits before the next step.
         ready = getattr(self.sidecar, "wait_until_workflows_ready", None)
@@ -306,99 +331,146 @@ def _do_start(run: _Run, h: _Harness, spec: StartSpec) -> None:
         req.input.value = payload
     if spec.scheduled_in is not None:
         req.scheduledStartTimestamp.FromNanoseconds(time.time_ns() + int(spec.scheduled_in * 1e9))
-    _rpc(run, h.client, "StartInstance", req, expect=spec.expect_error, where=f"{spec.span} start {spec.name}",
+    _rpc(run, h.client, "StartInstance", req, expect=spec.expect_error, where=_Where(spec.span, f"start {spec.name}"),
          timeout=run.scenario.timeout)
 
 
+@dataclass(frozen=True, kw_only=True)
+class _At:
+    """What every step handler gets besides its arguments: the run, its live pieces, the step."""
+
+    run: _Run
+    h: _Harness
+    step: Step
+
+    @property
+    def where(self) -> _Where:
+        return _Where(self.step.span, self.step.kind.name)
+
+    @property
+    def timeout(self) -> float:
+        return self.run.scenario.timeout
+
+    def rpc(self, rpc: str, request: Any) -> Any:
+        return _rpc(self.run, self.h.client, rpc, request, expect=self.step.expect_error, where=self.where,
+                    timeout=self.timeout)
+
+
+def _on_start(at: _At, a: steps.Start) -> None:
+    _do_start(at.run, at.h, a.spec(expect_error=at.step.expect_error, span=at.step.span))
+
+
+def _on_wait(at: _At, a: steps.Wait) -> None:
+    _wait_status(at.h.client, at.run.iid(a.instance), list(a.statuses),
+                 a.timeout if a.timeout is not None else at.timeout, where=at.where)
+
+
+def _on_raise(at: _At, a: steps.Raise) -> None:
+    req = pb.RaiseEventRequest(instanceId=at.run.iid(a.instance), name=a.event)
+    payload = _payload(at.run.subst(a.data))
+    if payload is not None:
+        req.input.value = payload
+    at.rpc("RaiseEvent", req)
+
+
+def _on_suspend_or_resume(at: _At, a: steps.Suspend | steps.Resume) -> None:
+    suspend = isinstance(a, steps.Suspend)
+    req = (pb.SuspendRequest if suspend else pb.ResumeRequest)(instanceId=at.run.iid(a.instance))
+    if a.reason:
+        req.reason.value = a.reason
+    at.rpc("SuspendInstance" if suspend else "ResumeInstance", req)
+
+
+def _on_terminate(at: _At, a: steps.Terminate) -> None:
+    req = pb.TerminateRequest(instanceId=at.run.iid(a.instance), recursive=a.recursive)
+    payload = _payload(at.run.subst(a.output))
+    if payload is not None:
+        req.output.value = payload
+    at.rpc("TerminateInstance", req)
+
+
+def _on_purge(at: _At, a: steps.Purge) -> None:
+    req = pb.PurgeInstancesRequest(instanceId=at.run.iid(a.instance), recursive=a.recursive)
+    if a.force is not None:
+        req.force = a.force
+    at.rpc("PurgeInstances", req)
+
+
+def _on_worker(at: _At, a: steps.RestartWorker | steps.StartWorker | steps.StopWorker) -> None:
+    if not isinstance(a, steps.StartWorker):
+        at.h.stop_worker()
+    if not isinstance(a, steps.StopWorker):
+        at.h.start_worker(programs=a.programs, versions=a.versions)
+
+
+def _on_add_worker(at: _At, a: steps.AddWorker) -> None:
+    at.h.add_worker()
+
+
+def _on_kill_sidecar(at: _At, a: steps.KillSidecar) -> None:
+    at.h.sidecar.kill()
+
+
+def _on_restart_sidecar(at: _At, a: steps.RestartSidecar) -> None:
+    at.h.sidecar.restart()
+    if at.h.sidecar.address != at.h.client.address:
+        raise HarnessError(f"{at.where}: the sidecar came back on another address ({at.h.sidecar.address})")
+
+
+def _on_advance_clock(at: _At, a: steps.AdvanceClock) -> None:
+    engine = getattr(at.h.sidecar, "engine", None)
+    if engine is None:
+        raise HarnessError(f"{at.where}: sidecar {at.run.pair.sidecar.name} has no clock the harness can move")
+    engine.advance_clock(a.seconds)
+
+
+def _on_sleep(at: _At, a: steps.Sleep) -> None:
+    time.sleep(a.seconds)  # the step's point is to let real time pass
+
+
+def _on_call(at: _At, a: steps.Call) -> None:
+    run, h = at.run, at.h
+    table = TASKHUB if a.rpc in TASKHUB.methods else DAPR_WORKFLOW
+    method = table.method(a.rpc)
+    try:
+        request = json_format.ParseDict(run.subst(dict(a.request)), method.request())
+    except json_format.ParseError as exc:
+        raise HarnessError(f"{at.where}: request is not a {method.request.DESCRIPTOR.name}: {exc}") from None
+    resp = _raw_call(run, h, method, request, expect=at.step.expect_error, where=at.where, timeout=at.timeout,
+                     metadata=a.metadata)
+    if resp is not None and a.response is not MISSING:
+        from conformance.scenario.matching import Matcher
+
+        matcher = Matcher(captures=dict(run.vars))
+        mismatches = matcher.match(run.subst(a.response), message_dict(resp), "$")
+        if mismatches:
+            raise _step_failed(at.where, f"{at.where}: {method.name} response: " + "; ".join(mismatches))
+        run.vars.update(matcher.captures)  # `${NAME}` captured here can be used by later steps
+
+
+def _on_release_replays(at: _At, a: steps.ReleaseReplays) -> None:
+    at.h.proxy.replay_pending()
+
+
+def _on_cut_streams(at: _At, a: steps.CutStreams) -> None:
+    at.h.proxy.cut_streams()
+
+
+# One handler per argument class of the step registry (conformance/scenario/steps.py); a test checks
+# that every kind has one.
+HANDLERS: Mapping[type, Callable[[_At, Any], None]] = {
+    steps.Start: _on_start, steps.Wait: _on_wait, steps.Raise: _on_raise, steps.Suspend: _on_suspend_or_resume,
+    steps.Resume: _on_suspend_or_resume, steps.Terminate: _on_terminate, steps.Purge: _on_purge,
+    steps.RestartWorker: _on_worker, steps.StartWorker: _on_worker, steps.StopWorker: _on_worker,
+    steps.AddWorker: _on_add_worker,
+    steps.KillSidecar: _on_kill_sidecar, steps.RestartSidecar: _on_restart_sidecar,
+    steps.AdvanceClock: _on_advance_clock, steps.Sleep: _on_sleep, steps.Call: _on_call,
+    steps.ReleaseReplays: _on_release_replays, steps.CutStreams: _on_cut_streams,
+}
+
+
 def _do_step(run: _Run, h: _Harness, step: Step) -> None:
-    a = step.args
-    where = f"{step.span} {step.kind}"
-    timeout = run.scenario.timeout
-    if step.kind == "start":
-        from fake_worker.programs import parse_duration
-
-        spec = StartSpec(name=str(a.get("as", "main")), workflow=str(a["workflow"]), input=a.get("input", MISSING),
-                         scheduled_in=parse_duration(a["scheduled_in"]) if "scheduled_in" in a else None,
-                         instance_id=a.get("instance_id"), expect_error=step.expect_error, span=step.span)
-        _do_start(run, h, spec)
-    elif step.kind == "wait":
-        from fake_worker.programs import parse_duration
-
-        wanted = [a["status"]] if isinstance(a["status"], str) else list(a["status"])
-        _wait_status(h.client, run.iid(a.get("instance")), wanted,
-                     parse_duration(a["timeout"]) if "timeout" in a else timeout, where=where)
-    elif step.kind == "raise":
-        req = pb.RaiseEventRequest(instanceId=run.iid(a.get("instance")), name=str(a["event"]))
-        payload = _payload(run.subst(a.get("data", MISSING)))
-        if payload is not None:
-            req.input.value = payload
-        _rpc(run, h.client, "RaiseEvent", req, expect=step.expect_error, where=where, timeout=timeout)
-    elif step.kind in ("suspend", "resume"):
-        cls = pb.SuspendRequest if step.kind == "suspend" else pb.ResumeRequest
-        req = cls(instanceId=run.iid(a.get("instance")))
-        if a.get("reason"):
-            req.reason.value = str(a["reason"])
-        _rpc(run, h.client, "SuspendInstance" if step.kind == "suspend" else "ResumeInstance", req,
-             expect=step.expect_error, where=where, timeout=timeout)
-    elif step.kind == "terminate":
-        req = pb.TerminateRequest(instanceId=run.iid(a.get("instance")), recursive=bool(a.get("recursive", False)))
-        payload = _payload(run.subst(a.get("output", MISSING)))
-        if payload is not None:
-            req.output.value = payload
-        _rpc(run, h.client, "TerminateInstance", req, expect=step.expect_error, where=where, timeout=timeout)
-    elif step.kind == "purge":
-        req = pb.PurgeInstancesRequest(instanceId=run.iid(a.get("instance")), recursive=bool(a.get("recursive", False)))
-        if "force" in a:
-            req.force = bool(a["force"])
-        _rpc(run, h.client, "PurgeInstances", req, expect=step.expect_error, where=where, timeout=timeout)
-    elif step.kind in ("restart_worker", "start_worker", "stop_worker"):
-        if step.kind != "start_worker":
-            h.stop_worker()
-        if step.kind != "stop_worker":
-            h.start_worker(programs=a.get("programs"), versions=a.get("versions"))
-    elif step.kind == "kill_sidecar":
-        h.sidecar.kill()
-    elif step.kind == "restart_sidecar":
-        h.sidecar.restart()
-        if h.sidecar.address != h.client.address:
-            raise HarnessError(f"{where}: the sidecar came back on another address ({h.sidecar.address})")
-    elif step.kind == "advance_clock":
-        from fake_worker.programs import parse_duration
-
-        engine = getattr(h.sidecar, "engine", None)
-        if engine is None:
-            raise HarnessError(f"{where}: sidecar {run.pair.sidecar.name} has no clock the harness can move")
-        engine.advance_clock(parse_duration(a["by"]))
-    elif step.kind == "sleep":
-        from fake_worker.programs import parse_duration
-
-        time.sleep(parse_duration(a["for"]))
-    elif step.kind == "call":
-        table = TASKHUB if str(a["rpc"]) in TASKHUB.methods else DAPR_WORKFLOW
-        method = table.method(str(a["rpc"]))
-        try:
-            request = json_format.ParseDict(run.subst(a.get("request") or {}), method.request())
-        except json_format.ParseError as exc:
-            raise HarnessError(f"{where}: request is not a {method.request.DESCRIPTOR.name}: {exc}") from None
-        expect = a.get("expect") or {}
-        metadata = None if "metadata" not in a else tuple((str(k), str(v)) for k, v in a["metadata"].items())
-        resp = _raw_call(run, h, method, request, expect=step.expect_error, where=where, timeout=timeout,
-                         metadata=metadata)
-        if resp is not None and expect.get("response") is not None:
-            from conformance.scenario.matching import Matcher
-
-            got = message_dict(resp)
-            matcher = Matcher(captures=dict(run.vars))
-            mismatches = matcher.match(run.subst(expect["response"]), got, "$")
-            if mismatches:
-                raise StepFailed(f"{where}: {method.name} response: " + "; ".join(mismatches))
-            run.vars.update(matcher.captures)  # `${NAME}` captured here can be used by later steps
-    elif step.kind == "release_replays":
-        h.proxy.replay_pending()
-    elif step.kind == "cut_streams":
-        h.proxy.cut_streams()
-    else:  # pragma: no cover - the loader rejects unknown kinds
-        raise HarnessError(f"{where}: unknown step kind {step.kind}")
+    HANDLERS[type(step.args)](_At(run=run, h=h, step=step), step.args)
 
 
 def _final_wait(run: _Run, h: _Harness) -> None:
@@ -408,8 +480,8 @@ def _final_wait(run: _Run, h: _Harness) -> None:
             continue
         iid = run.iid(key) if key in run.instances else str(run.subst(key))
         try:
-            _wait_status(h.client, iid, [exp.status], run.scenario.timeout, where=f"{exp.span} expect")
-        except StepFailed:
+            _wait_status(h.client, iid, [exp.status], run.scenario.timeout, where=_Where(exp.span, "expect"))
+        except TargetMisbehaved:
             return  # the expectations check reports the actual status, with every other mismatch
 
 
@@ -474,7 +546,7 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
     run = _Run(scenario=scenario, pair=pair, work_dir=Path(tmp), reproduce=reproduce)
     transcript: list[TranscriptEntry] = []
     logs: list[str] = []  # a process sidecar's own logs, named in a failure's message
-    failures: list[ConformanceFailure] = []
+    failures: list[TargetMisbehaved] = []
     error: str | None = None
     cannot: str | None = None
     with ExitStack() as stack:
@@ -499,10 +571,10 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
             for name in names:
                 try:
                     CHECKS[name](obs)
-                except ConformanceFailure as exc:
+                except TargetMisbehaved as exc:
                     failures.append(exc)
-        except StepFailed as exc:
-            failures.append(ConformanceFailure(check="step", mismatches=[str(exc)]))
+        except TargetMisbehaved as exc:  # a step's own expectation (conformance.failures)
+            failures.append(exc)
         except CannotExpress as exc:
             cannot = str(exc)
         except Exception as exc:  # noqa: BLE001 - the harness must report, not crash
@@ -519,32 +591,32 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
     log_note = "".join(f"\nsidecar log: {p}" for p in logs)
     if error is not None:
         return ScenarioFinished(outcome=Outcome.ERROR, duration_s=duration, transcript=tuple(transcript),
-                                message=f"{error}{log_note}\nReproduce with: {reproduce}", **base)
+                                message=f"{error}{log_note}\n{reproduce_line(reproduce)}", **base)
     return _verdict(scenario, failures, gap, duration=duration, transcript=tuple(transcript),
                     reproduce=reproduce, base=base, note=log_note)
 
 
-def _verdict(scenario: Scenario, failures: Sequence[ConformanceFailure], gap: Gap | None, *, duration: float,
+def _verdict(scenario: Scenario, failures: Sequence[TargetMisbehaved], gap: Gap | None, *, duration: float,
              transcript: tuple[TranscriptEntry, ...], reproduce: str, base: Mapping[str, Any],
              note: str = "") -> ScenarioFinished:
     """The scenario's outcome from its mismatches: only a broken MUST fails (conformance.verdict)."""
     levels = requirement_levels()
-    found = [m for f in failures for m in f.found]
-    judged = judge(found, requirements=scenario.requirements, levels=levels)
+    found = [(f.check, m) for f in failures for m in f.found]
+    judged = judge([m for _, m in found], requirements=scenario.requirements, levels=levels)
     known = judged.outcome is Verdict.FAILED and gap is not None
     verdicts = tuple((rid, Outcome.KNOWN_FAILURE.value if known and v is Verdict.FAILED else v.value)
                      for rid, v in judged.per_requirement)
-    observations = tuple((m.field or f.check, m.text) for f in failures for m in f.found
-                         if m.level is Level.OBSERVATION)
+    observations = tuple((m.field or check, m.text) for check, m in found if m.level is Level.OBSERVATION)
+    data = failures_of(judged, found, reproduce=reproduce)
     common = dict(duration_s=duration, transcript=transcript, verdicts=verdicts, broken=judged.broken,
-                  observations=observations, **base)
+                  observations=observations, failures=data, **base)
     if judged.outcome is Verdict.PASSED:
         # Only a gap narrowed to named scenarios can be judged by one scenario passing.
         passed_gap = gap is not None and bool(gap.scenarios)
         return ScenarioFinished(outcome=Outcome.PASSED, gap_passed=passed_gap,
                                 gap_reason=f"declared gap {gap.requirement} passed here: narrow or remove it in the "
                                            "target's declaration" if passed_gap and gap else "", **common)
-    message = _render(judged, failures) + f"{note}\n\nReproduce with: {reproduce}"
+    message = render(data, sources=requirement_sources(), note=note, reproduce=reproduce)
     if known:
         assert gap is not None
         return ScenarioFinished(outcome=Outcome.KNOWN_FAILURE, message=message,
@@ -557,20 +629,6 @@ def _verdict(scenario: Scenario, failures: Sequence[ConformanceFailure], gap: Ga
     return ScenarioFinished(outcome=outcome, message=message, gap_passed=stale,
                             gap_reason=f"declared gap {gap.requirement} is no longer a MUST failure here: narrow or "
                                        "remove it in the target's declaration" if stale and gap else "", **common)
-
-
-def _render(judged: Judgement, failures: Sequence[ConformanceFailure]) -> str:
-    """Worst first: what is broken (with the requirement and where the contract says so), then what differs."""
-    sources = requirement_sources()
-    check_of = {m.text: f.check for f in failures for m in f.found}
-    blocks = []
-    for section in judged.sections:
-        lines = [section.heading]
-        if section.verdict is Verdict.FAILED:  # where the contract says so
-            lines += [f"  {rid}: {sources[rid]}" for rid in section.requirements if rid in sources]
-        lines += [f"  - [{check_of.get(t, 'check')}] {t}" for t in section.texts]
-        blocks.append("\n".join(lines))
-    return "\n\n".join(blocks)
 
 
 _ACTION_EVENTS = frozenset({"taskScheduled", "timerCreated", "childWorkflowInstanceCreated", "eventSent",

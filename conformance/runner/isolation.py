@@ -26,10 +26,6 @@ from typing import Any
 from conformance.scenario.model import Scenario
 from conformance.targets.base import Pair
 
-# Steps that end or replace the worker's stream (or the engine under it).
-_CONNECTION_STEPS = frozenset({"stop_worker", "start_worker", "restart_worker", "cut_streams", "kill_sidecar",
-                               "restart_sidecar", "release_replays"})
-
 
 def claimer(proxy: Any) -> Callable[[Any], None]:
     """The claim function the harness's client calls with every request it sends."""
@@ -48,8 +44,9 @@ def shares_engine(pair: Pair) -> bool:
 
 
 def needs_engine_alone(scenario: Scenario) -> bool:
+    # A step that ends or replaces the worker's stream (or the engine under it) would cut others' streams too.
     return bool(scenario.faults or scenario.worker.get("adversary")
-                or any(step.kind in _CONNECTION_STEPS for step in scenario.steps))
+                or any(step.kind.connection for step in scenario.steps))
 
 
 class EngineLock:

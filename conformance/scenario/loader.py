@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -11,35 +10,18 @@ from typing import Any
 
 from fake_worker.programs import ProgramError, parse_bundle, parse_duration
 
+from conformance.errors import InputError, Problem
 from conformance.scenario.model import (
-    DIRECTIONS, MISSING, STATUSES, ErrorExpect, Expectation, HistoryExpect, LedgerExpect, Scenario, StartSpec, Step,
-    Vector,
+    DIRECTIONS, MISSING, STATUSES, ErrorExpect, Expectation, HistoryExpect, LedgerExpect, Scenario, StartSpec, Vector,
 )
-from conformance.scenario.source import SourceDoc, Span, YamlSyntaxError, load_source
+from conformance.scenario.placeholders import has_placeholder
+from conformance.scenario.source import SourceDoc, did_you_mean, load_source
+from conformance.scenario.steps import STEPS, OnInstance, Start, Step, WorkerArgs, read_args
 from conformance.scenario.wire import WireError, parse_event
 
 TOP_KEYS = {"id", "title", "kind", "requirements", "applies_to", "requires", "programs", "sidecar", "worker", "start",
             "steps", "faults", "expect", "ledger", "checks", "timeout", "vector", "$schema"}
-STEP_KINDS = {
-    "wait": {"status", "instance", "timeout"},
-    "raise": {"event", "data", "instance"},
-    "suspend": {"instance", "reason"},
-    "resume": {"instance", "reason"},
-    "terminate": {"instance", "output", "recursive"},
-    "purge": {"instance", "recursive", "force"},
-    "start": {"workflow", "input", "as", "instance_id", "scheduled_in", "unregistered"},
-    "restart_worker": {"programs", "versions"},
-    "stop_worker": set(),
-    "start_worker": {"programs", "versions"},
-    "kill_sidecar": set(),
-    "restart_sidecar": set(),
-    "advance_clock": {"by"},
-    "sleep": {"for"},
-    "call": {"rpc", "request", "expect", "metadata"},
-    "release_replays": set(),
-    "cut_streams": set(),
-}
-STEP_SCALAR = {"advance_clock": "by", "sleep": "for"}  # `- sleep: 1s` is short for `- sleep: {for: 1s}`
+_WORKER_KINDS = tuple(k.name for k in STEPS.values() if issubclass(k.args, WorkerArgs))  # steps that bring programs
 SIDECAR_OPTIONS = {"max_payload", "activity_lease", "clock", "api_token", "task_execution_id"}
 GRPC_CODES = ("OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
               "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
@@ -47,31 +29,19 @@ GRPC_CODES = ("OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEED
 STALL_REASONS = ("PATCH_MISMATCH", "VERSION_NOT_AVAILABLE", "PAYLOAD_SIZE_EXCEEDED")
 
 
-class ScenarioError(Exception):
+def _bad_scenarios(problems: Sequence[Problem]) -> InputError:
     """Bad scenario input: every problem, each with `file:line` and the YAML excerpt."""
-
-    def __init__(self, problems: Sequence[tuple[Span, str, str]]) -> None:
-        # In file order (stable: problems on one line keep the order they were found in).
-        self.problems = sorted(problems, key=lambda p: (p[0].file, p[0].line))
-        super().__init__(self.render())
-
-    def render(self) -> str:
-        out = [f"{len(self.problems)} problem(s) in scenario files:"]
-        for span, message, excerpt in self.problems:
-            out.append(f"{span}: {message}")
-            if excerpt:
-                out.append(excerpt)
-        return "\n".join(out)
+    return InputError(problems, subject="scenario files")
 
 
 class _Checker:
     def __init__(self, doc: SourceDoc) -> None:
         self.doc = doc
-        self.problems: list[tuple[Span, str, str]] = []
+        self.problems: list[Problem] = []
 
     def err(self, path: tuple[Any, ...], message: str) -> None:
         span = self.doc.span(path)
-        self.problems.append((span, message, self.doc.excerpt(span)))
+        self.problems.append(Problem(file=span.file, line=span.line, what=message, excerpt=self.doc.excerpt(span)))
 
     def get(self, data: Mapping[str, Any], key: str, path: tuple[Any, ...], kind: type | tuple[type, ...],
             default: Any = MISSING, *, what: str = "") -> Any:
@@ -93,12 +63,11 @@ class _Checker:
                 self.err(path + (k,), f"unknown key {k!r} in {what}{did_you_mean(k, allowed)}; "
                                       f"allowed: {', '.join(allowed) or 'none'}")
 
+    def duration(self, value: Any, path: tuple[Any, ...]) -> float:
+        return _duration(self, value, path)
 
-def did_you_mean(word: Any, known: Iterable[str]) -> str:
-    """`; did you mean 'x'?` for the closest known name, or nothing."""
-    names = {str(k).lower(): str(k) for k in known}  # case is a typo too: Workflow -> workflow
-    close = difflib.get_close_matches(str(word).lower(), list(names), n=1, cutoff=0.6)
-    return f" (did you mean {names[close[0]]!r}?)" if close else ""
+    def programs(self, raw: Any, path: tuple[Any, ...]) -> None:
+        _programs(self, raw, path)
 
 
 def _tuple(kind: type | tuple[type, ...]) -> tuple[type, ...]:
@@ -252,95 +221,60 @@ def _start(c: _Checker, raw: Any, path: tuple[Any, ...], default_name: str) -> S
     if not isinstance(raw, Mapping):
         c.err(path, "start is {workflow: NAME, input: ..., as: instance-name, instance_id, scheduled_in, expect_error}")
         return None
-    c.keys(raw, STEP_KINDS["start"] | {"expect_error"}, path, "start")
-    workflow = c.get(raw, "workflow", path, str)
-    name = raw.get("as", default_name)
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-        c.err(path + ("as",), f"{name!r} is not an instance name (letters, digits, '_')")
-    scheduled = raw.get("scheduled_in")
-    return StartSpec(name=str(name), workflow=str(workflow), input=raw.get("input", MISSING),
-                     scheduled_in=None if scheduled is None else _duration(c, scheduled, path + ("scheduled_in",)),
-                     instance_id=None if raw.get("instance_id") is None else str(raw["instance_id"]),
-                     expect_error=_error_expect(c, raw.get("expect_error"), path + ("expect_error",)),
+    args = read_args(c, STEPS["start"], raw, path, what="start", extra=frozenset({"expect_error"}))
+    return args.spec(expect_error=_error_expect(c, raw.get("expect_error"), path + ("expect_error",)),
                      span=c.doc.span(path))
 
 
 def _step(c: _Checker, raw: Any, path: tuple[Any, ...], names: set[str]) -> Step | None:
+    """A step from the registry (conformance/scenario/steps.py): one kind, its typed arguments."""
     if not isinstance(raw, Mapping):
-        c.err(path, f"a step is a mapping with one of: {', '.join(sorted(STEP_KINDS))}")
+        c.err(path, f"a step is a mapping with one of: {', '.join(sorted(STEPS))}")
         return None
     kinds = [k for k in raw if k != "expect_error"]
-    if len(kinds) != 1 or kinds[0] not in STEP_KINDS:
-        c.err(path, f"a step has exactly one of: {', '.join(sorted(STEP_KINDS))} (plus optional expect_error); "
+    if len(kinds) != 1 or kinds[0] not in STEPS:
+        c.err(path, f"a step has exactly one of: {', '.join(sorted(STEPS))} (plus optional expect_error); "
                     f"got {', '.join(map(str, raw)) or 'nothing'}")
         return None
-    kind = kinds[0]
-    args = raw[kind]
-    if kind in STEP_SCALAR and not isinstance(args, Mapping):
-        args = {STEP_SCALAR[kind]: args}
-    if args is None:
-        args = {}
-    sp = path + (kind,)
-    if not isinstance(args, Mapping):
-        c.err(sp, f"'{kind}' takes a mapping with keys {sorted(STEP_KINDS[kind]) or 'none'}")
+    kind = STEPS[kinds[0]]
+    body = raw[kind.name]
+    if kind.scalar is not None and not isinstance(body, Mapping):
+        body = {kind.scalar: body}
+    if body is None:
+        body = {}
+    sp = path + (kind.name,)
+    if not isinstance(body, Mapping):
+        c.err(sp, f"'{kind.name}' takes a mapping with keys {sorted(kind.keys) or 'none'}")
         return None
-    c.keys(args, STEP_KINDS[kind], sp, f"step '{kind}'")
-    if kind == "start":
-        spec = _start(c, args, sp, default_name="main")
-        if spec is not None:
-            names.add(spec.name)
-    if kind == "wait":
-        st = args.get("status")
-        for s in [st] if isinstance(st, str) else (st or []):
-            if s not in STATUSES:
-                c.err(sp + ("status",), f"{s!r} is not a status; known: {', '.join(STATUSES)}")
-        if st is None:
-            c.err(sp, "wait needs a status (or a list of statuses)")
-    if kind in ("wait", "raise", "suspend", "resume", "terminate", "purge"):
-        inst = args.get("instance", "main")
-        if isinstance(inst, str) and not inst.startswith("$") and inst not in names and not re.search(r"\$\{", inst):
+    args = read_args(c, kind, body, sp, what=f"step '{kind.name}'")
+    if isinstance(args, Start):
+        names.add(args.name)
+    if isinstance(args, OnInstance):
+        inst = args.instance
+        if not inst.startswith("$") and inst not in names and not has_placeholder(inst):
             c.err(sp + ("instance",), f"no instance named {inst!r} was started before this step; "
                                       f"known: {', '.join(sorted(names)) or 'none'}")
-    if kind == "raise" and "event" not in args:
-        c.err(sp, "raise needs an event name: {event: NAME, data: ...}")
-    for key in ("timeout", "by", "for", "scheduled_in"):
-        if key in args:
-            _duration(c, args[key], sp + (key,))
-    if kind in ("restart_worker", "start_worker") and "programs" in args:
-        _programs(c, args["programs"], sp + ("programs",))
-    if kind == "call":
-        from taskhub_wire.rpc import DAPR_WORKFLOW, TASKHUB
-
-        known = {**TASKHUB.methods, **DAPR_WORKFLOW.methods}
-        if "rpc" not in args:
-            c.err(sp, "call needs an rpc name (e.g. GetInstance) and a request")
-        elif args["rpc"] not in known:
-            c.err(sp + ("rpc",), f"unknown rpc {args['rpc']!r}; known: {', '.join(sorted(known))}")
-        if "metadata" in args and not isinstance(args["metadata"], Mapping):
-            c.err(sp + ("metadata",), "metadata is a mapping of header to value; it replaces the harness's own")
-    return Step(kind=kind, args=dict(args), span=c.doc.span(path),
+    return Step(args=args, span=c.doc.span(path),
                 expect_error=_error_expect(c, raw.get("expect_error"), path + ("expect_error",)))
 
 
 def load_scenario(path: Path, *, root: Path) -> Scenario:
-    """Load one scenario; raises ScenarioError with every problem found."""
+    """Load one scenario; raises InputError with every problem found."""
     display = str(path)
     try:
-        doc = load_source(path, display=display)
-    except YamlSyntaxError as exc:
-        raise ScenarioError([(exc.span, exc.problem, exc.excerpt)]) from None
+        doc = load_source(path, display=display)  # a file that is not YAML: an InputError of its own
     except OSError as exc:
-        raise ScenarioError([(Span(display, 1, 1), f"cannot read: {exc.strerror}", "")]) from None
+        raise _bad_scenarios([Problem(file=display, line=1, what=f"cannot read: {exc.strerror}")]) from None
     c = _Checker(doc)
     try:
         return _scenario(c, doc, path=path, root=root)
-    except ScenarioError:
+    except InputError:
         raise
     except Exception as exc:  # noqa: BLE001 - a file the checks did not foresee is still bad input, not a crash
         span = doc.span(())
-        c.problems.append((span, f"internal error in the validator on this file ({type(exc).__name__}: {exc}); "
-                                 "fix the problems above, or report this file", ""))
-        raise ScenarioError(c.problems) from None
+        c.problems.append(Problem(file=span.file, line=span.line, what=f"internal error in the validator on this file "
+                                  f"({type(exc).__name__}: {exc}); fix the problems above, or report this file"))
+        raise _bad_scenarios(c.problems) from None
 
 
 def _scenario(c: _Checker, doc: SourceDoc, *, path: Path, root: Path) -> Scenario:
@@ -348,7 +282,7 @@ def _scenario(c: _Checker, doc: SourceDoc, *, path: Path, root: Path) -> Scenari
     data = doc.data
     if not isinstance(data, Mapping):
         c.err((), "a scenario file is a YAML mapping (id, requirements, programs, start, steps, expect, ...)")
-        raise ScenarioError(c.problems)
+        raise _bad_scenarios(c.problems)
     c.keys(data, TOP_KEYS, (), "a scenario")
     expected_id = path.relative_to(root).with_suffix("").as_posix()
     sid = data.get("id", expected_id)
@@ -384,7 +318,12 @@ def _scenario(c: _Checker, doc: SourceDoc, *, path: Path, root: Path) -> Scenari
     if not isinstance(worker, Mapping):
         c.err(("worker",), "worker options are a mapping, e.g. {adversary: [...]}")
         worker = {}
-    c.keys(worker, {"adversary"}, ("worker",), "worker options")
+    c.keys(worker, {"adversary", "stateful_history", "history_cache_instances"}, ("worker",), "worker options")
+    if not isinstance(worker.get("stateful_history", False), bool):
+        c.err(("worker", "stateful_history"), "stateful_history is true or false (announce WORKER_CAPABILITY_STATEFUL_HISTORY)")
+    cache = worker.get("history_cache_instances")
+    if cache is not None and (not isinstance(cache, int) or isinstance(cache, bool) or cache < 0):
+        c.err(("worker", "history_cache_instances"), f"history_cache_instances is a count of 0 or more, got {cache!r}")
     if "adversary" in worker:
         from fake_worker.adversary import AdversaryError, parse_rules
 
@@ -394,12 +333,13 @@ def _scenario(c: _Checker, doc: SourceDoc, *, path: Path, root: Path) -> Scenari
             c.err(("worker", "adversary"), str(exc))
     faults: tuple[Any, ...] = ()
     if data.get("faults"):
-        from conformance.proxy import FaultRuleError, parse_rules as parse_faults
+        from conformance.proxy import parse_rules as parse_faults
 
         try:
             faults = tuple(parse_faults(data["faults"], source="faults"))
-        except FaultRuleError as exc:
-            c.err(("faults",), str(exc))
+        except InputError as exc:
+            for problem in exc.problems:
+                c.err(("faults",), problem.what)
     timeout = _duration(c, data.get("timeout", 30), ("timeout",))
     checks = data.get("checks", [])
     if not isinstance(checks, list):
@@ -448,7 +388,7 @@ def _scenario(c: _Checker, doc: SourceDoc, *, path: Path, root: Path) -> Scenari
         if isinstance(programs_raw, dict):
             _program_references(c, data, programs_raw)
     if c.problems:
-        raise ScenarioError(c.problems)
+        raise _bad_scenarios(c.problems)
     return Scenario(
         id=expected_id, title=str(data.get("title", expected_id)), source=display,
         requirements=tuple(map(str, reqs or ())), applies_to=tuple(applies), requires=tuple(map(str, requires)),
@@ -468,7 +408,7 @@ def _program_references(c: _Checker, data: Mapping[str, Any], programs: Mapping[
     docs: list[tuple[tuple[Any, ...], Mapping[str, Any]]] = [(("programs",), programs)]  # in step order
     steps = data.get("steps") if isinstance(data.get("steps"), list) else []
     for i, raw in enumerate(steps):
-        for kind in ("restart_worker", "start_worker"):
+        for kind in _WORKER_KINDS:
             args = raw.get(kind) if isinstance(raw, Mapping) else None
             if isinstance(args, Mapping) and isinstance(args.get("programs"), Mapping):
                 docs.append((("steps", i, kind, "programs"), args["programs"]))
@@ -491,7 +431,7 @@ def _program_references(c: _Checker, data: Mapping[str, Any], programs: Mapping[
         for path, child in _children(doc, base):
             check(child, path, "child workflow")
     for i, raw in enumerate(steps):
-        for kind in ("restart_worker", "start_worker"):
+        for kind in _WORKER_KINDS:
             args = raw.get(kind) if isinstance(raw, Mapping) else None
             if not isinstance(args, Mapping) or "versions" not in args:
                 continue
@@ -607,14 +547,14 @@ def discover(root: Path, *, patterns: Sequence[str] = ()) -> list[Path]:
 
 
 def load_all(root: Path, *, patterns: Sequence[str] = ()) -> list[Scenario]:
-    """Every scenario under `root`; a ScenarioError lists the problems of all files together."""
-    problems: list[tuple[Span, str, str]] = []
+    """Every scenario under `root`; an InputError lists the problems of all files together."""
+    problems: list[Problem] = []
     out = []
     for path in discover(root, patterns=patterns):
         try:
             out.append(load_scenario(path, root=root))
-        except ScenarioError as exc:
+        except InputError as exc:
             problems.extend(exc.problems)
     if problems:
-        raise ScenarioError(problems)
+        raise _bad_scenarios(problems)
     return out

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-_CAPTURE = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
+from conformance.scenario.placeholders import whole
 
 
 @dataclass
@@ -27,9 +27,8 @@ class Matcher:
         if isinstance(expected, str):
             if expected == "*":
                 return []
-            m = _CAPTURE.match(expected)
-            if m:
-                name = m.group(1)
+            name = whole(expected)  # `${NAME}` captures
+            if name is not None:
                 if name not in self.captures:
                     self.captures[name] = actual
                     return []

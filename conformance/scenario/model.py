@@ -8,11 +8,14 @@ in, the exact actions a worker must answer out).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from fake_worker.programs import Bundle
 
 from conformance.scenario.source import Span
+
+if TYPE_CHECKING:
+    from conformance.scenario.steps import Step
 
 MISSING: Any = type("Missing", (), {"__repr__": lambda self: "MISSING"})()
 
@@ -35,14 +38,6 @@ class StartSpec:
     instance_id: str | None = None  # a fixed id (placeholders allowed); default: generated per run
     expect_error: ErrorExpect | None = None
     span: Span | None = None
-
-
-@dataclass(frozen=True)
-class Step:
-    kind: str
-    args: Mapping[str, Any]
-    span: Span
-    expect_error: ErrorExpect | None = None
 
 
 @dataclass(frozen=True)

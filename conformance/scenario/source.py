@@ -4,18 +4,21 @@ Scenario files come from users, so reading is bounded: a size cap on the file, a
 nesting (PyYAML's composer recurses), a budget on the values a document expands to (aliases
 share nodes, so a few hundred bytes can name billions of values), duplicate keys rejected
 instead of last-wins, and every reader, scanner and constructor failure turned into a
-`YamlSyntaxError` with the line it happened on.
+`InputError` (conformance.errors) with the line it happened on.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from conformance.errors import InputError, Problem
 
 MAX_BYTES = 256 << 10  # the largest shipped scenario is ~5 KB
 MAX_DEPTH = 64  # nesting levels; the deepest shipped file has 15
@@ -71,18 +74,18 @@ def _printable(line: str) -> str:
     return "".join(ch if ch == "\t" or ch.isprintable() else ascii(ch)[1:-1] for ch in line)
 
 
-class YamlSyntaxError(Exception):
-    def __init__(self, span: Span, problem: str, excerpt: str) -> None:
-        super().__init__(f"{span}: {problem}")
-        self.span, self.problem, self.excerpt = span, problem, excerpt
+def _syntax_error(span: Span, problem: str, excerpt: str) -> InputError:
+    """A file that is not readable YAML: one problem, at the line it happened on."""
+    return InputError([Problem(file=span.file, line=span.line, what=problem, excerpt=excerpt)],
+                      subject="scenario files")
 
 
 def load_source(path: Path, *, display: str | None = None) -> SourceDoc:
     file = display or str(path)
     size = path.stat().st_size
     if size > MAX_BYTES:
-        raise YamlSyntaxError(Span(file, 1, 1), f"file is {size} bytes; a scenario file is at most {MAX_BYTES} bytes",
-                              "")
+        raise _syntax_error(Span(file, 1, 1), f"file is {size} bytes; a scenario file is at most {MAX_BYTES} bytes",
+                            "")
     raw = path.read_bytes()
     try:
         text = raw.decode("utf-8")
@@ -91,8 +94,8 @@ def load_source(path: Path, *, display: str | None = None) -> SourceDoc:
         column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
         lines = _lines(raw.decode("utf-8", errors="replace"))
         span = Span(file, line, column)
-        raise YamlSyntaxError(span, f"not UTF-8: byte 0x{raw[exc.start]:02x} at column {column}; "
-                                    "save the file as UTF-8", _excerpt(lines, span)) from None
+        raise _syntax_error(span, f"not UTF-8: byte 0x{raw[exc.start]:02x} at column {column}; "
+                                  "save the file as UTF-8", _excerpt(lines, span)) from None
     return parse_source(text, file=file)
 
 
@@ -125,9 +128,9 @@ def _lines(text: str) -> tuple[str, ...]:
 def parse_source(text: str, *, file: str) -> SourceDoc:
     lines = _lines(text)
 
-    def fail(line: int, column: int, problem: str) -> YamlSyntaxError:
+    def fail(line: int, column: int, problem: str) -> InputError:
         span = Span(file, line, column)
-        return YamlSyntaxError(span, problem, _excerpt(lines, span))
+        return _syntax_error(span, problem, _excerpt(lines, span))
 
     loader = None
     try:
@@ -162,7 +165,7 @@ class _Builder:
     """Nodes to plain data, recording spans; bounded in depth and values (aliases expand here)."""
 
     def __init__(self, file: str, spans: dict[tuple[Any, ...], Span],
-                 fail: Callable[[int, int, str], YamlSyntaxError]) -> None:
+                 fail: Callable[[int, int, str], InputError]) -> None:
         self.file, self.spans, self.fail = file, spans, fail
         self.values = 0
         self.constructor = yaml.SafeLoader("")
@@ -217,3 +220,10 @@ class _Builder:
             # e.g. an integer past Python's digit limit, a date like 2026-13-45, a float overflow
             raise self.fail(node.start_mark.line + 1, node.start_mark.column + 1,
                             f"value {node.value[:40]!r} cannot be read: {exc}") from None
+
+
+def did_you_mean(word: Any, known: Iterable[str]) -> str:
+    """` (did you mean 'x'?)` for the closest known name, or nothing."""
+    names = {str(k).lower(): str(k) for k in known}  # case is a typo too: Workflow -> workflow
+    close = difflib.get_close_matches(str(word).lower(), list(names), n=1, cutoff=0.6)
+    return f" (did you mean {names[close[0]]!r}?)" if close else ""

@@ -15,13 +15,15 @@ from google.protobuf import json_format
 from taskhub_wire import pb
 from taskhub_wire.kinds import action_field, action_kind, event_field, event_kind
 
+from conformance.errors import InputError
+
 BASE_SECONDS = 1_767_225_600  # 2026-01-01T00:00:00Z: default timestamps of hand-written events
 
 
 _INT32 = (-(1 << 31), (1 << 31) - 1)
 
 
-class WireError(ValueError):
+class WireError(InputError):
     pass
 
 

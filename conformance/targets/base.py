@@ -68,6 +68,8 @@ class WorkerStart:
     ledger: Path
     adversary: Sequence[Any] = ()
     api_token: str | None = None
+    stateful_history: bool = False  # the reference worker's; an SDK worker does what its SDK does
+    history_cache_instances: int | None = None
 
 
 @dataclass(frozen=True)

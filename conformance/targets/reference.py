@@ -84,7 +84,9 @@ class ReferenceWorkerHandle:
 
 def start_reference_worker(spec: WorkerStart, *, worker_class: type[Worker] = Worker) -> ReferenceWorkerHandle:
     worker = worker_class(bundle=spec.bundle,
-                          options=WorkerOptions(sidecar=spec.address, api_token=spec.api_token, connect_timeout=15),
+                          options=WorkerOptions(sidecar=spec.address, api_token=spec.api_token, connect_timeout=15,
+                                                stateful_history=spec.stateful_history,
+                                                history_cache_instances=spec.history_cache_instances),
                           activities=ActivityRunner(ledger=str(spec.ledger)),
                           adversary=Adversary(rules=parse_rules(list(spec.adversary))) if spec.adversary else Adversary())
     adopt(worker)

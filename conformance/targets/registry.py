@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from conformance.errors import InputError
 from conformance.targets.base import Gap, Pair, SidecarTarget, WorkerTarget
 
 DEFAULT_TARGETS = Path(__file__).with_name("targets.yaml")
@@ -17,7 +18,7 @@ SIDECAR_KINDS = ("reference", "durabletask-go", "daprd", "address")
 WORKER_KINDS = ("reference", "command")
 
 
-class TargetError(ValueError):
+class TargetError(InputError):
     """Unknown or misdeclared target: says which, and what is known."""
 
 

@@ -861,7 +861,11 @@ class Engine:
         past = inst.history
         req = pb.WorkflowRequest(instanceId=inst.iid)
         req.executionId.value = inst.execution_id
-        warm = stream.warm.get(inst.iid, 0) if stream.stateful else 0
+        # What this stream was sent counts only for the same execution: after continue-as-new or a
+        # new start under the id, another stream may have carried the new history past that count.
+        execution, warm = stream.warm.get(inst.iid, ("", 0)) if stream.stateful else ("", 0)
+        if execution != inst.execution_id:
+            warm = 0
         if 0 < warm <= len(past):
             req.pastEvents.extend(past[warm:])
             req.cachedHistory.eventCount = warm
@@ -877,7 +881,7 @@ class Engine:
         if self._refused(inst, ("wf", inst.iid, 0), size):
             return None
         if stream.stateful:
-            stream.warm[inst.iid] = len(past)
+            stream.warm[inst.iid] = (inst.execution_id, len(past))
         inst.turn = Turn(token=token, stream=sid, new_events=delivered, consumed=consumed, past_len=len(past))
         stream.out.add(("wf", inst.iid, 0))
         item = pb.WorkItem(completionToken=token)
@@ -1078,8 +1082,11 @@ class Engine:
         parent_ref = None if detached else {"iid": parent.iid, "task_id": task_id, "name": parent.name,
                                             "exec_id": parent.execution_id}
         if existing is not None:
-            same_owner = (existing.parent or {}).get("iid") == parent.iid and \
-                (existing.parent or {}).get("task_id") == task_id
+            # The same create again means the same parent execution: a later generation that
+            # reuses the action id (and so the default child id) creates the child afresh.
+            owner = existing.parent or {}
+            same_owner = owner.get("iid") == parent.iid and owner.get("task_id") == task_id and \
+                owner.get("exec_id", parent.execution_id) == parent.execution_id
             if same_owner and not detached:
                 return  # idempotent retry of the same create (R3.5 DAPR)
             if not existing.terminal:

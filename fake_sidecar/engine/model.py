@@ -223,5 +223,5 @@ class InstanceView:
 class Stream:
     sid: int
     stateful: bool
-    warm: dict[str, int] = field(default_factory=dict)
+    warm: dict[str, tuple[str, int]] = field(default_factory=dict)  # iid -> (execution id, past events sent)
     out: set[tuple[str, str, int]] = field(default_factory=set)

@@ -41,7 +41,9 @@ AREA_PREFIX = {
     "payload": "PAY",
 }
 REQUIRED_KEYS = ("id", "title", "text", "level", "area", "applies_to", "source")
-OPTIONAL_KEYS = ("engines_differ",)
+OPTIONAL_KEYS = ("engines_differ", "ports")
+# a ported test case: "<owner>/<repo> <path of the test file>"
+PORT_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+ [A-Za-z0-9_./-]+\.[a-z]+$")
 DIFFER_KEYS = ("spec", "durabletask-go", "daprd", "reference")
 ID_RE = re.compile(r"^(?P<area>[A-Z]+)-(?P<topic>[A-Z0-9]+)-(?P<num>[0-9]{3})$")
 TITLE_MAX = 70
@@ -157,6 +159,15 @@ def problems(doc: Any, *, name: str = "requirements.yaml") -> list[str]:
                     if not isinstance(value, str) or not value.strip():
                         bad(f"engines_differ.{key} must be a non-empty string, got {value!r}")
 
+        if "ports" in entry:
+            ports = entry["ports"]
+            if not isinstance(ports, list) or not ports:
+                bad(f"ports must be a non-empty list of '<owner>/<repo> <test file>' strings, got {ports!r}")
+            else:
+                for port in ports:
+                    if not isinstance(port, str) or not PORT_RE.match(port):
+                        bad(f"ports entry {port!r} is not '<owner>/<repo> <test file path>'")
+
     unused = [a for a in AREA_PREFIX if not areas_used[a]]
     if unused:
         out.append(f"{name}: no requirement for area(s) {', '.join(unused)}; every area needs at least one")
@@ -193,6 +204,7 @@ requirements:
     engines_differ:
       durabletask-go: redelivers at once
       daprd: redelivers through a reminder
+    ports: [dapr/dapr tests/integration/suite/daprd/workflow/activity.go]
 """
 
 
@@ -219,6 +231,9 @@ def test_checker_accepts_a_good_entry() -> None:
         (("    level: MUST\n", "    level: MUST\n    levle: MUST\n"), "unknown key(s) levle"),
         (("      daprd: redelivers through a reminder\n", ""), "at least two behaviours"),
         (("      daprd:", "      dapr:"), "engines_differ has unknown key(s) dapr"),
+        (("ports: [dapr/dapr tests", "ports: [dapr tests"), "is not '<owner>/<repo> <test file path>'"),
+        (("ports: [dapr/dapr tests/integration/suite/daprd/workflow/activity.go]", "ports: []"),
+         "ports must be a non-empty list"),
     ],
 )
 def test_checker_names_the_broken_entry(edit: tuple[str, str], expected: str) -> None:
@@ -232,7 +247,7 @@ def test_checker_names_the_broken_entry(edit: tuple[str, str], expected: str) ->
 def test_checker_reports_duplicate_ids_with_both_lines() -> None:
     doc = GOOD + GOOD.removeprefix("requirements:\n")
     found = _one_area_only(problems(load(doc)))
-    assert found == ["requirements.yaml:12 entry #2 (ACT-ALO-001): duplicate id 'ACT-ALO-001' (first at line 2)"]
+    assert found == ["requirements.yaml:13 entry #2 (ACT-ALO-001): duplicate id 'ACT-ALO-001' (first at line 2)"]
 
 
 def test_loader_refuses_duplicate_keys() -> None:

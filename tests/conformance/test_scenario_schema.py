@@ -1,9 +1,10 @@
 """conformance/scenario/scenario.schema.json: valid, in step with the loader, and accepting every scenario.
 
-The schema is for editors (yaml-language-server); the loader is the authority. These tests keep the
-two from drifting apart: the schema's step kinds and their arguments, top-level keys, options and
-enums must equal the loader's (and the registries it uses), every scenario file must validate, and
-typical mistakes must be rejected.
+The schema is for editors (yaml-language-server); the loader is the authority. Its step definitions
+are generated from the step registry (conformance/scenario/schema.py), and the checked-in file must
+equal the generated one. These tests keep the rest from drifting apart too: top-level keys, options
+and enums must equal the loader's (and the registries it uses), every scenario file must validate,
+and typical mistakes must be rejected.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ referencing = pytest.importorskip("referencing")
 from conformance.checks import CHECKS  # noqa: E402
 from conformance.proxy.rules import ACTIONS as FAULT_ACTIONS  # noqa: E402
 from conformance.proxy.rules import METHODS  # noqa: E402
-from conformance.scenario import loader  # noqa: E402
+from conformance.scenario import loader, schema  # noqa: E402
+from conformance.scenario.steps import STEPS  # noqa: E402
 from conformance.scenario.model import DIRECTIONS, STATUSES  # noqa: E402
 from fake_worker.adversary import MODES  # noqa: E402
 from taskhub_wire.kinds import ACTION_KINDS, EVENT_KINDS  # noqa: E402
@@ -79,31 +81,43 @@ def test_schema_is_a_valid_draft_2020_12_schema():
     jsonschema.Draft202012Validator.check_schema(SCHEMA)
 
 
-def test_step_kinds_equal_the_loaders():
+def test_the_checked_in_schema_is_the_generated_one():
+    """Regenerate with `python -m conformance.scenario.schema` after changing a step kind."""
+    assert schema.render(schema.generate(SCHEMA)) == SCHEMA_PATH.read_text(encoding="utf-8")
+
+
+def test_the_generator_replaces_what_it_owns():
+    stale = {**SCHEMA, "$defs": {**DEFS, "step": {"type": "object"}, "status": {"enum": ["DONE"]}}}
+    fresh = schema.generate(stale)
+    assert fresh["$defs"]["step"] == DEFS["step"] and fresh["$defs"]["status"] == DEFS["status"]
+    assert list(fresh["$defs"]) == list(DEFS)  # in place, in the file's order
+
+
+def test_step_kinds_equal_the_registry():
     step = DEFS["step"]
     kinds = set(step["properties"]) - {"expect_error"}
-    assert kinds == set(loader.STEP_KINDS)
-    assert {tuple(alt["required"]) for alt in step["oneOf"]} == {(k,) for k in loader.STEP_KINDS}
+    assert kinds == set(STEPS)
+    assert {tuple(alt["required"]) for alt in step["oneOf"]} == {(k,) for k in STEPS}
 
 
-@pytest.mark.parametrize("kind", sorted(loader.STEP_KINDS))
-def test_step_arguments_equal_the_loaders(kind: str):
+@pytest.mark.parametrize("kind", sorted(STEPS))
+def test_step_arguments_equal_the_registry(kind: str):
     forms = _object_forms(DEFS["step"]["properties"][kind])
-    allowed = loader.STEP_KINDS[kind]
+    allowed = set(STEPS[kind].keys)
     if not allowed:  # no arguments: only null or an empty mapping
         assert all(form.get("maxProperties") == 0 for form in forms), kind
         return
     assert len(forms) == 1, f"{kind}: expected one mapping form, got {forms}"
     assert set(forms[0]["properties"]) == allowed
     assert forms[0]["additionalProperties"] is False
-    if kind in loader.STEP_SCALAR:  # `- sleep: 1s` is short for `- sleep: {for: 1s}`
+    if STEPS[kind].scalar is not None:  # `- sleep: 1s` is short for `- sleep: {for: 1s}`
         assert any(_resolve(alt) is DEFS["duration"] for alt in DEFS["step"]["properties"][kind]["oneOf"])
 
 
 def test_top_level_keys_and_options_equal_the_loaders():
     assert set(SCHEMA["properties"]) == loader.TOP_KEYS
     assert set(SCHEMA["properties"]["sidecar"]["properties"]) == loader.SIDECAR_OPTIONS
-    assert set(DEFS["start_spec"]["properties"]) == loader.STEP_KINDS["start"] | {"expect_error"}
+    assert set(DEFS["start_spec"]["properties"]) == STEPS["start"].keys | {"expect_error"}
     assert set(SCHEMA["properties"]["ledger"]["properties"]) == {"ok", "lost", "duplicated", "unexpected",
                                                                    "executions"}
 

@@ -12,12 +12,12 @@ import grpc
 import pytest
 from google.protobuf import empty_pb2
 
+from conformance.errors import InputError
 from conformance.proxy import (
     CUT_DETAILS,
     DROPPED_RESPONSE_DETAILS,
     FaultProxy,
     FaultRule,
-    FaultRuleError,
     MessageMatch,
     parse_rules,
 )
@@ -568,7 +568,7 @@ def test_times_and_set_rules(sidecar, make_proxy, make_client):
     assert [e.fault for e in entries(proxy, "GetInstance", "request")] == [None, "drop (rule 0)", "drop (rule 0)",
                                                                           None]
     assert [f.rule_index for f in proxy.fault_log()] == [0, 0]
-    with pytest.raises(FaultRuleError):
+    with pytest.raises(InputError):
         proxy.set_rules([{"match": {"rpc": "GetInstance"}, "action": "drop"}])  # type: ignore[list-item]
 
 
@@ -648,7 +648,7 @@ def test_parse_rules_accepts_plain_data_with_durations():
 
 
 def test_parse_rules_reports_every_problem_with_its_index():
-    with pytest.raises(FaultRuleError) as err:
+    with pytest.raises(InputError) as err:
         parse_rules([
             {"match": {"rpc": "CompleteActivityTsk"}, "action": "drop"},
             {"match": {"rpc": "CompleteActivityTask", "where": {"taskid": 2, "result": 5}}, "action": "explode"},
@@ -662,7 +662,7 @@ def test_parse_rules_reports_every_problem_with_its_index():
             {"match": {"rpc": "StartInstance", "where": {"input.nope": "x"}}, "action": "drop"},
             {"match": {"rpc": "Hello"}, "action": "drop", "forward_now": True},
         ], source="s.yaml")
-    problems = err.value.problems
+    problems = [p.what for p in err.value.problems]
     text = str(err.value)
     assert isinstance(err.value, ValueError) and text.startswith(f"{len(problems)} problems in fault rules:")
 
@@ -686,16 +686,16 @@ def test_parse_rules_reports_every_problem_with_its_index():
     assert any("forward_now is only used by action replay_later" in p for p in at(10))
     assert all(at(i) for i in range(11))
 
-    with pytest.raises(FaultRuleError, match="a list of mappings"):
+    with pytest.raises(InputError, match="a list of mappings"):
         parse_rules({"match": {}}, source="s.yaml")
 
 
 def test_constructing_a_bad_rule_directly_raises():
-    with pytest.raises(FaultRuleError, match="unknown rpc 'Nope'"):
+    with pytest.raises(InputError, match="unknown rpc 'Nope'"):
         MessageMatch(rpc="Nope")
-    with pytest.raises(FaultRuleError, match="taskId is an integer, got '2'"):
+    with pytest.raises(InputError, match="taskId is an integer, got '2'"):
         MessageMatch(rpc="CompleteActivityTask", where={"taskId": "2"})
-    with pytest.raises(FaultRuleError, match="times must be"):
+    with pytest.raises(InputError, match="times must be"):
         FaultRule(match=MessageMatch(rpc="Hello"), action="drop", times=-1)
-    with pytest.raises(FaultRuleError, match="use one of: delay, cut_stream"):
+    with pytest.raises(InputError, match="use one of: delay, cut_stream"):
         FaultRule(match=MessageMatch(rpc="GetWorkItems", direction="request"), action="drop")

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from conformance.errors import InputError
 from conformance.events import Outcome, RunStarted, ScenarioFinished, TranscriptEntry
 from conformance.reporting import (
-    CatalogueError,
-    EventLogError,
     TerminalReporter,
     load_catalogue,
     parse_catalogue,
@@ -81,12 +80,12 @@ requirements:
     colour: blue
   - just a string
 """
-    with pytest.raises(CatalogueError) as info:
+    with pytest.raises(InputError) as info:
         parse_catalogue(text, source="req.yaml")
     problems = info.value.problems
     assert len(problems) == 6, problems
     msg = str(info.value)
-    assert msg.startswith("req.yaml: 6 problems in the requirement catalogue:")
+    assert msg.startswith("6 problems in the requirement catalogue req.yaml:\n")
     assert "req.yaml:9: requirements[1] (A-1): duplicate id 'A-1' (first defined at req.yaml:2)" in msg
     assert 'req.yaml:9: requirements[1] (A-1): bad level "MUSTN\'T"; one of MUST, SHOULD, MAY' in msg
     assert "bad applies_to 'sidecar'; one of engine, worker, both" in msg
@@ -98,9 +97,9 @@ requirements:
 def test_catalogue_rejects_a_file_without_requirements(tmp_path):
     path = tmp_path / "r.yaml"
     path.write_text("- id: X\n", encoding="utf-8")
-    with pytest.raises(CatalogueError, match="top level must be a mapping with the key 'requirements'"):
+    with pytest.raises(InputError, match="top level must be a mapping with the key 'requirements'"):
         load_catalogue(path)
-    with pytest.raises(CatalogueError, match="cannot read the file"):
+    with pytest.raises(InputError, match="cannot read the file"):
         load_catalogue(tmp_path / "missing.yaml")
 
 
@@ -122,7 +121,7 @@ def test_events_round_trip_through_read_events(reports):
 def test_read_events_names_bad_lines(tmp_path):
     path = tmp_path / "events.jsonl"
     path.write_text('{"kind": "run_started"}\n\n{"kind": "nope"}\n', encoding="utf-8")
-    with pytest.raises(EventLogError) as info:
+    with pytest.raises(InputError) as info:
         read_events(path)
     assert f"{path}:1:" in str(info.value) and f"{path}:3: not a conformance event: kind 'nope'" in str(info.value)
 

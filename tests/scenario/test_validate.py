@@ -14,7 +14,8 @@ import pytest
 
 from conformance import cli
 from conformance.scenario import source
-from conformance.scenario.loader import ScenarioError, load_scenario
+from conformance.errors import InputError
+from conformance.scenario.loader import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,10 +41,10 @@ def problems(tmp_path: Path, text: str | bytes, name: str = "s.yaml") -> list[tu
     path.write_bytes(text.encode() if isinstance(text, str) else text)
     try:
         load_scenario(path, root=tmp_path)
-    except ScenarioError as exc:
-        for span, _, _ in exc.problems:
-            assert span.file == str(path)
-        return [(span.line, message) for span, message, _ in exc.problems]
+    except InputError as exc:
+        for problem in exc.problems:
+            assert problem.file == str(path)
+        return [(problem.line, problem.what) for problem in exc.problems]
     return []
 
 
