@@ -181,7 +181,8 @@ def test_a_terminated_turn_applies_no_answer(tmp_path) -> None:
 
 
 def _vector_check(tmp_path, *, actions: list, held: bool) -> list[Mismatch]:
-    from conformance.checks import CHECKS, ConformanceFailure, Observed
+    from conformance.checks import CHECKS, Observed
+    from conformance.failures import TargetMisbehaved
     from conformance.scenario.loader import load_scenario
 
     folder = tmp_path / "scenarios" / "vectors"
@@ -194,7 +195,7 @@ def _vector_check(tmp_path, *, actions: list, held: bool) -> list[Mismatch]:
                    vector_answer={"actions": actions}, vector_held=held)
     try:
         CHECKS["vector"](obs)
-    except ConformanceFailure as exc:
+    except TargetMisbehaved as exc:
         return exc.found
     return []
 
