@@ -148,11 +148,13 @@ def group(marks: Iterable[tuple[Verdict, str, str]]) -> tuple[Section, ...]:
 # results as JSON values, timer due times, the completion's status and output, the custom status,
 # patches and version. The worker's choice: action ids (opaque unless an engine depends on them),
 # child instance ids it sends, timer names and origins, error type names and messages (the
-# language's), routers, a taskExecutionId (the sidecar makes those, seed 000 task_execution_id), the
-# timestamp of a carried event, an empty string where another worker leaves a field unset.
+# language's), routers, a taskExecutionId (the sidecar makes those, seed 000 task_execution_id), a child
+# retry's retryParentInstanceInfo, the timestamp of a carried event, an empty string where another worker
+# leaves a field unset.
 
 _LAYOUT_FIELDS = frozenset({"id", "instanceId", "taskExecutionId", "router", "origin", "timestamp", "errorType",
-                            "errorMessage", "stackTrace", "isNonRetriable", "innerFailure"})
+                            "errorMessage", "stackTrace", "isNonRetriable", "innerFailure",
+                            "retryParentInstanceInfo"})  # a child retry's link to its first attempt (durabletask-go)
 _PATH = re.compile(r"^(?P<path>[^\s:]+): (?P<rest>.*)$", re.S)
 
 
@@ -186,7 +188,7 @@ def _within_a_millisecond(rest: str) -> bool:
     """`expected '...00.000500Z', got '...00.000Z'`: a due time the worker rounded to milliseconds."""
     from datetime import datetime
 
-    stamps = re.findall(r"'(\d{4}-\d\d-\d\dT[^']+)'", rest)
+    stamps = re.findall(r"""['"](\d{4}-\d\d-\d\dT[^'"]+)['"]""", rest)  # the Matcher shows values as JSON
     if len(stamps) != 2:
         return False
     try:

@@ -29,6 +29,7 @@ class Observed:
     states: dict[str, dict[str, Any]]  # instance id -> GetInstance view (status, output, custom_status, failure...)
     histories: dict[str, list[dict[str, Any]]]  # instance id -> event dicts (conformance.scenario.wire.event_dict)
     raw_histories: dict[str, list[Any]] = field(default_factory=dict)  # instance id -> pb.HistoryEvent
+    keys: dict[str, str] = field(default_factory=dict)  # expectation key -> instance id (step captures included)
     ledger: list[dict[str, Any]] = field(default_factory=list)
     replay: Callable[[str, Sequence[Any], Sequence[Any]], dict[str, Any]] | None = None  # (iid, past, new) -> answer
     counters: Mapping[str, int] = field(default_factory=dict)  # engine counters (reference sidecar only)
@@ -39,6 +40,7 @@ class Observed:
     vector_note: str = ""  # how the vector was rewritten for the worker's dialect
     vector_foreign: bool = False  # a fuzz finding's history, which no engine writes for this worker (docs/verdicts.md)
     vector_overridden: bool = False  # the turn delivers ExecutionTerminated: the engine applies none of the answer
+    vector_held: bool = False  # the turn leaves the instance suspended: an answer may hold its actions (EVT-SUSP-001)
 
 
 CheckFn = Callable[[Observed], None]
@@ -66,7 +68,10 @@ def fail(obs: Observed, name: str, mismatches: Sequence[str | Mismatch]) -> None
 
 
 def resolve_instance(obs: Observed, key: str) -> str:
-    """An expectation key: an instance name, or an id pattern with `${name}` placeholders."""
+    """An expectation key: an instance name, or an id pattern with `${name}` placeholders (instance names, or
+    values a `call` step captured, as the run resolved them)."""
+    if key in obs.keys:
+        return obs.keys[key]
     if key in obs.instances:
         return obs.instances[key]
     return str(substitute(key, ids=obs.instances))

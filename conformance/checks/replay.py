@@ -128,6 +128,13 @@ def vector(obs: Observed) -> None:
     m = Matcher()
     out: list[str | Mismatch] = []
     actions = answer["actions"]
+    if obs.vector_held and not actions and expected:
+        # Suspended at the end of the turn: no actions is the contract's answer (EVT-SUSP-001), the reference's
+        # (acting on the events before the suspension) another one; the held work follows the resume.
+        fail(obs, "vector", [Mismatch(text=f"no actions where the reference answers {len(expected)}: the turn leaves "
+                                           "the instance suspended and the worker holds its actions until the "
+                                           "resume (EVT-SUSP-001)", level=Level.OBSERVATION, field="actions")])
+        return
     if len(actions) != len(expected):
         out.append(f"expected {len(expected)} action(s), got {len(actions)}: {json.dumps(actions)}")
     for i, (want, got) in enumerate(zip(expected, actions)):

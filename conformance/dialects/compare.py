@@ -182,10 +182,16 @@ def engine_view(actions: list[dict[str, Any]], instance_id: str, *, wire: bool) 
       id, as the engine names it (CHILD-CREATE-001, R3.5);
     - only the first CompleteWorkflow counts (R3.1: later completions are ignored);
     - nothing after a CONTINUED_AS_NEW completion (R3.1) or a TERMINATED one (LIFE-TERM-001: no
-      activity is dispatched once terminated) counts.
+      activity is dispatched once terminated) counts;
+    - in an answer that completes the workflow, an event wait's timer (the optional 9999-12-31 one, or
+      one with an externalEvent origin) is moot: its only effect would be to resume a workflow that has
+      ended, so whether a worker still sends one for a wait the turn settled is its dialect.
     `wire`: actions as normalise() makes them ({id, completeWorkflow: {...}}); else as
     conformance.scenario.wire.action_dict makes them ({CompleteWorkflow: {id, ...}})."""
     child, done = ("createChildWorkflow", "completeWorkflow") if wire else ("CreateChildWorkflow", "CompleteWorkflow")
+    timer = "createTimer" if wire else "CreateTimer"
+    if any(isinstance(a.get(done), dict) for a in actions):
+        actions = [a for a in actions if not _wait_timer(a.get(timer))]
     out: list[dict[str, Any]] = []
     completed = False
     for a in actions:
@@ -205,6 +211,16 @@ def engine_view(actions: list[dict[str, Any]], instance_id: str, *, wire: bool) 
                 a = {**a, child: {**c, "instanceId": child_instance_id(instance_id, aid)}}
         out.append(a)
     return out
+
+
+def _wait_timer(body: Any) -> bool:
+    """A CreateTimer body made for an event wait: externalEvent origin, or due 9999-12-31 with no other origin."""
+    if not isinstance(body, dict):
+        return False
+    if "externalEvent" in body:
+        return True
+    return (isinstance(body.get("fireAt"), str) and body["fireAt"].startswith("9999-12-31")
+            and not any(k in body for k in ("createTimer", "activityRetry", "childWorkflowRetry")))
 
 
 def relax(node: Any, profile: Profile, *, answer: bool) -> Any:

@@ -8,7 +8,7 @@ rewrites fuzzed turns: the history it is sent has the sentinel timers removed an
 the worker's base; the worker's answer has its ids moved back; and where sentinel timers were
 involved, the expected and the actual action ids are both compared by rank (the reference reserves
 ids for wait timers such a worker never makes). The point of a vector is the replay decision, not
-the id base: flow scenarios (RPL-IDS-001) show the base.
+the id base, which is the worker's choice (RPL-IDS-001, INFO).
 """
 
 from __future__ import annotations

@@ -500,7 +500,7 @@ def _observe(run: _Run, h: _Harness) -> Observed:
     ledger = [json.loads(line) for line in h.ledger.read_text(encoding="utf-8").splitlines() if line.strip()]
     zombies = h.zombies + (getattr(h.worker, "zombies_sent", lambda: [])() if h.worker is not None else [])
     counters = h.sidecar.counters() if hasattr(h.sidecar, "counters") else {}
-    return Observed(scenario=run.scenario, instances=run.instances, states=states,
+    return Observed(scenario=run.scenario, instances=run.instances, keys=ids, states=states,
                     histories={k: [event_dict(e) for e in v] for k, v in raw.items()}, raw_histories=raw,
                     ledger=ledger, counters=counters, zombie_results=zombies, reproduce=run.reproduce)
 
@@ -631,6 +631,19 @@ def _verdict(scenario: Scenario, failures: Sequence[TargetMisbehaved], gap: Gap 
                                        "remove it in the target's declaration" if stale and gap else "", **common)
 
 
+_ACTION_EVENTS = frozenset({"taskScheduled", "timerCreated", "childWorkflowInstanceCreated", "eventSent",
+                            "detachedWorkflowInstanceCreated"})
+
+
+def _has_wait(node: Any) -> bool:
+    """Whether program documents hold a wait_event step anywhere."""
+    if isinstance(node, Mapping):
+        return "wait_event" in node or any(_has_wait(v) for v in node.values())
+    if isinstance(node, list):
+        return any(_has_wait(v) for v in node)
+    return False
+
+
 def _run_vector(run: _Run, stack: ExitStack) -> Observed:
     """A turn-level vector: the reference sidecar hands the turn, in the worker's dialect, to the worker under test."""
     vec = run.scenario.vector
@@ -659,13 +672,23 @@ def _run_vector(run: _Run, stack: ExitStack) -> Observed:
     # A fuzz finding's history was built from the reference's answers; in_dialect shifts ids and strips wait
     # timers for the worker, but a worker whose event waits take ids of their own (event_wait_ids) is never
     # sent such a history by an engine.
-    foreign = (vec.compare == "fuzz" and "event_wait_ids" in run.pair.worker.capabilities) or vec.history == "impossible"
+    # The same holds for a hand-written vector whose past records actions of a program with event waits: the
+    # reference numbered them without ids for the waits, so the recorded ids do not line up for such a worker.
+    own_wait_ids = "event_wait_ids" in run.pair.worker.capabilities
+    waits_in_past = _has_wait(run.scenario.programs_doc) and any(
+        e.WhichOneof("eventType") in _ACTION_EVENTS for e in turn.past)
+    foreign = (own_wait_ids and (vec.compare == "fuzz" or waits_in_past)) or vec.history == "impossible"
     # A turn that delivers ExecutionTerminated ends the instance whatever the answer: the engine drops the
     # turn's actions and the termination wins over a continue-as-new (R3.16), so no answer differs there.
     terminated = any(e.WhichOneof("eventType") == "executionTerminated" for e in turn.new)
+    # A turn that leaves the instance suspended may be answered with no actions: the worker holds what the
+    # events before the suspension let the code do until the resume (EVT-SUSP-001; durabletask-go does).
+    markers = [e.WhichOneof("eventType") for e in turn.new
+               if e.WhichOneof("eventType") in ("executionSuspended", "executionResumed")]
+    held = bool(markers) and markers[-1] == "executionSuspended"
     return Observed(scenario=run.scenario, instances={}, states={}, histories={}, reproduce=run.reproduce,
                     vector_answer=answer, vector_expected=expected, vector_note=turn.note, vector_foreign=foreign,
-                    vector_overridden=terminated)
+                    vector_overridden=terminated, vector_held=held)
 
 
 __all__ = ["HarnessError", "run_scenario"]

@@ -84,3 +84,17 @@ def test_engine_view():
     terminated = [{"id": 3, "completeWorkflow": {"workflowStatus": "ORCHESTRATION_STATUS_TERMINATED"}},
                   {"id": 4, "scheduleTask": {"name": "echo"}}]
     assert engine_view(terminated, "p", wire=True) == terminated[:1]
+
+
+def test_engine_view_drops_a_moot_wait_timer():
+    sentinel = {"CreateTimer": {"id": 1, "fireAt": "9999-12-31T23:59:59.999999999Z", "externalEvent": {"name": "go"}}}
+    done = {"CompleteWorkflow": {"id": 2, "workflowStatus": "ORCHESTRATION_STATUS_COMPLETED"}}
+    assert engine_view([sentinel, done], "p", wire=False) == [done]  # the instance ends: it never fires
+    assert engine_view([sentinel], "p", wire=False) == [sentinel]  # still waiting: the timer stands
+    real = {"CreateTimer": {"id": 1, "fireAt": "2026-01-01T00:00:00Z", "createTimer": {}}}
+    assert engine_view([real, done], "p", wire=False) == [real, done]  # a durable timer is the program's
+    timed_wait = {"CreateTimer": {"id": 1, "fireAt": "2026-01-01T00:01:00Z", "externalEvent": {"name": "go"}}}
+    assert engine_view([timed_wait, done], "p", wire=False) == [done]
+    wire = [{"id": 1, "createTimer": {"fireAt": "9999-12-31T23:59:59.999999999Z"}},
+            {"id": 2, "completeWorkflow": {"workflowStatus": "ORCHESTRATION_STATUS_FAILED"}}]
+    assert engine_view(wire, "p", wire=True) == wire[1:]

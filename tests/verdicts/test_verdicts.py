@@ -62,6 +62,8 @@ def test_requirements_with_the_same_mismatches_share_one_section() -> None:
     "actions[0].CreateTimer.origin: missing (expected {'createTimer': {}})",
     "actions[0].CompleteWorkflow.customStatus: expected absent, got ''",
     "actions[0].CreateTimer.fireAt: expected '2026-01-01T00:00:01.000500Z', got '2026-01-01T00:00:01Z'",
+    'actions[0].CreateTimer.fireAt: expected "2026-01-01T00:00:00.002001Z", got "2026-01-01T00:00:00.002Z"',
+    "actions[0].CreateChildWorkflow.retryParentInstanceInfo: expected absent, got {'instanceID': 'p:0001'}",
 ])
 def test_the_workers_own_choices_are_observations(text: str) -> None:
     assert classify_answer_mismatch(text).level is Level.OBSERVATION
@@ -176,3 +178,42 @@ def test_a_terminated_turn_applies_no_answer(tmp_path) -> None:
     r = _run_vector(tmp_path, name="other", new_events=terminate)
     assert r.outcome is Outcome.OBSERVATION, r.message
     assert "R3.16" in r.message
+
+
+def _vector_check(tmp_path, *, actions: list, held: bool) -> list[Mismatch]:
+    from conformance.checks import CHECKS, Observed
+    from conformance.failures import TargetMisbehaved
+    from conformance.scenario.loader import load_scenario
+
+    folder = tmp_path / "scenarios" / "vectors"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "v.yaml"
+    path.write_text(VECTOR.replace("ID", "1").replace("NAME", "echo").replace(
+        "NEW_EVENTS\n", "    - {ExecutionSuspended: {}}\n"), encoding="utf-8")
+    scenario = load_scenario(path, root=tmp_path / "scenarios")
+    obs = Observed(scenario=scenario, instances={}, states={}, histories={},
+                   vector_answer={"actions": actions}, vector_held=held)
+    try:
+        CHECKS["vector"](obs)
+    except TargetMisbehaved as exc:
+        return exc.found
+    return []
+
+
+def test_a_turn_left_suspended_may_hold_its_actions(tmp_path) -> None:
+    found = _vector_check(tmp_path, actions=[], held=True)
+    assert [m.level for m in found] == [Level.OBSERVATION] and "EVT-SUSP-001" in found[0].text
+    # Not held: the same empty answer misses the program's action.
+    assert any(m.level is None for m in _vector_check(tmp_path, actions=[], held=False))
+    # Held, but answered with the wrong action: still the program's semantics.
+    wrong = [{"ScheduleTask": {"id": 1, "name": "other", "input": 1}}]
+    assert any(m.level is None for m in _vector_check(tmp_path, actions=wrong, held=True))
+
+
+def test_an_expectation_key_may_name_a_value_a_step_captured() -> None:
+    from conformance.checks import Observed, resolve_instance
+
+    obs = Observed(scenario=None, instances={"main": "m-1"}, states={}, histories={},  # type: ignore[arg-type]
+                   keys={"main": "m-1", "${child}": "m-1:0000"})
+    assert resolve_instance(obs, "${child}") == "m-1:0000"  # captured by a call step (default-child-id-and-parent)
+    assert resolve_instance(obs, "${main}-x") == "m-1-x"
