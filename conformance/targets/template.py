@@ -25,6 +25,10 @@ WORKER_CAPABILITIES: dict[str, str] = {
     "ids_from_one": "action ids count 1, 2, 3... (the Python and JS SDKs); without it, from 0",
     "event_wait_timer": "an indefinite wait_event reserves an action id with a far-future timer (dapr-ext-workflow)",
     "timer_origins": "CreateTimer carries its origin (createTimer, externalEvent, activityRetry, ...)",
+    "event_wait_ids": "each event wait takes an action id of its own without a timer (durabletask-java)",
+    "patch_after_past": "a patch first met while the turn's new events are processed is taken (the Python SDKs)",
+    "all_fails_fast": "an `all` fails as soon as one of its tasks fails (not only once the earlier ones are done)",
+    "stateful_history": "announces WORKER_CAPABILITY_STATEFUL_HISTORY and takes cachedHistory deltas",
     "adversary": "can misbehave on purpose (the reference worker only)",
 }
 SIDECAR_CAPABILITIES: dict[str, str] = {

@@ -1,5 +1,6 @@
 """The compatibility matrix: the whole scenario library on every SDK driver (on the reference
-sidecar) and on the durabletask-go sidecar (with the reference worker), as CI runs it.
+sidecar), on the durabletask-go sidecar (with the reference worker) and on daprd (with the
+reference worker and with dapr-ext-workflow: the engine and the SDK most users run), as CI runs it.
 
 Every outcome must be explained: PASSED, WARNING (a SHOULD not met) or OBSERVATION (a difference
 from the reference the contract allows), a known failure (KNOWN_FAILURE: a MUST broken that the
@@ -29,6 +30,9 @@ from conformance.targets.registry import load_targets
 
 ROOT = Path(__file__).resolve().parents[2]
 SDKS = ("dapr-ext-workflow", "durabletask-dapr", "durabletask-js", "durabletask-go-worker", "durabletask-java")
+# daprd's columns in CI (the other SDKs on daprd: `conformance run --sidecar daprd --worker NAME`,
+# figures in docs/daprd.md); daprd has no virtual clock, so its timers take real time.
+DAPRD_WORKERS = ("reference", "dapr-ext-workflow")
 
 
 def _found_on(source: str) -> str | None:
@@ -43,7 +47,8 @@ def _found_on(source: str) -> str | None:
 @pytest.mark.slow
 def test_compatibility_matrix(tmp_path: Path) -> None:
     targets = load_targets()
-    pairs = [targets.pair("reference", sdk) for sdk in SDKS] + [targets.pair("durabletask-go", "reference")]
+    pairs = [targets.pair("reference", sdk) for sdk in SDKS] + [targets.pair("durabletask-go", "reference")] + \
+        [targets.pair("daprd", worker) for worker in DAPRD_WORKERS]
     scenarios = load_all(ROOT / "scenarios")
     plan = Plan.build(scenarios, pairs)
     plan = Plan(tuple(item for item in plan.items if item[1].direction != "self"))

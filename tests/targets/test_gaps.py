@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from conformance.targets.base import Gap, Pair, SidecarTarget, WorkerTarget
 from conformance.targets.registry import load_targets
 
@@ -24,3 +26,29 @@ def test_daprd_purge_gap_shows_only_without_task_execution_ids() -> None:
     args = ("purge/terminal-instance-purged", ["PURGE-TERMINAL-001", "MGMT-GET-001", "HIST-QUERY-001"])
     assert targets.pair("daprd", "durabletask-js").gap_for(*args) is not None
     assert targets.pair("daprd", "reference").gap_for(*args) is None
+
+
+def test_every_declared_or_required_capability_is_a_known_one() -> None:
+    """A capability a target file declares or a scenario requires is listed (with what it means) in
+    conformance/targets/template.py, so `--capability NAME` accepts it and `init-target` can name it."""
+    import glob
+
+    import yaml
+
+    from conformance.targets.template import SIDECAR_CAPABILITIES, WORKER_CAPABILITIES
+
+    root = Path(__file__).resolve().parents[2]
+    known = set(WORKER_CAPABILITIES) | set(SIDECAR_CAPABILITIES)
+    named: dict[str, str] = {}
+    for path in [*glob.glob(str(root / "drivers/*/target.yaml")), str(root / "conformance/targets/targets.yaml")]:
+        doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        for kind in ("workers", "sidecars"):
+            for target in (doc.get(kind) or {}).values():
+                for name in target.get("capabilities") or ():
+                    named.setdefault(name, path)
+    for path in glob.glob(str(root / "scenarios/**/*.yaml"), recursive=True):
+        doc = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        for name in doc.get("requires") or ():
+            named.setdefault(name, path)
+    unknown = {name: where for name, where in named.items() if name not in known}
+    assert not unknown, f"capabilities not described in conformance/targets/template.py: {unknown}"
