@@ -37,20 +37,12 @@ FORBIDDEN = {
 # The one module of `conformance` meant to import the reference engine and worker.
 CONFORMANCE_GATEWAY = "conformance/targets/reference.py"
 
-# Debt of issue 10: modules of `conformance` that import fake_* today, outside the gateway, with
-# the fake_* packages each one reaches. Shrink this table as the engine's pure rules move into a
-# package of their own; never grow it. (The program language moved to taskhub_programs, the
-# dialects and comparison profiles to conformance/dialects/, and the fuzzer takes the reference
-# engine and executor from the gateway.)
-CONFORMANCE_DEBT = {
-    "conformance/fuzz/engine_machine.py": frozenset({"fake_sidecar", "fake_worker"}),
-    "conformance/fuzz/interleave.py": frozenset({"fake_worker"}),
-    # The scenario loader checks a scenario's adversary rules with the reference worker's parser.
-    "conformance/scenario/loader.py": frozenset({"fake_worker"}),
-    # Issue 14: `conformance replay` serves histories through the reference engine (its turn rules
-    # are taskhub_core's now).
-    "conformance/replay/session.py": frozenset({"fake_sidecar"}),
-}
+# Modules of `conformance` allowed to import fake_* outside the gateway, with the fake_* packages
+# each one reaches: none since issue 10 (the engine's pure rules are taskhub_core's, the program
+# language taskhub_programs', the dialects and comparison profiles live in conformance/dialects/, and
+# the fuzzer, the replay session and the loader's adversary check take the reference engine, executor
+# and rule parser from the gateway). Keep it empty; the tests below still check any entry added.
+CONFORMANCE_DEBT: dict[str, frozenset[str]] = {}
 
 # Inside `conformance`: a folder -> the subpackages its modules must not import. The runner sits
 # below the fuzzer; the dialects and comparison profiles sit below both.

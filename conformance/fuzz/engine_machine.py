@@ -47,12 +47,7 @@ from hypothesis import seed as hseed
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
-from fake_sidecar.engine import Engine, errors
-from fake_sidecar.engine.policy import REFERENCE_POLICY, EnginePolicy
-from fake_sidecar.engine.store import MemoryStore
 from taskhub_programs import parse_bundle
-from fake_worker.replay import execute
-from fake_worker.replay.executor import OPTIONAL_TIMER_FIRE_AT
 from taskhub_core.history import Facts, resolution_key
 from taskhub_core.inbox import will_be_suspended
 from taskhub_core.state import InstanceState
@@ -60,6 +55,9 @@ from taskhub_core.timestamps import NEVER_NS, ts_ns
 from taskhub_core.turn import TurnKind, decide_turn
 from taskhub_wire import pb
 
+from conformance.targets.reference import (
+    OPTIONAL_TIMER_FIRE_AT, REFERENCE_POLICY, Engine, EnginePolicy, MemoryStore, engine_errors as errors, execute,
+)
 from conformance.fuzz.common import Budget, Clock, FindingError, Progress, finding_error, hypothesis_settings, key, seed_for
 
 START_NS = 1_767_225_600 * 1_000_000_000

@@ -31,9 +31,6 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from fake_worker.activities import ActivityRunner
-from fake_worker.replay import TurnResult, execute
-from fake_worker.replay.simulate import run_pure_activity
 from taskhub_core import machine
 from taskhub_core.actions import execution_started
 from taskhub_core.inbox import will_be_suspended
@@ -43,6 +40,7 @@ from taskhub_programs import Bundle
 from taskhub_wire import pb
 
 from conformance.dialects.turn import TurnCase
+from conformance.targets.reference import ActivityRunner, TurnResult, execute, run_pure_activity
 
 START_NS = 1_767_225_600 * 1_000_000_000  # 2026-01-01T00:00:00Z (the scenario wire format's default base)
 EVENT_NAMES = ("go", "Go", "approve", "x", "other")

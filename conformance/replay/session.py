@@ -20,17 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fake_sidecar.engine import Engine
-
-if TYPE_CHECKING:
-    from conformance.targets.process import ManagedProcess
-from fake_sidecar.engine.errors import FailedPrecondition
-from fake_sidecar.server import SidecarServer
-
 from conformance.dialects.compare import EXACT, Profile
 from conformance.replay import turns as turns_mod
 from conformance.replay.history import CapturedHistory
 from conformance.replay.judge import Divergence, Verdict, judge_turn
+from conformance.targets.reference import Engine, FailedPrecondition, SidecarServer
+
+if TYPE_CHECKING:
+    from conformance.targets.process import ManagedProcess
 
 DEFAULT_TURN_TIMEOUT_S = 30.0
 

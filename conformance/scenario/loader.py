@@ -325,7 +325,7 @@ def _scenario(c: _Checker, doc: SourceDoc, *, path: Path, root: Path) -> Scenari
     if cache is not None and (not isinstance(cache, int) or isinstance(cache, bool) or cache < 0):
         c.err(("worker", "history_cache_instances"), f"history_cache_instances is a count of 0 or more, got {cache!r}")
     if "adversary" in worker:
-        from fake_worker.adversary import AdversaryError, parse_rules
+        from conformance.targets.reference import AdversaryError, parse_rules
 
         try:
             parse_rules(worker["adversary"], source="worker.adversary")

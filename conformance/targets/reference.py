@@ -1,7 +1,8 @@
 """The reference sidecar and worker as targets (in-process: fast, and the engine is inspectable).
 
 This is the only module of the harness that imports fake_sidecar and fake_worker (docs/design.md §2); the
-fuzzer takes the reference engine and executor (`Engine`, `execute`, `TurnResult`) from here too.
+fuzzer (its engine model and schedules), the replay session and the loader's adversary check take the
+reference engine, executor and rule parser from here too (the re-exports below).
 """
 
 from __future__ import annotations
@@ -12,14 +13,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fake_sidecar.engine import Engine
+from fake_sidecar.engine import Engine, errors as engine_errors
+from fake_sidecar.engine.errors import FailedPrecondition
 from fake_sidecar.engine.policy import REFERENCE_POLICY, EnginePolicy
+from fake_sidecar.engine.store import MemoryStore
 from fake_sidecar.server import SidecarServer
 from fake_worker.activities import ActivityRunner
-from fake_worker.adversary import Adversary, parse_rules
+from fake_worker.adversary import Adversary, AdversaryError, parse_rules
 from fake_worker.client import Worker, WorkerOptions
-from taskhub_programs import Bundle
 from fake_worker.replay import TurnResult, execute
+from fake_worker.replay.executor import OPTIONAL_TIMER_FIRE_AT
+from fake_worker.replay.simulate import run_pure_activity
+from taskhub_programs import Bundle
 
 from conformance.reporting.logs import adopt
 from conformance.scenario.wire import action_dict
