@@ -436,16 +436,25 @@ def _on_call(at: _At, a: steps.Call) -> None:
         request = json_format.ParseDict(run.subst(dict(a.request)), method.request())
     except json_format.ParseError as exc:
         raise HarnessError(f"{at.where}: request is not a {method.request.DESCRIPTOR.name}: {exc}") from None
-    resp = _raw_call(run, h, method, request, expect=at.step.expect_error, where=at.where, timeout=at.timeout,
-                     metadata=a.metadata)
-    if resp is not None and a.response is not MISSING:
-        from conformance.scenario.matching import Matcher
+    from conformance.scenario.matching import Matcher
 
+    # `within`: the scenario waits for a state (a new generation's input, a history entry) by asking
+    # again until the response matches, not by sleeping a margin that a loaded machine can miss.
+    deadline = None if a.within is None else time.monotonic() + a.within
+    while True:
+        resp = _raw_call(run, h, method, request, expect=at.step.expect_error, where=at.where, timeout=at.timeout,
+                         metadata=a.metadata)
+        if resp is None or a.response is MISSING:
+            return
         matcher = Matcher(captures=dict(run.vars))
         mismatches = matcher.match(run.subst(a.response), message_dict(resp), "$")
-        if mismatches:
-            raise _step_failed(at.where, f"{at.where}: {method.name} response: " + "; ".join(mismatches))
-        run.vars.update(matcher.captures)  # `${NAME}` captured here can be used by later steps
+        if not mismatches:
+            run.vars.update(matcher.captures)  # `${NAME}` captured here can be used by later steps
+            return
+        if deadline is None or time.monotonic() > deadline:
+            waited = "" if a.within is None else f" (still, after {a.within:g}s)"
+            raise _step_failed(at.where, f"{at.where}: {method.name} response{waited}: " + "; ".join(mismatches))
+        time.sleep(0.02)
 
 
 def _on_release_replays(at: _At, a: steps.ReleaseReplays) -> None:

@@ -308,6 +308,10 @@ class Call:
     metadata: tuple[tuple[str, str], ...] | None = arg(
         "metadata", METADATA,
         doc="Exactly these gRPC metadata headers instead of the harness's own (e.g. {} to send no API token).")
+    within: float | None = arg(
+        "within", DURATION,
+        doc="Wait for a state: repeat the call until its response matches `expect` or this long has passed "
+            "(the last mismatch is the failure). Default: one call.")
 
 
 @dataclass(frozen=True, kw_only=True)
