@@ -31,7 +31,6 @@ levels); Hypothesis shrinks each kind on its own, as in `worker_fuzz`.
 
 from __future__ import annotations
 
-import enum
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -43,17 +42,12 @@ from taskhub_wire import pb
 from conformance.fuzz import programs as P
 from conformance.dialects.compare import EXACT, Comparison, compare, normalise
 from conformance.reporting.differential import DifferentialReport
+from conformance.verdict import Level  # the one scale of a mismatch's weight, re-exported for the campaign
 from conformance.dialects.history import dense, is_sentinel_action, ranked
 from conformance.fuzz.interleave import DataChooser, FastDataChooser, Program, TurnCase, chance, pick, run_programs
 from conformance.fuzz.mutate import mutate
 from conformance.fuzz.worker_fuzz import INSTANCE_IDS, Finding, WorkerCampaign
 from conformance.fuzz.workers import ReferenceWorker, reference_answer
-
-
-class Level(enum.Enum):
-    MUST = "MUST"
-    SHOULD = "SHOULD"
-    OBSERVATION = "OBSERVATION"
 
 
 @dataclass(frozen=True)
