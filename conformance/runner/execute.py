@@ -251,7 +251,8 @@ class _Harness:
         sc = run.scenario
         self.ledger = run.work_dir / "ledger.jsonl"
         self.ledger.touch()
-        self.sidecar = run.pair.sidecar.start(options=sc.sidecar, work_dir=run.work_dir)
+        options = {**sc.sidecar, "engine": sc.engine} if sc.engine.asked() else sc.sidecar
+        self.sidecar = run.pair.sidecar.start(options=options, work_dir=run.work_dir)
         stack.callback(self._stop_sidecar)
         from conformance.proxy import FaultProxy
 
@@ -547,6 +548,13 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
     missing = sorted(set(scenario.requires) - pair.capabilities)
     base = dict(scenario=scenario.id, pair=pair.label, sidecar=pair.sidecar.name, worker=pair.worker.name,
                 requirements=scenario.requirements, title=scenario.title, reproduce=reproduce, source=scenario.source)
+    unset = [s for s in scenario.engine.asked() if s.capability not in pair.sidecar.capabilities]
+    if unset:
+        return ScenarioFinished(outcome=Outcome.NOT_APPLICABLE, duration_s=0.0,
+                                gap_reason=f"sidecar {pair.sidecar.name} cannot be started with engine setting"
+                                           f"{'s' if len(unset) > 1 else ''} {', '.join(s.value for s in unset)} "
+                                           f"(capabilit{'ies' if len(unset) > 1 else 'y'} "
+                                           f"{', '.join(s.capability for s in unset)})", **base)
     if missing:
         return ScenarioFinished(outcome=Outcome.NOT_APPLICABLE, duration_s=0.0,
                                 gap_reason=f"the pair lacks capabilit{'ies' if len(missing) > 1 else 'y'} "
