@@ -220,6 +220,11 @@ def cmd_run(args: argparse.Namespace) -> int:
                          f"({', '.join(commands)}); run them one at a time")
     pairs = [targets.pair(s, w, sidecar_address=args.sidecar_address, worker_command=args.worker_command)
              for s in (args.sidecar or ["reference"]) for w in (args.worker or ["reference"])]
+    from conformance.targets.preflight import not_installed
+
+    missing = not_installed(pairs, root=_library().root)
+    if missing:  # every scenario would fail the same way: say it once, before any runs
+        raise InputError(missing, subject="the targets of this run")
     plan = Plan.build(scenarios, pairs)
     events: list = []
     # Engine, worker and adversary log lines go to each scenario's log file (and with -v to stderr).
