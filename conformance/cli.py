@@ -149,10 +149,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     # Engine, worker and adversary log lines go to each scenario's log file (and with -v to stderr).
     logs = ScenarioLogs(out_dir=reports, verbose_stream=sys.stderr if args.verbose else None)
     terminal = TerminalReporter(sys.stdout, verbose=args.verbose, color=sys.stdout.isatty(), logs=logs.written)
+    from conformance.reproduce import Invocation, run_words
+
+    invocation = Invocation(run=run_words(), options=prepared.reproduce_extra, reports=reports)
     with logs:
         results = run_plan(plan, sinks=[logs.handle_event, events.append, terminal.handle], jobs=options.jobs,
-                           command=shlex.join(["conformance", *sys.argv[1:]]),
-                           reproduce_extra=prepared.reproduce_extra)
+                           command=shlex.join(["conformance", *sys.argv[1:]]), invocation=invocation)
     if reports is not None:
         written = write_reports(events=events, out_dir=reports, catalogue=prepared.catalogue)
         print("reports: " + ", ".join(str(p) for p in written.values()))

@@ -146,13 +146,16 @@ class ScenarioItem(pytest.Item):
         from conformance.reporting.allure import annotate_pytest_item, scenario_case
         from conformance.reporting.catalogue import load_catalogue
         from conformance.run_options import CATALOGUE
-        from conformance.runner import reproduce_command
+        from conformance.reproduce import Invocation, reproduce_command, run_words
         from conformance.runner.execute import run_scenario
         from conformance.runner.isolation import process_engine_turn
 
         options = _options(self.config)
         root = _scenario_root(self.path)
-        reproduce = reproduce_command(self.scenario, self.pair, extra=_reproduce_extra(options, scenarios=root))
+        invocation = Invocation(run=run_words(), options=tuple(_reproduce_extra(options, scenarios=root)),
+                                reports=None if options.no_reports else options.reports)
+        reproduce = reproduce_command(self.scenario.id, sidecar=self.pair.sidecar.name, worker=self.pair.worker.name,
+                                      invocation=invocation)
         with process_engine_turn(self.pair, alone=self.alone, address=options.sidecar_address or ""):
             result = run_scenario(self.scenario, self.pair, reproduce=reproduce)
         self.config.stash[_EVENTS].append(result)

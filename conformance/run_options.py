@@ -222,8 +222,10 @@ def build_pairs(options: RunOptions, *, scenarios: Sequence[Any] = ()) -> list[A
     if options.worker_command and len(commands) > 1:
         raise UsageError(f"--worker-command would replace the command of {len(commands)} workers "
                          f"({', '.join(commands)}); run them one at a time")
+    # A name given twice is one pair (`./dev sdk NAME` and a pasted reproduce line both name the worker).
     pairs = [targets.pair(s, w, sidecar_address=options.sidecar_address, worker_command=options.worker_command)
-             for s in (options.sidecar or ["reference"]) for w in (options.worker or ["reference"])]
+             for s in dict.fromkeys(options.sidecar or ["reference"])
+             for w in dict.fromkeys(options.worker or ["reference"])]
     missing = not_installed(pairs, root=library().root)
     if missing:  # every scenario would fail the same way: say it once, before any runs
         raise InputError(missing, subject="the targets of this run")

@@ -559,6 +559,7 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
     failures: list[TargetMisbehaved] = []
     error: str | None = None
     cannot: str | None = None
+    obs = None
     with ExitStack() as stack:
         h: _Harness | None = None
         try:
@@ -599,6 +600,10 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
         return ScenarioFinished(outcome=Outcome.NOT_APPLICABLE, duration_s=duration, gap_reason=cannot,
                                 transcript=tuple(transcript), **base)
     log_note = "".join(f"\nsidecar log: {p}" for p in logs)
+    if error is not None or failures:  # what an SDK author needs beside the mismatches (conformance/failure_context.py)
+        from conformance.failure_context import failure_context
+
+        log_note += failure_context(scenario, worker=pair.worker.name, work_dir=run.work_dir, observed=obs)
     if error is not None:
         return ScenarioFinished(outcome=Outcome.ERROR, duration_s=duration, transcript=tuple(transcript),
                                 message=f"{error}{log_note}\n{reproduce_line(reproduce)}", **base)

@@ -55,13 +55,18 @@ def _finished(path: Path) -> dict[str, ScenarioFinished]:
 
 def test_both_paths_give_the_same_verdicts_text_reproduce_lines_and_reports(tmp_path):
     scenarios = _library(tmp_path)
-    cli = _run("-m", "conformance", "run", "--scenarios", str(scenarios), "--reports", str(tmp_path / "cli"),
+    reports = tmp_path / "reports"  # one folder for both, as a user switching paths has: the same reproduce lines
+    cli = _run("-m", "conformance", "run", "--scenarios", str(scenarios), "--reports", str(reports),
                "--jobs", "2", cwd=tmp_path)
     assert cli.returncode == 1, cli.stdout + cli.stderr
+    by_cli = _finished(reports / "events.jsonl")
+    cli_files = {name: (reports / name).is_file() for name in ("junit.xml", "summary.json", "matrix.md", "matrix.html")}
+    for name in cli_files:
+        (reports / name).unlink()
     py = _run("-m", "pytest", str(scenarios), "-p", "no:cacheprovider", "-q", "-n", "2",
-              "--conformance-reports", str(tmp_path / "py"), "--alluredir", str(tmp_path / "allure"), cwd=tmp_path)
+              "--conformance-reports", str(reports), "--alluredir", str(tmp_path / "allure"), cwd=tmp_path)
     assert py.returncode == 1, py.stdout + py.stderr
-    by_cli, by_py = _finished(tmp_path / "cli" / "events.jsonl"), _finished(tmp_path / "py" / "events.jsonl")
+    by_py = _finished(reports / "events.jsonl")
     assert set(by_cli) == set(by_py) == {"mine/good", "mine/bad"}  # merged from both xdist workers
     for name in by_cli:
         a, b = by_cli[name], by_py[name]
@@ -70,11 +75,11 @@ def test_both_paths_give_the_same_verdicts_text_reproduce_lines_and_reports(tmp_
     assert by_py["mine/bad"].outcome is Outcome.FAILED and by_py["mine/good"].outcome is Outcome.PASSED
     assert f"--scenarios {scenarios.resolve()}" in by_py["mine/bad"].reproduce
     # The failure text pytest prints is the one the CLI prints, "Reproduce with:" line included.
-    assert by_py["mine/bad"].reproduce in py.stdout and "Reproduce with:" in py.stdout
-    for folder in ("cli", "py"):
-        for name in ("junit.xml", "summary.json", "matrix.md", "matrix.html"):
-            assert (tmp_path / folder / name).is_file(), (folder, name)
-    summary = json.loads((tmp_path / "py" / "summary.json").read_text(encoding="utf-8"))
+    assert by_py["mine/bad"].reproduce.split(" --reports ")[0] in py.stdout and "Reproduce with:" in py.stdout
+    assert all(cli_files.values()), cli_files
+    for name in cli_files:
+        assert (reports / name).is_file(), name
+    summary = json.loads((reports / "summary.json").read_text(encoding="utf-8"))
     assert json.dumps(summary).count("mine/bad") >= 1
 
 
