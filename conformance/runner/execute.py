@@ -648,7 +648,8 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
     began = time.monotonic()
     missing = sorted(set(scenario.requires) - pair.capabilities)
     base = dict(scenario=scenario.id, pair=pair.label, sidecar=pair.sidecar.name, worker=pair.worker.name,
-                requirements=scenario.requirements, title=scenario.title, reproduce=reproduce, source=scenario.source)
+                requirements=scenario.requirements, title=scenario.title, reproduce=reproduce, source=scenario.source,
+                started_at=time.time())
     if missing:
         return ScenarioFinished(outcome=Outcome.NOT_APPLICABLE, duration_s=0.0,
                                 gap_reason=f"the pair lacks capabilit{'ies' if len(missing) > 1 else 'y'} "
