@@ -42,7 +42,9 @@ class ReferenceSidecar:
         self.options = dict(options)
         self.engine_class = engine_class
         self.policy = policy
+        self._app_ports: dict[str, int] = {}  # a restart keeps every app's address
         self.server = self._start(port=0)
+        self._app_ports = {app: int(addr.rsplit(":", 1)[1]) for app, addr in self.server.app_addresses.items()}
         self.address = self.server.address
 
     def _start(self, *, port: int) -> SidecarServer:
@@ -58,13 +60,20 @@ class ReferenceSidecar:
                                      max_concurrent_workflows=settings.max_concurrent_workflows,
                                      max_concurrent_activities=settings.max_concurrent_activities,
                                      retention_s=_retention_seconds(settings.retention),
-                                     stateful_history=settings.stateful_history is not False)
+                                     stateful_history=settings.stateful_history is not False,
+                                     apps=tuple(self.options.get("apps") or ()),
+                                     app_ports=self._app_ports)
         adopt(server, server.engine)  # their log lines belong to the scenario starting them
         return server
 
     @property
     def engine(self) -> Engine:
         return self.server.engine
+
+    @property
+    def app_addresses(self) -> dict[str, str]:
+        """App id -> address, when the scenario declares several apps (one listening address each, R11.1)."""
+        return self.server.app_addresses
 
     def stop(self) -> None:
         self.server.stop(grace=0.5)
