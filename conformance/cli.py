@@ -15,6 +15,7 @@ import shlex
 import sys
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from conformance.errors import InputError
@@ -59,6 +60,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="only scenarios whose id matches (repeatable), e.g. 'patching/*'")
         sp.add_argument("--requirement", action="append", default=[], metavar="ID",
                         help="only scenarios covering this requirement (repeatable)")
+        sp.add_argument("--area", action="append", default=[], metavar="AREA",
+                        help="only scenarios of this area (repeatable): its folder, or a requirement of that area "
+                             "in the catalogue, e.g. events, timers, continue-as-new")
 
     run = sub.add_parser("run", help="run scenarios on a sidecar/worker pair (default: the reference pair)")
     selection(run)
@@ -70,8 +74,15 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--worker-command", metavar="CMD",
                      help="for --worker command: your worker, with {address} and {programs} placeholders "
                           "(with a declared SDK worker: replaces its command, keeps its capabilities and gaps)")
+    run.add_argument("--sdk-path", type=Path, default=None, metavar="PATH",
+                     help="the SDK from your local checkout instead of the pinned release: python-sdk's or "
+                          "durabletask-python's repository root, a durabletask-js, durabletask-go or durabletask-java "
+                          "checkout (the worker is the checkout's; its environment is made once, in the user cache, "
+                          "and follows the checkout)")
     declared(run)
     targets_option(run)
+    run.add_argument("--last-failed", action="store_true",
+                     help="only the scenarios that failed or errored in the last run written to the reports folder")
     run.add_argument("--reports", type=Path, default=None,
                      help="report folder (default reports/: the checkout's, or in the working directory)")
     run.add_argument("--no-reports", action="store_true", help="only the terminal output")
@@ -179,7 +190,38 @@ def _load(args: argparse.Namespace):
         if unknown:
             raise UsageError(f"unknown requirement(s) {', '.join(unknown)}; see `conformance list --requirements`")
         scenarios = [s for s in scenarios if set(s.requirements) & set(args.requirement)]
+    if args.area:
+        areas = {r.area for r in catalogue} | {s.id.split("/", 1)[0] for s in scenarios}
+        unknown = [a for a in args.area if a not in areas]
+        if unknown:
+            raise UsageError("; ".join(f"unknown area {a!r}{_did_you_mean(a, areas)}" for a in unknown)
+                             + f"; known: {', '.join(sorted(areas))}")
+        of_area = {r.id for r in catalogue if r.area in args.area}
+        scenarios = [s for s in scenarios if s.id.split("/", 1)[0] in args.area or set(s.requirements) & of_area]
+    if getattr(args, "last_failed", False):
+        failed = _last_failed(args.reports or _library().reports)
+        scenarios = [s for s in scenarios if s.id in failed]
     return scenarios, catalogue
+
+
+def _did_you_mean(word: str, choices) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(word, sorted(choices), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _last_failed(reports: Path) -> set[str]:
+    """The scenarios that failed or errored in the run whose events are in `reports`."""
+    from conformance.reporting import read_events
+    from conformance.events import ScenarioFinished
+
+    path = reports / "events.jsonl"
+    if not path.is_file():
+        raise UsageError(f"--last-failed: no earlier run in {reports} (no events.jsonl); run without it first, "
+                         "or give that run's --reports")
+    return {e.scenario for e in read_events(path)
+            if isinstance(e, ScenarioFinished) and e.outcome.value in ("FAILED", "ERROR")}
 
 
 def _coverage_problems(scenarios, catalogue) -> list[str]:
@@ -202,6 +244,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     problems = _coverage_problems(scenarios, catalogue)
     if problems:
         raise InputError(problems, subject="scenario files")
+    if not scenarios and args.last_failed:
+        print("--last-failed: nothing failed or errored in the last run; nothing to run")
+        return EXIT_OK
     if not scenarios:
         raise UsageError("no scenario matches the selection")
     if (args.capability or args.gap) and all(w == "reference" for w in args.worker or ["reference"]):
@@ -214,13 +259,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     if problems:
         raise UsageError("\n".join(problems))
     targets = _targets(args)
+    prepared = _prepare_checkout(args, targets) if args.sdk_path is not None else None
+    worker_command = prepared.command if prepared else args.worker_command
     commands = [w for w in dict.fromkeys(args.worker) if w in targets.workers and targets.workers[w].kind == "command"]
     if args.worker_command and len(commands) > 1:
         raise UsageError(f"--worker-command would replace the command of {len(commands)} workers "
                          f"({', '.join(commands)}); run them one at a time")
     # A name given twice is one pair (`./dev sdk NAME` and a pasted reproduce line both name the worker).
-    pairs = [targets.pair(s, w, sidecar_address=args.sidecar_address, worker_command=args.worker_command)
+    pairs = [targets.pair(s, w, sidecar_address=args.sidecar_address, worker_command=worker_command)
              for s in dict.fromkeys(args.sidecar or ["reference"]) for w in dict.fromkeys(args.worker or ["reference"])]
+    if prepared is not None:  # failures name the checkout and environment that produced them
+        pairs = [replace(p, worker=replace(p.worker, provenance=prepared.describe())) for p in pairs]
     from conformance.targets.preflight import not_installed
 
     missing = not_installed(pairs, root=_library().root)
@@ -247,6 +296,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_FAILED if bad else EXIT_OK
 
 
+def _prepare_checkout(args: argparse.Namespace, targets):
+    """--sdk-path: the checkout's SDK and worker, its environment made or brought up to date (conformance/targets/checkout.py)."""
+    from conformance.targets.checkout import detect, prepare
+
+    if args.worker_command:
+        raise UsageError("--sdk-path and --worker-command both replace the worker's command; give one of them")
+    workers = list(dict.fromkeys(args.worker))
+    if len(workers) > 1:
+        raise UsageError(f"--sdk-path is the SDK of one worker; --worker names {len(workers)} ({', '.join(workers)})")
+    checkout = detect(args.sdk_path, worker=workers[0] if workers else None)
+    args.worker = [checkout.worker]
+    args.sdk_path = checkout.root
+    print(f"preparing {checkout.worker} from {checkout.root} ...", file=sys.stderr, flush=True)
+    prepared = prepare(checkout, command=targets.workers[checkout.worker].command, root=_library().root)
+    print(prepared.describe(), file=sys.stderr, flush=True)
+    return prepared
+
+
 def reproduce_options(args: argparse.Namespace) -> list[str]:
     """The options of `run` that chose the pair's declarations and the scenarios, for "Reproduce with:"
     (the runner adds the pair and the scenario itself)."""
@@ -258,6 +325,8 @@ def reproduce_options(args: argparse.Namespace) -> list[str]:
         out += ["--targets", str(path.resolve())]
     if args.sidecar_address:
         out += ["--sidecar-address", args.sidecar_address]
+    if args.sdk_path is not None:  # the checkout, whose environment the run made (and the paste reuses)
+        out += ["--sdk-path", str(args.sdk_path)]
     if args.worker_command:
         out += ["--worker-command", args.worker_command]
     for flag, values in (("--capability", args.capability), ("--gap", args.gap),

@@ -104,6 +104,7 @@ class WorkerTarget:
     command: str = ""
     install: str = ""
     installed: str = ""
+    provenance: str = ""  # which SDK build runs (a local checkout and its environment), for failure texts
 
     def start(self, spec: WorkerStart) -> WorkerHandle:
         if self.starter is None:
