@@ -152,7 +152,8 @@ def load_targets(path: Path = DEFAULT_TARGETS, *, drivers: Path | None = None,
             starter = start_daprd
         sidecars[name] = SidecarTarget(name=name, kind=kind, capabilities=_capabilities(raw, f"{where}: sidecars.{name}"),
                                        gaps=_gaps(raw.get("not_implemented"), f"{where}: sidecars.{name}"),
-                                       starter=starter, reference=kind == "reference")
+                                       starter=starter, reference=kind == "reference",
+                                       version=str(raw.get("version", "")))
     for name, raw in doc["workers"].items():
         where = origin["workers", name]
         kind = raw.get("kind")
@@ -170,7 +171,8 @@ def load_targets(path: Path = DEFAULT_TARGETS, *, drivers: Path | None = None,
                               ready_line=raw.get("ready_line"), install=raw.get("install"))
         workers[name] = WorkerTarget(name=name, kind=kind, capabilities=_capabilities(raw, f"{where}: workers.{name}"),
                                      gaps=_gaps(raw.get("not_implemented"), f"{where}: workers.{name}"), starter=starter,
-                                     replayer=replayer, reference=kind == "reference")
+                                     replayer=replayer, reference=kind == "reference",
+                                     version=str(raw.get("version", "")))
     return Targets(sidecars=sidecars, workers=workers)
 
 
