@@ -546,7 +546,8 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
     began = time.monotonic()
     missing = sorted(set(scenario.requires) - pair.capabilities)
     base = dict(scenario=scenario.id, pair=pair.label, sidecar=pair.sidecar.name, worker=pair.worker.name,
-                requirements=scenario.requirements, title=scenario.title, reproduce=reproduce, source=scenario.source)
+                requirements=scenario.requirements, title=scenario.title, reproduce=reproduce, source=scenario.source,
+                started_at=time.time())
     if missing:
         return ScenarioFinished(outcome=Outcome.NOT_APPLICABLE, duration_s=0.0,
                                 gap_reason=f"the pair lacks capabilit{'ies' if len(missing) > 1 else 'y'} "
@@ -558,6 +559,7 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
     failures: list[TargetMisbehaved] = []
     error: str | None = None
     cannot: str | None = None
+    obs = None
     with ExitStack() as stack:
         h: _Harness | None = None
         try:
@@ -598,6 +600,10 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
         return ScenarioFinished(outcome=Outcome.NOT_APPLICABLE, duration_s=duration, gap_reason=cannot,
                                 transcript=tuple(transcript), **base)
     log_note = "".join(f"\nsidecar log: {p}" for p in logs)
+    if error is not None or failures:  # what an SDK author needs beside the mismatches (conformance/failure_context.py)
+        from conformance.failure_context import failure_context
+
+        log_note += failure_context(scenario, worker=pair.worker.name, work_dir=run.work_dir, observed=obs)
     if error is not None:
         return ScenarioFinished(outcome=Outcome.ERROR, duration_s=duration, transcript=tuple(transcript),
                                 message=f"{error}{log_note}\n{reproduce_line(reproduce)}", **base)

@@ -100,6 +100,12 @@ class WorkerTarget:
     replayer: Callable[[Bundle], Replayer] | None = field(default=None, compare=False)  # in-process replay
     reference: bool = False
     version: str = ""  # the SDK release, as its target.yaml declares it
+    # A command target's command line (placeholders unfilled), the script that installs what it runs
+    # (relative to the library root) and a file that exists once it is installed: checked before any
+    # scenario runs (conformance/targets/preflight.py).
+    command: str = ""
+    install: str = ""
+    installed: str = ""
 
     def start(self, spec: WorkerStart) -> WorkerHandle:
         if self.starter is None:

@@ -50,7 +50,8 @@ class Targets:
                 raise TargetError(f"worker {name!r} needs --worker-command '... {{address}} ... {{programs}} ...'")
             from conformance.targets.external import start_command_worker
 
-            target = replace(target, starter=partial(start_command_worker, name=name, command=command))
+            target = replace(target, starter=partial(start_command_worker, name=name, command=command),
+                             command=command, install="", installed="")
         return target
 
     def pair(self, sidecar: str, worker: str, *, sidecar_address: str | None = None,
@@ -172,6 +173,8 @@ def load_targets(path: Path = DEFAULT_TARGETS, *, drivers: Path | None = None,
         workers[name] = WorkerTarget(name=name, kind=kind, capabilities=_capabilities(raw, f"{where}: workers.{name}"),
                                      gaps=_gaps(raw.get("not_implemented"), f"{where}: workers.{name}"), starter=starter,
                                      replayer=replayer, reference=kind == "reference",
+                                     command=str(raw.get("command") or ""), install=str(raw.get("install") or ""),
+                                     installed=str(raw.get("installed") or ""),
                                      version=str(raw.get("version", "")))
     return Targets(sidecars=sidecars, workers=workers)
 

@@ -16,6 +16,7 @@ from taskhub_core import machine
 from taskhub_core.actions import child_result
 from taskhub_core.history import fresh_opened
 from taskhub_core.inbox import next_generation, timer_due_ns, without_timers
+from taskhub_core.patches import REFUSALS_BEFORE_STALL, refusal_stall
 from taskhub_core.turn import Decision, TurnKind, abandon as abandoned
 from taskhub_wire import pb
 
@@ -104,7 +105,7 @@ def complete_turn(eng: Engine, resp: pb.WorkflowResponse) -> CompletionOutcome:
             log.exception("could not apply the answer for %s", inst.iid)
             outcome = abandoned(f"the answer could not be applied: {exc!r}")
         if outcome.kind is TurnKind.ABANDON:
-            abandon(eng, inst, outcome.reason)
+            abandon(eng, inst, outcome.reason, refused_answer=True)
             return CompletionOutcome.ABANDONED
         if outcome.kind is TurnKind.STALL:
             assert outcome.stall is not None
@@ -121,13 +122,21 @@ def complete_turn(eng: Engine, resp: pb.WorkflowResponse) -> CompletionOutcome:
         return CompletionOutcome.APPLIED
 
 
-def abandon(eng: Engine, inst: Instance, reason: str) -> None:
-    """R3.13: the turn is redelivered later (backing off), the RPC still answers OK."""
+def abandon(eng: Engine, inst: Instance, reason: str, *, refused_answer: bool = False) -> None:
+    """R3.13: the turn is redelivered later (backing off), the RPC still answers OK. A refused answer
+    stalls the instance after REFUSALS_BEFORE_STALL in a row (R3.14 b), unless it is suspended: its
+    worker holds events back until the resume, so refusals are expected then and end with it."""
     eng.counters.abandoned_turns += 1
     inst.retries += 1
+    if refused_answer and inst.retries >= REFUSALS_BEFORE_STALL and not inst.suspended:
+        log.warning("refused the answer for %s %d times in a row (%s); stalling it", inst.iid, inst.retries, reason)
+        eng.table.stall(inst, refusal_stall(reason, refusals=inst.retries))
+        inst.retries = 0
+        return
     delay_s = 0 if inst.retries == 1 else min(inst.retries - 1, 5)
     inst.retry_at = eng.clock.now_ns() + int(delay_s * 1e9)
-    log.warning("abandoned the turn of %s (%s); redelivering in %ss", inst.iid, reason, delay_s)
+    log.warning("abandoned the turn of %s (%s; refusal %d in a row); redelivering in %ss",
+                inst.iid, reason, inst.retries, delay_s)
     eng.dispatcher.maybe_queue(inst)
 
 
