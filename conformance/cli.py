@@ -86,6 +86,9 @@ def _add_replay_parsers(sub: argparse._SubParsersAction) -> None:
     from conformance.replay.cli import add_parsers
 
     add_parsers(sub)
+    from conformance.versions.cli import add_parsers as add_versions_parsers
+
+    add_versions_parsers(sub)
 
 
 def targets_option(sp: argparse.ArgumentParser) -> None:
@@ -219,7 +222,7 @@ def cmd_targets(args: argparse.Namespace) -> int:
     for group, items in (("sidecars", targets.sidecars), ("workers", targets.workers)):
         print(f"{group}:")
         for t in items.values():
-            print(f"  {t.name:<20} {t.kind:<16} {', '.join(sorted(t.capabilities)) or '-'}")
+            print(f"  {t.name:<20} {t.kind:<16} {t.version or '-':<9} {', '.join(sorted(t.capabilities)) or '-'}")
             for gap in t.gaps:
                 print(f"      gap {gap.requirement}: {gap.reason}")
     return EXIT_OK
@@ -228,7 +231,9 @@ def cmd_targets(args: argparse.Namespace) -> int:
 def _replay_handlers() -> dict:
     from conformance.replay.cli import run_capture, run_replay
 
-    return {"capture": run_capture, "replay": run_replay}
+    from conformance.versions.cli import run_versions
+
+    return {"capture": run_capture, "replay": run_replay, "versions": run_versions}
 
 
 def cmd_init_target(args: argparse.Namespace) -> int:

@@ -2,9 +2,10 @@
 holds, and an environment for it that follows the checkout.
 
 Layouts recognised, as the SDKs' authors keep them today:
-  dapr-ext-workflow      python-sdk's repository root: the 1.18 layout (ext/dapr-ext-workflow/ beside the
-                         core package) or the merged one (dapr/ext/workflow/ inside `dapr`, 1.19 on); the
-                         ext/dapr-ext-workflow folder itself is taken as its repository root
+  dapr-ext-workflow      python-sdk's repository root in the 1.18 layout (ext/dapr-ext-workflow/ beside the
+                         core package; the ext/dapr-ext-workflow folder itself is taken as its root)
+  dapr                   python-sdk's repository root in the merged layout (dapr/ext/workflow/ inside
+                         `dapr`, 1.19 on); --worker picks either target for either layout
   durabletask-dapr       a durabletask-python checkout (the `durabletask-dapr` distribution)
   durabletask-js         a durabletask-js checkout (@dapr/durabletask-js; built here with its own tsc)
   durabletask-go-worker  a durabletask-go checkout (the driver is built against it with a `replace`)
@@ -30,7 +31,7 @@ import sys
 import time
 import tomllib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from conformance.errors import InputError
@@ -111,8 +112,8 @@ def _python_sdk(root: Path) -> Checkout | None:
                         deps=_existing(root / "pyproject.toml", root / "setup.py", root / "setup.cfg",
                                        ext / "pyproject.toml", ext / "setup.py", ext / "setup.cfg"),
                         editable=(root, ext))
-    if (root / "dapr" / "ext" / "workflow").is_dir():
-        return Checkout(worker="dapr-ext-workflow", root=root, layout="python-sdk, workflow inside dapr",
+    if (root / "dapr" / "ext" / "workflow").is_dir():  # 1.19 on: the `dapr` target (its gaps are 1.19's)
+        return Checkout(worker="dapr", root=root, layout="python-sdk, workflow inside dapr",
                         deps=_existing(root / "pyproject.toml", root / "setup.py", root / "setup.cfg"),
                         editable=(root,))
     return None
@@ -152,9 +153,11 @@ def _durabletask_java(root: Path) -> Checkout | None:
                     deps=_existing(root / "client" / "build.gradle", root / "build.gradle"))
 
 
+# python-sdk's two targets: the release with the extension (1.18) and the one with the workflow SDK in core (1.19).
+_PYTHON_SDK_WORKERS = ("dapr-ext-workflow", "dapr")
 _DETECTORS: tuple[Callable[[Path], Checkout | None], ...] = (
     _python_sdk, _durabletask_python, _durabletask_js, _durabletask_go, _durabletask_java)
-WORKERS = ("dapr-ext-workflow", "durabletask-dapr", "durabletask-js", "durabletask-go-worker", "durabletask-java")
+WORKERS = ("dapr", "dapr-ext-workflow", "durabletask-dapr", "durabletask-js", "durabletask-go-worker", "durabletask-java")
 
 
 def detect(path: Path, *, worker: str | None = None) -> Checkout:
@@ -173,6 +176,8 @@ def detect(path: Path, *, worker: str | None = None) -> Checkout:
         for found in (d(root) for d in _DETECTORS):
             if found is None:
                 continue
+            if worker in _PYTHON_SDK_WORKERS and found.worker in _PYTHON_SDK_WORKERS:
+                found = replace(found, worker=worker)  # either layout runs as either release's target
             if worker is not None and found.worker != worker:
                 raise CheckoutError(f"--sdk-path {shown} is a {found.layout} checkout, the SDK of worker "
                                     f"{found.worker}, not of {worker}; run it with --worker {found.worker} "
@@ -327,7 +332,7 @@ def prepare(c: Checkout, *, command: str, root: Path, tools: Path | None = None,
     """Make (or bring up to date) the checkout's environment; the worker's `command` with it in place of the pin."""
     began = time.monotonic()
     words = shlex.split(command)
-    if c.worker in ("dapr-ext-workflow", "durabletask-dapr"):
+    if c.worker in (*_PYTHON_SDK_WORKERS, "durabletask-dapr"):
         py, created = _python_env(c, python=python or _base_python())
         words[0] = str(py)
     elif c.worker == "durabletask-js":

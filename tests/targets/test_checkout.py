@@ -36,8 +36,9 @@ def test_python_sdk_both_layouts_and_the_old_ext_folder(tmp_path):
     # The folder the README of old named is taken as its repository root (so dapr comes from the checkout too).
     assert detect(tmp_path / "old" / "ext" / "dapr-ext-workflow").root == tmp_path / "old"
     merged = detect(python_sdk(tmp_path / "new", merged=True))
-    assert (merged.worker, merged.editable) == ("dapr-ext-workflow", (tmp_path / "new",))
+    assert (merged.worker, merged.editable) == ("dapr", (tmp_path / "new",))
     assert "workflow inside dapr" in merged.layout
+    assert detect(tmp_path / "new", worker="dapr-ext-workflow").worker == "dapr-ext-workflow"
     # One environment per checkout.
     assert old.env_dir != merged.env_dir and old.env_dir == detect(tmp_path / "old").env_dir
 
