@@ -113,8 +113,8 @@ def _supported() -> tuple[dict[type, frozenset[str]], dict[type, str]]:
     is a capability gap, never silently ignored.
     """
     fields = {
-        P.CallActivity: frozenset({"name", "input", "retry", "as_"}),
-        P.CallChild: frozenset({"workflow", "input", "instance_id", "retry", "as_"}),
+        P.CallActivity: frozenset({"name", "input", "retry", "as_", "app", "propagation"}),
+        P.CallChild: frozenset({"workflow", "input", "instance_id", "retry", "as_", "app", "propagation"}),
         P.Timer: frozenset({"duration", "as_"}),
         P.WaitEvent: frozenset({"name", "timeout", "default", "as_"}),
         P.All: frozenset({"tasks", "as_"}),
@@ -154,6 +154,9 @@ def capability_gaps(bundle: Any) -> list[str]:
             extra = fields(step) - supported[kind]
             if extra:
                 gaps.append(f"{here}: field(s) {sorted(extra)} are not expressible with {SDK} in this driver")
+            for name in ("app", "propagation"):  # workflows across apps, history propagation: not mapped yet
+                if getattr(step, name, None) is not None:
+                    gaps.append(f"{here}.{name}: not expressible in this driver yet")
             retry = getattr(step, "retry", None)
             if retry is not None and fields(retry) - _RETRY_FIELDS:
                 gaps.append(f"{here}.retry: field(s) {sorted(fields(retry) - _RETRY_FIELDS)} have no "
