@@ -51,7 +51,12 @@ class Targets:
             from conformance.targets.external import start_command_worker
 
             target = replace(target, starter=partial(start_command_worker, name=name, command=command),
-                             command=command, install="", installed="")
+                             command=command, install="", installed="", probe="")
+        if target.probe:
+            from conformance.library import find_library
+            from conformance.targets.probe import probed
+
+            target = probed(target, root=find_library().root)
         return target
 
     def pair(self, sidecar: str, worker: str, *, sidecar_address: str | None = None,
@@ -173,7 +178,7 @@ def load_targets(path: Path = DEFAULT_TARGETS, *, drivers: Path | None = None,
                                      gaps=_gaps(raw.get("not_implemented"), f"{where}: workers.{name}"), starter=starter,
                                      replayer=replayer, reference=kind == "reference",
                                      command=str(raw.get("command") or ""), install=str(raw.get("install") or ""),
-                                     installed=str(raw.get("installed") or ""))
+                                     installed=str(raw.get("installed") or ""), probe=str(raw.get("probe") or ""))
     return Targets(sidecars=sidecars, workers=workers)
 
 
