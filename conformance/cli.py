@@ -218,8 +218,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.worker_command and len(commands) > 1:
         raise UsageError(f"--worker-command would replace the command of {len(commands)} workers "
                          f"({', '.join(commands)}); run them one at a time")
+    # A name given twice is one pair (`./dev sdk NAME` and a pasted reproduce line both name the worker).
     pairs = [targets.pair(s, w, sidecar_address=args.sidecar_address, worker_command=args.worker_command)
-             for s in (args.sidecar or ["reference"]) for w in (args.worker or ["reference"])]
+             for s in dict.fromkeys(args.sidecar or ["reference"]) for w in dict.fromkeys(args.worker or ["reference"])]
     from conformance.targets.preflight import not_installed
 
     missing = not_installed(pairs, root=_library().root)
@@ -231,9 +232,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     logs = ScenarioLogs(out_dir=None if args.no_reports else (args.reports or _library().reports),
                         verbose_stream=sys.stderr if args.verbose else None)
     terminal = TerminalReporter(sys.stdout, verbose=args.verbose, color=sys.stdout.isatty(), logs=logs.written)
+    from conformance.reproduce import Invocation, run_words
+
+    invocation = Invocation(run=run_words(), options=tuple(reproduce_options(args)),
+                            reports=None if args.no_reports else (args.reports or _library().reports))
     with logs:
         results = run_plan(plan, sinks=[logs.handle_event, events.append, terminal.handle], jobs=args.jobs,
-                           command=shlex.join(["conformance", *sys.argv[1:]]), reproduce_extra=reproduce_options(args))
+                           command=shlex.join(["conformance", *sys.argv[1:]]), invocation=invocation)
     if not args.no_reports:
         written = write_reports(events=events, out_dir=args.reports or _library().reports, catalogue=catalogue)
         print("reports: " + ", ".join(str(p) for p in written.values()))

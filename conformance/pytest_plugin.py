@@ -87,10 +87,11 @@ class ScenarioItem(pytest.Item):
             self.add_marker(pytest.mark.requirement(req))
 
     def runtest(self) -> None:
-        from conformance.runner import reproduce_command
+        from conformance.reproduce import reproduce_command
         from conformance.runner.execute import run_scenario
 
-        result = run_scenario(self.scenario, self.pair, reproduce=reproduce_command(self.scenario, self.pair))
+        result = run_scenario(self.scenario, self.pair, reproduce=reproduce_command(self.scenario.id, sidecar=self.pair.sidecar.name,
+                                                                                worker=self.pair.worker.name))
         self.user_properties.append(("requirements", " ".join(self.scenario.requirements)))
         outcome = result.outcome.value
         if outcome in ("KNOWN_FAILURE", "NOT_APPLICABLE"):
