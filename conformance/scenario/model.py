@@ -7,6 +7,7 @@ in, the exact actions a worker must answer out).
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -38,6 +39,7 @@ class StartSpec:
     instance_id: str | None = None  # a fixed id (placeholders allowed); default: generated per run
     expect_error: ErrorExpect | None = None
     span: Span | None = None
+    app: str | None = None  # several apps: through whose sidecar (None: the first app's)
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,23 @@ class Vector:
     history: str = "reachable"
 
 
+class AppWorker(enum.Enum):
+    """Which worker an app of a several-app scenario runs."""
+
+    TARGET = "target"  # the worker under test
+    REFERENCE = "reference"  # the reference worker, for the other side of a call
+
+
+@dataclass(frozen=True)
+class AppSpec:
+    """One app of a several-app scenario: its id, the programs its worker hosts, which worker."""
+
+    name: str
+    programs: tuple[str, ...]
+    worker: AppWorker = AppWorker.TARGET
+    span: Span | None = None
+
+
 @dataclass(frozen=True)
 class Scenario:
     id: str
@@ -112,3 +131,6 @@ class Scenario:
     vector: Vector | None = None
     span: Span | None = None
     requirements_span: Span | None = None  # where `requirements:` is, for catalogue problems
+    # Several apps (workflows across apps): the first is where starts, steps and expectations go unless
+    # they name another. Empty: one app, as every scenario before apps.
+    apps: tuple[AppSpec, ...] = ()

@@ -40,7 +40,9 @@ class ReferenceSidecar:
         self.options = dict(options)
         self.engine_class = engine_class
         self.policy = policy
+        self._app_ports: dict[str, int] = {}  # a restart keeps every app's address
         self.server = self._start(port=0)
+        self._app_ports = {app: int(addr.rsplit(":", 1)[1]) for app, addr in self.server.app_addresses.items()}
         self.address = self.server.address
 
     def _start(self, *, port: int) -> SidecarServer:
@@ -49,13 +51,20 @@ class ReferenceSidecar:
                                      max_payload=self.options.get("max_payload"),
                                      clock=self.options.get("clock", "real"), engine_class=self.engine_class,
                                      policy=self.policy,
-                                     task_execution_id=self.options.get("task_execution_id", "passthrough"))
+                                     task_execution_id=self.options.get("task_execution_id", "passthrough"),
+                                     apps=tuple(self.options.get("apps") or ()),
+                                     app_ports=self._app_ports)
         adopt(server, server.engine)  # their log lines belong to the scenario starting them
         return server
 
     @property
     def engine(self) -> Engine:
         return self.server.engine
+
+    @property
+    def app_addresses(self) -> dict[str, str]:
+        """App id -> address, when the scenario declares several apps (one listening address each, R11.1)."""
+        return self.server.app_addresses
 
     def stop(self) -> None:
         self.server.stop(grace=0.5)

@@ -106,6 +106,10 @@ def problems(bundle: Any, adapter: Adapter, lang: Language) -> list[dict[str, st
                             "newer than this driver"})
                 continue
             here = f"{here}.{P.STEP_NAMES[type(step)]}"
+            for name in ("app", "propagation"):  # workflows across apps, history propagation: not mapped yet
+                if getattr(step, name, None) is not None:
+                    out.append({"path": f"{here}.{name}", "capability": "", "reason": "not expressible in this "
+                                "driver yet"})
             if isinstance(step, P.WaitEvent) and step.timeout is not None and not adapter.wait_timeout:
                 if inside == "all":  # it would have to fail the when_all when its timer wins
                     out.append({"path": here, "capability": "", "reason": "a wait with a timeout inside all: "

@@ -78,10 +78,10 @@ class Engine:
 
     def start_instance(self, *, instance_id: str, name: str, input: str | None,
                        scheduled_start_ns: int | None = None, enforce_unique: bool = False,
-                       tags: dict[str, str] | None = None) -> str:
+                       tags: dict[str, str] | None = None, app: str = "") -> str:
         return management.start_instance(self, instance_id=instance_id, name=name, input=input,
                                          scheduled_start_ns=scheduled_start_ns, enforce_unique=enforce_unique,
-                                         tags=tags)
+                                         tags=tags, app=app)
 
     def get_instance(self, iid: str) -> InstanceView | None:
         return management.get_instance(self, iid)
@@ -122,10 +122,11 @@ class Engine:
 
     # ----------------------------------------------------------------- worker streams
 
-    def open_stream(self, *, stateful: bool = False) -> int:
+    def open_stream(self, *, stateful: bool = False, app: str = "") -> int:
+        """A worker's stream; `app` is the key of the app whose address it connected to (R11.1)."""
         with self.lock:
             self.check_open()
-            return self.dispatcher.open_stream(stateful=stateful)
+            return self.dispatcher.open_stream(stateful=stateful, app=app)
 
     def close_stream(self, sid: int) -> None:
         """Redeliver everything that was out on the stream (R4.6 a, R5.3)."""

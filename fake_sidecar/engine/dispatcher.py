@@ -20,6 +20,7 @@ from taskhub_core.history import resolution_key
 from taskhub_wire import pb
 
 from fake_sidecar.engine import errors
+from fake_sidecar.engine.crossapp import activity_route
 from fake_sidecar.engine.config import Counters, EngineConfig, TaskExecutionIdMode
 from fake_sidecar.engine.instances import InstanceTable
 from fake_sidecar.engine.model import (
@@ -52,7 +53,10 @@ class Dispatcher:
         self._config = config
         self._counters = counters
         self._payload: PayloadLimit | None = config.payload_limit()
-        self._ready: deque[WorkRef | ForeignWork] = deque()
+        # One queue per app (R11.1): a stream takes only its app's work. "" is the default app, the
+        # only one unless the engine hosts several.
+        self._ready: dict[str, deque[WorkRef | ForeignWork]] = {"": deque()}
+        self._multi = len(config.apps) > 1
         self._streams: dict[int, Stream] = {}
         self._next_sid = 1
         self._refusals = RefusalTracker()
@@ -72,20 +76,28 @@ class Dispatcher:
             return
         if any(e.visible_at <= now for e in inst.inbox) and _startable(inst, now):
             inst.queued = True
-            self._ready.append(WorkRef.turn(inst.iid))
-            self._work.notify()
+            self._push(inst.app, WorkRef.turn(inst.iid))
 
     def queue_activity(self, inst: Instance, act: PendingActivity) -> None:
         if act.queued:
             return
         act.queued = True
         act.stream = None
-        self._ready.append(WorkRef.activity(inst.iid, act.task_id))
-        self._work.notify()
+        if act.app is None:
+            act.app, act.router = activity_route(inst, act.task_id, self._config)
+        self._push(act.app, WorkRef.activity(inst.iid, act.task_id))
 
     def queue_foreign(self, work: ForeignWork) -> None:
-        self._ready.append(work)
-        self._work.notify()
+        self._push("", work)
+
+    def _push(self, app: str, ref: WorkRef | ForeignWork) -> None:
+        """Queue `ref` for the workers of `app`: an app nobody serves yet keeps it until one connects
+        (R11.5: daprd retries the dispatch until the target app is there)."""
+        self._ready.setdefault(app, deque()).append(ref)
+        if self._multi:
+            self._work.notify_all()  # the one woken must be a stream of that app
+        else:
+            self._work.notify()
 
     def requeue(self, inst: Instance) -> None:
         """Queue what a just-restored instance has pending: activities, due inbox events, a turn."""
@@ -104,7 +116,7 @@ class Dispatcher:
 
     def idle(self) -> bool:
         """Nothing in flight: no queued work, no turn or activity out on a stream."""
-        if self._ready:
+        if any(self._ready.values()):
             return False
         return not any(stream.out for stream in self._streams.values())
 
@@ -113,10 +125,10 @@ class Dispatcher:
 
     # ------------------------------------------------------------- streams
 
-    def open_stream(self, *, stateful: bool) -> int:
+    def open_stream(self, *, stateful: bool, app: str = "") -> int:
         sid = self._next_sid
         self._next_sid += 1
-        self._streams[sid] = Stream(sid=sid, stateful=stateful)
+        self._streams[sid] = Stream(sid=sid, stateful=stateful, app=app)
         # A (re)connecting worker may carry fixed code: retry stalled instances (§7, R7.4).
         for inst in self._table.all():
             if inst.parked:
@@ -192,8 +204,9 @@ class Dispatcher:
         return item
 
     def _take_ready(self, sid: int) -> pb.WorkItem | None:
-        while self._ready:
-            ref = self._ready.popleft()
+        ready = self._ready.get(self._streams[sid].app)
+        while ready:
+            ref = ready.popleft()
             if not isinstance(ref, WorkRef):
                 item = ref.claim(sid)
                 if item is not None:
@@ -289,6 +302,8 @@ class Dispatcher:
         else:
             req.pastEvents.extend(past)
         req.newEvents.extend(delivered)
+        if inst.incoming:
+            req.propagatedHistory.ParseFromString(inst.incoming)  # R11.8: with every turn (executor.go:129-137)
         # The message as sent (framing included) must fit too, or the worker refuses it on every dispatch.
         size = req.ByteSize() + len(token) + 8
         oversize = self._payload.workflow_oversize(size) if self._payload else None

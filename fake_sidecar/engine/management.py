@@ -30,7 +30,8 @@ DEFAULT_PAGE = 1024
 
 
 def start_instance(eng: Engine, *, instance_id: str, name: str, input: str | None,
-                   scheduled_start_ns: int | None, enforce_unique: bool, tags: dict[str, str] | None) -> str:
+                   scheduled_start_ns: int | None, enforce_unique: bool, tags: dict[str, str] | None,
+                   app: str = "") -> str:
     if not name:
         raise errors.InvalidArgument("StartInstance needs a workflow name (field 'name' is empty)")
     iid = instance_id or uuid.uuid4().hex
@@ -48,13 +49,13 @@ def start_instance(eng: Engine, *, instance_id: str, name: str, input: str | Non
             es.scheduledStartTimestamp.CopyFrom(ts(scheduled_start_ns))
         for k, v in (tags or {}).items():
             es.tags[k] = v
-        _create(eng, iid, ev, enforce_unique=enforce_unique,
+        _create(eng, iid, ev, enforce_unique=enforce_unique, app=app,
                 visible_at=min(scheduled_start_ns, NEVER_NS) if scheduled_start_ns and scheduled_start_ns > now else 0)
     return iid
 
 
 def _create(eng: Engine, iid: str, start: pb.HistoryEvent, *, enforce_unique: bool, visible_at: int = 0,
-            parent: ParentRef | None = None) -> None:
+            parent: ParentRef | None = None, app: str = "") -> None:
     """Create (or reuse, R1.3 DAPR rules) instance `iid` with ExecutionStarted `start` in its inbox."""
     table = eng.table
     tx = Tx()
@@ -76,7 +77,7 @@ def _create(eng: Engine, iid: str, start: pb.HistoryEvent, *, enforce_unique: bo
     es = start.executionStarted
     inst = Instance(iid=iid, seq=table.next_seq(tx), name=es.name, generation=generation,
                     execution_id=es.workflowInstance.executionId.value, created_ns=now,
-                    last_updated_ns=now, parent=parent)
+                    last_updated_ns=now, parent=parent, app=app)
     table.put(inst)
     table.add_inbox(inst, start, tx, visible_at=visible_at)
     table.commit(tx, inst)
