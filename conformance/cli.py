@@ -31,7 +31,7 @@ from conformance.run_options import (  # noqa: F401  (re-exported: the CLI's nam
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
-SELECTION = ("scenarios", "scenario", "requirement")
+SELECTION = ("scenarios", "scenario", "requirement", "area")
 DECLARATIONS = ("targets", "capability", "gap", "sidecar-capability", "sidecar-gap")
 
 
@@ -146,6 +146,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     options = _options(args)
     prepared = prepare_run(options)
+    if not prepared.scenarios:  # --last-failed after a run where nothing failed
+        print("--last-failed: nothing failed or errored in the last run; nothing to run")
+        return EXIT_OK
     plan = Plan.build(prepared.scenarios, prepared.pairs)
     events: list = []
     reports = None if options.no_reports else (options.reports or _library().reports)
