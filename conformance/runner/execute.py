@@ -261,6 +261,8 @@ class _Harness:
         options = dict(sc.sidecar)
         if sc.apps:
             options["apps"] = [app.name for app in sc.apps]
+        if sc.engine.asked():
+            options["engine"] = sc.engine
         self.sidecar = run.pair.sidecar.start(options=options, work_dir=run.work_dir)
         stack.callback(self._stop_sidecar)
         from conformance.proxy import FaultProxy
@@ -659,6 +661,13 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
     base = dict(scenario=scenario.id, pair=pair.label, sidecar=pair.sidecar.name, worker=pair.worker.name,
                 requirements=scenario.requirements, title=scenario.title, reproduce=reproduce, source=scenario.source,
                 started_at=time.time())
+    unset = [s for s in scenario.engine.asked() if s.capability not in pair.sidecar.capabilities]
+    if unset:
+        return ScenarioFinished(outcome=Outcome.NOT_APPLICABLE, duration_s=0.0,
+                                gap_reason=f"sidecar {pair.sidecar.name} cannot be started with engine setting"
+                                           f"{'s' if len(unset) > 1 else ''} {', '.join(s.value for s in unset)} "
+                                           f"(capabilit{'ies' if len(unset) > 1 else 'y'} "
+                                           f"{', '.join(s.capability for s in unset)})", **base)
     if missing:
         return ScenarioFinished(outcome=Outcome.NOT_APPLICABLE, duration_s=0.0,
                                 gap_reason=f"the pair lacks capabilit{'ies' if len(missing) > 1 else 'y'} "
@@ -718,7 +727,8 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
     if error is not None or failures:  # what an SDK author needs beside the mismatches (conformance/failure_context.py)
         from conformance.failure_context import failure_context
 
-        log_note += failure_context(scenario, worker=pair.worker.name, work_dir=run.work_dir, observed=obs)
+        log_note += failure_context(scenario, worker=pair.worker.name, work_dir=run.work_dir, observed=obs,
+                                    provenance=pair.worker.provenance)
     if error is not None:
         return ScenarioFinished(outcome=Outcome.ERROR, duration_s=duration, transcript=tuple(transcript),
                                 message=f"{error}{log_note}\n{reproduce_line(reproduce)}", **base)
