@@ -31,7 +31,7 @@ from conformance.run_options import (  # noqa: F401  (re-exported: the CLI's nam
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
-SELECTION = ("scenarios", "scenario", "requirement")
+SELECTION = ("scenarios", "scenario", "requirement", "area")
 DECLARATIONS = ("targets", "capability", "gap", "sidecar-capability", "sidecar-gap")
 
 
@@ -78,6 +78,9 @@ def _parser() -> argparse.ArgumentParser:
 
     add_fuzz_parser(sub)
     _add_replay_parsers(sub)
+    from conformance.enginediff.cli import add_parser as add_enginediff_parser
+
+    add_enginediff_parser(sub)
     return p
 
 
@@ -146,6 +149,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     options = _options(args)
     prepared = prepare_run(options)
+    if not prepared.scenarios:  # --last-failed after a run where nothing failed
+        print("--last-failed: nothing failed or errored in the last run; nothing to run")
+        return EXIT_OK
     plan = Plan.build(prepared.scenarios, prepared.pairs)
     events: list = []
     reports = None if options.no_reports else (options.reports or _library().reports)
@@ -252,10 +258,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     # output is its report, so only its errors are let through unless the caller asks otherwise.
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     args = _parser().parse_args(argv)
+    from conformance.enginediff.cli import run as cmd_engines_diff
     from conformance.fuzz.cli import run as cmd_fuzz
 
     handler = {"run": cmd_run, "list": cmd_list, "validate": cmd_validate, "report": cmd_report,
-               "targets": cmd_targets, "fuzz": cmd_fuzz, "init-target": cmd_init_target, **_replay_handlers()}[args.command]
+               "targets": cmd_targets, "fuzz": cmd_fuzz, "init-target": cmd_init_target,
+               "engines-diff": cmd_engines_diff, **_replay_handlers()}[args.command]
     try:
         return handler(args)
     except InputError as exc:  # every kind of bad input: scenarios, catalogue, targets, options, event logs
