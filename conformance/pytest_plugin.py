@@ -42,12 +42,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
     group = parser.getgroup("conformance", "taskhub-conformance scenarios (the options of `conformance run`)")
     add_to_pytest(group.addoption)
+    group.addoption("--conformance-library", action="store_true", default=False,
+                    help="also collect the shipped scenario library (the folder `conformance targets` names), "
+                         "e.g. from an SDK's own repository where no scenarios/ folder is on the command line")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "requirement(id): the requirement ids a scenario covers")
     config.stash[_EVENTS] = []
     config.stash[_STARTED] = time.time()
+    if config.getoption("conformance_library", default=False):
+        from conformance.library import find_library
+
+        library = str(find_library().scenarios)
+        # Without paths of the user's, pytest would also collect the folder it runs in (or testpaths).
+        if config.args_source is pytest.Config.ArgsSource.ARGS:
+            config.args.append(library)
+        else:
+            config.args[:] = [library]
     # xdist's own grouping keeps the items that need an engine alone on one worker (see the docstring).
     if getattr(config.option, "dist", "no") == "load":
         config.option.dist = "loadgroup"
@@ -65,7 +77,8 @@ def _wants_conformance(config: pytest.Config) -> bool:
     """Whether this session runs scenarios (so `-n auto` means scenario workers, not cores)."""
     given = any(config.getoption(f"conformance_{d}", default=None) not in (None, [], False)
                 for d in ("worker", "sidecar", "requirement", "scenario", "reports"))
-    return given or any(part == "scenarios" for arg in config.args for part in Path(str(arg)).parts)
+    return given or bool(config.getoption("conformance_library", default=False)) or any(
+        part == "scenarios" for arg in config.args for part in Path(str(arg)).parts)
 
 
 @pytest.hookimpl(optionalhook=True)
