@@ -31,7 +31,7 @@ from conformance.run_options import (  # noqa: F401  (re-exported: the CLI's nam
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
-SELECTION = ("scenarios", "scenario", "requirement")
+SELECTION = ("scenarios", "scenario", "requirement", "area")
 DECLARATIONS = ("targets", "capability", "gap", "sidecar-capability", "sidecar-gap")
 
 
@@ -86,6 +86,9 @@ def _add_replay_parsers(sub: argparse._SubParsersAction) -> None:
     from conformance.replay.cli import add_parsers
 
     add_parsers(sub)
+    from conformance.versions.cli import add_parsers as add_versions_parsers
+
+    add_versions_parsers(sub)
 
 
 def targets_option(sp: argparse.ArgumentParser) -> None:
@@ -143,6 +146,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     options = _options(args)
     prepared = prepare_run(options)
+    if not prepared.scenarios:  # --last-failed after a run where nothing failed
+        print("--last-failed: nothing failed or errored in the last run; nothing to run")
+        return EXIT_OK
     plan = Plan.build(prepared.scenarios, prepared.pairs)
     events: list = []
     reports = None if options.no_reports else (options.reports or _library().reports)
@@ -216,7 +222,7 @@ def cmd_targets(args: argparse.Namespace) -> int:
     for group, items in (("sidecars", targets.sidecars), ("workers", targets.workers)):
         print(f"{group}:")
         for t in items.values():
-            print(f"  {t.name:<20} {t.kind:<16} {', '.join(sorted(t.capabilities)) or '-'}")
+            print(f"  {t.name:<20} {t.kind:<16} {t.version or '-':<9} {', '.join(sorted(t.capabilities)) or '-'}")
             for gap in t.gaps:
                 print(f"      gap {gap.requirement}: {gap.reason}")
     return EXIT_OK
@@ -225,7 +231,9 @@ def cmd_targets(args: argparse.Namespace) -> int:
 def _replay_handlers() -> dict:
     from conformance.replay.cli import run_capture, run_replay
 
-    return {"capture": run_capture, "replay": run_replay}
+    from conformance.versions.cli import run_versions
+
+    return {"capture": run_capture, "replay": run_replay, "versions": run_versions}
 
 
 def cmd_init_target(args: argparse.Namespace) -> int:

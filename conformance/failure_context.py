@@ -101,13 +101,14 @@ def worker_log(work_dir: Path, worker: str) -> str:
     return "\n".join(blocks)
 
 
-def failure_context(scenario: Any, *, worker: str, work_dir: Path, observed: Any = None) -> str:
-    """The text that follows a failure's mismatches: the vector's turn, then the SDK's log lines."""
+def failure_context(scenario: Any, *, worker: str, work_dir: Path, observed: Any = None, provenance: str = "") -> str:
+    """The text that follows a failure's mismatches: the vector's turn, the SDK's log lines, which SDK build ran."""
     parts = []
     if scenario.kind == "vector":
         parts.append(vector_context(scenario, answer=getattr(observed, "vector_answer", None),
                                     expected=getattr(observed, "vector_expected", None)))
     parts.append(worker_log(work_dir, worker))
+    parts.append(provenance)
     return "".join(f"\n\n{p}" for p in parts if p)
 
 

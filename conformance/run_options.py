@@ -10,9 +10,10 @@ reported the same way (before any scenario runs) and a scenario gets the same pa
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,11 @@ RUN_OPTIONS: tuple[OptionSpec, ...] = (
          help="only scenarios whose id matches (repeatable), e.g. 'patching/*'"),
     _opt("requirement", action="append", default=[], metavar="ID",
          help="only scenarios covering this requirement (repeatable)"),
+    _opt("area", action="append", default=[], metavar="AREA",
+         help="only scenarios of this area (repeatable): its folder, or covering a requirement of that area "
+              "in the catalogue, e.g. events, timers, continue-as-new"),
+    _opt("last-failed", action="store_true",
+         help="only the scenarios that failed or errored in the last run written to the reports folder"),
     _opt("sidecar", action="append", default=[], metavar="NAME",
          help="sidecar target from targets.yaml (repeatable; default reference)"),
     _opt("worker", action="append", default=[], metavar="NAME",
@@ -73,6 +79,11 @@ RUN_OPTIONS: tuple[OptionSpec, ...] = (
     _opt("worker-command", default=None, metavar="CMD",
          help="for --worker command: your worker, with {address} and {programs} placeholders "
               "(with a declared SDK worker: replaces its command, keeps its capabilities and gaps)"),
+    _opt("sdk-path", type=Path, default=None, metavar="PATH",
+         help="the SDK from your local checkout instead of the pinned release: python-sdk's or "
+              "durabletask-python's repository root, a durabletask-js, durabletask-go or durabletask-java "
+              "checkout (the worker is the checkout's; its environment is made once, in the user cache, "
+              "and follows the checkout)"),
     _opt("capability", action="append", default=[], metavar="NAME",
          help="a capability of the worker under test (repeatable), e.g. ids_from_one; "
               "the names are listed in conformance/targets/targets.yaml"),
@@ -115,10 +126,13 @@ class RunOptions:
     scenarios: Path | None = None
     scenario: tuple[str, ...] = ()
     requirement: tuple[str, ...] = ()
+    area: tuple[str, ...] = ()
+    last_failed: bool = False
     sidecar: tuple[str, ...] = ()
     worker: tuple[str, ...] = ()
     sidecar_address: str | None = None
     worker_command: str | None = None
+    sdk_path: Path | None = None
     capability: tuple[str, ...] = ()
     gap: tuple[str, ...] = ()
     sidecar_capability: tuple[str, ...] = ()
@@ -137,7 +151,7 @@ class RunOptions:
             value = get(spec.dest)
             if isinstance(value, list):
                 value = tuple(value)
-            if value is not None or spec.dest in ("scenarios", "reports", "sidecar_address", "worker_command"):
+            if value is not None or spec.dest in ("scenarios", "reports", "sidecar_address", "worker_command", "sdk_path"):
                 values[spec.dest] = value
         return cls(**values)
 
@@ -177,7 +191,38 @@ def select_scenarios(options: RunOptions, *, catalogue: Any) -> list[Any]:
     scenarios = load_all(folder, patterns=list(options.scenario))
     if options.requirement:
         scenarios = [s for s in scenarios if set(s.requirements) & set(options.requirement)]
+    if options.area:
+        areas = {r.area for r in catalogue} | {s.id.split("/", 1)[0] for s in scenarios}
+        unknown = [a for a in options.area if a not in areas]
+        if unknown:
+            raise UsageError("; ".join(f"unknown area {a!r}{did_you_mean(a, areas)}" for a in unknown)
+                             + f"; known: {', '.join(sorted(areas))}")
+        of_area = {r.id for r in catalogue if r.area in options.area}
+        scenarios = [s for s in scenarios if s.id.split("/", 1)[0] in options.area or set(s.requirements) & of_area]
+    if options.last_failed:
+        failed = last_failed(options.reports or library().reports)
+        scenarios = [s for s in scenarios if s.id in failed]
     return scenarios
+
+
+def did_you_mean(word: str, choices: Any) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(word, sorted(choices), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def last_failed(reports: Path) -> set[str]:
+    """The scenarios that failed or errored in the run whose events are in `reports`."""
+    from conformance.events import ScenarioFinished
+    from conformance.reporting import read_events
+
+    path = reports / "events.jsonl"
+    if not path.is_file():
+        raise UsageError(f"--last-failed: no earlier run in {reports} (no events.jsonl); run without it first, "
+                         "or give that run's --reports")
+    return {e.scenario for e in read_events(path)
+            if isinstance(e, ScenarioFinished) and e.outcome.value in ("FAILED", "ERROR")}
 
 
 def check_requirements(options: RunOptions, *, catalogue: Any) -> None:
@@ -217,6 +262,9 @@ def build_pairs(options: RunOptions, *, scenarios: Sequence[Any] = ()) -> list[A
                       worker_gaps=[parse_gap(g) for g in options.gap],
                       sidecar_capabilities=list(options.sidecar_capability),
                       sidecar_gaps=[parse_gap(g) for g in options.sidecar_gap])
+    checkout = prepare_checkout(options, targets=targets) if options.sdk_path is not None else None
+    if checkout is not None:
+        options = replace(options, worker=(checkout.checkout.worker,), worker_command=checkout.command)
     commands = [w for w in dict.fromkeys(options.worker)
                 if w in targets.workers and targets.workers[w].kind == "command"]
     if options.worker_command and len(commands) > 1:
@@ -226,10 +274,32 @@ def build_pairs(options: RunOptions, *, scenarios: Sequence[Any] = ()) -> list[A
     pairs = [targets.pair(s, w, sidecar_address=options.sidecar_address, worker_command=options.worker_command)
              for s in dict.fromkeys(options.sidecar or ["reference"])
              for w in dict.fromkeys(options.worker or ["reference"])]
+    if checkout is not None:  # failures name the checkout and environment that produced them
+        pairs = [replace(p, worker=replace(p.worker, provenance=checkout.describe())) for p in pairs]
     missing = not_installed(pairs, root=library().root)
     if missing:  # every scenario would fail the same way: say it once, before any runs
         raise InputError(missing, subject="the targets of this run")
     return pairs
+
+
+def prepare_checkout(options: RunOptions, *, targets: Any) -> Any:
+    """--sdk-path: the checkout's SDK and worker, its environment made or brought up to date
+    (conformance/targets/checkout.py)."""
+    import sys
+
+    from conformance.targets.checkout import detect, prepare
+
+    assert options.sdk_path is not None
+    if options.worker_command:
+        raise UsageError("--sdk-path and --worker-command both replace the worker's command; give one of them")
+    workers = list(dict.fromkeys(options.worker))
+    if len(workers) > 1:
+        raise UsageError(f"--sdk-path is the SDK of one worker; --worker names {len(workers)} ({', '.join(workers)})")
+    checkout = detect(options.sdk_path, worker=workers[0] if workers else None)
+    print(f"preparing {checkout.worker} from {checkout.root} ...", file=sys.stderr, flush=True)
+    prepared = prepare(checkout, command=targets.workers[checkout.worker].command, root=library().root)
+    print(prepared.describe(), file=sys.stderr, flush=True)
+    return prepared
 
 
 def prepare_run(options: RunOptions) -> PreparedRun:
@@ -241,7 +311,7 @@ def prepare_run(options: RunOptions) -> PreparedRun:
     problems = coverage_problems(scenarios, catalogue)
     if problems:
         raise InputError(problems, subject="scenario files")
-    if not scenarios:
+    if not scenarios and not options.last_failed:
         raise UsageError("no scenario matches the selection")
     pairs = build_pairs(options, scenarios=scenarios)
     return PreparedRun(scenarios=tuple(scenarios), catalogue=catalogue, pairs=tuple(pairs),
@@ -262,6 +332,8 @@ def reproduce_options(options: RunOptions) -> list[str]:
         out += ["--targets", str(path.resolve())]
     if options.sidecar_address:
         out += ["--sidecar-address", options.sidecar_address]
+    if options.sdk_path is not None:  # the checkout, whose environment the run made (and the paste reuses)
+        out += ["--sdk-path", os.path.abspath(options.sdk_path)]
     if options.worker_command:
         out += ["--worker-command", options.worker_command]
     for flag, values in (("--capability", options.capability), ("--gap", options.gap),

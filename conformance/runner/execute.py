@@ -706,7 +706,8 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
     if error is not None or failures:  # what an SDK author needs beside the mismatches (conformance/failure_context.py)
         from conformance.failure_context import failure_context
 
-        log_note += failure_context(scenario, worker=pair.worker.name, work_dir=run.work_dir, observed=obs)
+        log_note += failure_context(scenario, worker=pair.worker.name, work_dir=run.work_dir, observed=obs,
+                                    provenance=pair.worker.provenance)
     if error is not None:
         return ScenarioFinished(outcome=Outcome.ERROR, duration_s=duration, transcript=tuple(transcript),
                                 message=f"{error}{log_note}\n{reproduce_line(reproduce)}", **base)

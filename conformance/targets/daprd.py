@@ -12,6 +12,7 @@ other's work: daprd hands a work item to any worker connected under its app id.
 from __future__ import annotations
 
 import atexit
+import os
 import shutil
 import tempfile
 import threading
@@ -49,7 +50,11 @@ class DaprBinaries:
     version: str | None
 
     @classmethod
-    def find(cls, bin_dir: Path = DEFAULT_BIN_DIR) -> DaprBinaries:
+    def find(cls, bin_dir: Path | None = None) -> DaprBinaries:
+        # $TASKHUB_DAPRD_DIR: another release's binaries (DAPR_VERSION=... scripts/install-daprd.sh links
+        # them as .tools/daprd-<version>; `conformance versions` sets it for that engine's cells).
+        if bin_dir is None:
+            bin_dir = Path(os.environ["TASKHUB_DAPRD_DIR"]) if os.environ.get("TASKHUB_DAPRD_DIR") else DEFAULT_BIN_DIR
         paths = {name: bin_dir / name for name in ("daprd", "placement", "scheduler")}
         missing = [str(p) for p in paths.values() if not p.is_file()]
         if missing:

@@ -153,7 +153,8 @@ def load_targets(path: Path = DEFAULT_TARGETS, *, drivers: Path | None = None,
             starter = start_daprd
         sidecars[name] = SidecarTarget(name=name, kind=kind, capabilities=_capabilities(raw, f"{where}: sidecars.{name}"),
                                        gaps=_gaps(raw.get("not_implemented"), f"{where}: sidecars.{name}"),
-                                       starter=starter, reference=kind == "reference")
+                                       starter=starter, reference=kind == "reference",
+                                       version=str(raw.get("version", "")))
     for name, raw in doc["workers"].items():
         where = origin["workers", name]
         kind = raw.get("kind")
@@ -173,7 +174,8 @@ def load_targets(path: Path = DEFAULT_TARGETS, *, drivers: Path | None = None,
                                      gaps=_gaps(raw.get("not_implemented"), f"{where}: workers.{name}"), starter=starter,
                                      replayer=replayer, reference=kind == "reference",
                                      command=str(raw.get("command") or ""), install=str(raw.get("install") or ""),
-                                     installed=str(raw.get("installed") or ""))
+                                     installed=str(raw.get("installed") or ""),
+                                     version=str(raw.get("version", "")))
     return Targets(sidecars=sidecars, workers=workers)
 
 
