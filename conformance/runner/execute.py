@@ -254,6 +254,8 @@ class _Harness:
         options = dict(sc.sidecar)
         if sc.apps:
             options["apps"] = [app.name for app in sc.apps]
+        if sc.engine.asked():
+            options["engine"] = sc.engine
         self.sidecar = run.pair.sidecar.start(options=options, work_dir=run.work_dir)
         stack.callback(self._stop_sidecar)
         from conformance.proxy import FaultProxy
@@ -650,6 +652,13 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
     base = dict(scenario=scenario.id, pair=pair.label, sidecar=pair.sidecar.name, worker=pair.worker.name,
                 requirements=scenario.requirements, title=scenario.title, reproduce=reproduce, source=scenario.source,
                 started_at=time.time())
+    unset = [s for s in scenario.engine.asked() if s.capability not in pair.sidecar.capabilities]
+    if unset:
+        return ScenarioFinished(outcome=Outcome.NOT_APPLICABLE, duration_s=0.0,
+                                gap_reason=f"sidecar {pair.sidecar.name} cannot be started with engine setting"
+                                           f"{'s' if len(unset) > 1 else ''} {', '.join(s.value for s in unset)} "
+                                           f"(capabilit{'ies' if len(unset) > 1 else 'y'} "
+                                           f"{', '.join(s.capability for s in unset)})", **base)
     if missing:
         return ScenarioFinished(outcome=Outcome.NOT_APPLICABLE, duration_s=0.0,
                                 gap_reason=f"the pair lacks capabilit{'ies' if len(missing) > 1 else 'y'} "

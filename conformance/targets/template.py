@@ -52,6 +52,12 @@ SIDECAR_CAPABILITIES: dict[str, str] = {
     "own_engine": "the engine holds only this scenario's instances (one engine per scenario), so listings are its own",
     "apps": "hosts several app ids, one address each, and routes by TaskRouter (workflows across apps)",
     "history_propagation": "delivers propagated history to activities and children (HistoryPropagationScope)",
+    # One per engine setting a scenario can ask for (`engine:`, conformance/scenario/engine.py).
+    "engine_retention": "can be started with a retention of finished instances (daprd stateRetentionPolicy)",
+    "engine_max_concurrent_workflows": "can be started with a limit of workflow turns in flight",
+    "engine_max_concurrent_activities": "can be started with a limit of activities in flight",
+    "engine_max_body_size": "can be started with a message size limit (daprd --max-body-size)",
+    "engine_stateful_history": "can be started sending, or not sending, history deltas to stateful workers",
 }
 
 
