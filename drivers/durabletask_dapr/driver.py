@@ -57,8 +57,6 @@ class DurableTaskDaprAdapter:
                 out["all_fails_fast"] = "when_all waits for every task before it fails"
         if "app_id" not in inspect.signature(task.OrchestrationContext.call_activity).parameters:
             out["crossapp"] = "call_activity takes no app_id"
-        if "propagation" not in inspect.signature(task.OrchestrationContext.call_activity).parameters:
-            out["propagation"] = "call_activity takes no propagation scope (no history propagation in this release)"
         return out
 
     def retry_policy(self, retry: Any) -> Any:
@@ -71,7 +69,8 @@ class DurableTaskDaprAdapter:
 
     def call_activity(self, ctx: Any, name: str, input: Any, retry: Any, *, app: str | None,  # noqa: A002
                       propagation: str | None) -> Any:
-        # `propagation` never arrives: absent() declares it missing (the SDK has no such argument).
+        # `propagation` never arrives: the target does not declare it (0.17.4's call_activity has no
+        # propagation scope and its activity context no received history).
         extra = {"app_id": app} if app is not None else {}
         return ctx.call_activity(name, input=input, retry_policy=self.retry_policy(retry), **extra)
 
@@ -82,7 +81,7 @@ class DurableTaskDaprAdapter:
                                          retry_policy=self.retry_policy(retry), **extra)
 
     def propagated(self, ctx: Any) -> Any:
-        return None  # never asked: propagation is absent
+        return None  # never asked: the target does not declare propagation
 
     def timer(self, ctx: Any, delay: timedelta) -> Any:
         return ctx.create_timer(delay)
