@@ -17,6 +17,7 @@ from collections import deque
 from typing import Callable, Protocol
 
 from taskhub_core.history import resolution_key
+from taskhub_core.timestamps import copy_event
 from taskhub_wire import pb
 
 from fake_sidecar.engine import errors
@@ -295,6 +296,10 @@ class Dispatcher:
         if oversize is not None:
             self._table.stall(inst, (pb.PAYLOAD_SIZE_EXCEEDED, oversize))
             return None
+        # R2.6: a TimerFired is stamped when it fires, i.e. when the turn that delivers it is made
+        # (at or after its fireAt, before the turn's WorkflowStarted).
+        fired_at = {e.seq: ts(self._ticker.now()) for e in visible
+                    if e.event.HasField("timerFired") and not e.event.HasField("timestamp")}
         ws = pb.HistoryEvent(eventId=-1, timestamp=ts(self._ticker.now()))
         ws.workflowStarted.SetInParent()
         delivered: list[pb.HistoryEvent] = [ws]
@@ -314,6 +319,9 @@ class Dispatcher:
                 if have_start:
                     continue
                 have_start = True
+            if entry.seq in fired_at:
+                ev = copy_event(ev)
+                ev.timestamp.CopyFrom(fired_at[entry.seq])
             delivered.append(ev)
         token = uuid.uuid4().hex
         stream = self._streams[sid]
