@@ -78,6 +78,9 @@ def _parser() -> argparse.ArgumentParser:
 
     add_fuzz_parser(sub)
     _add_replay_parsers(sub)
+    from conformance.enginediff.cli import add_parser as add_enginediff_parser
+
+    add_enginediff_parser(sub)
     return p
 
 
@@ -255,10 +258,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     # output is its report, so only its errors are let through unless the caller asks otherwise.
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     args = _parser().parse_args(argv)
+    from conformance.enginediff.cli import run as cmd_engines_diff
     from conformance.fuzz.cli import run as cmd_fuzz
 
     handler = {"run": cmd_run, "list": cmd_list, "validate": cmd_validate, "report": cmd_report,
-               "targets": cmd_targets, "fuzz": cmd_fuzz, "init-target": cmd_init_target, **_replay_handlers()}[args.command]
+               "targets": cmd_targets, "fuzz": cmd_fuzz, "init-target": cmd_init_target,
+               "engines-diff": cmd_engines_diff, **_replay_handlers()}[args.command]
     try:
         return handler(args)
     except InputError as exc:  # every kind of bad input: scenarios, catalogue, targets, options, event logs

@@ -18,7 +18,7 @@ import functools
 import hmac
 import logging
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent import futures
 from dataclasses import dataclass, field
 from typing import Any
@@ -128,8 +128,11 @@ class TaskHubServicer:
     def TerminateInstance(self, req: pb.TerminateRequest, context: Call) -> Message:
         self.engine.terminate(iid=req.instanceId, output=req.output.value if req.HasField("output") else None,
                               recursive=req.recursive)
-        _wait(self.engine, context, req.instanceId, lambda v: v.status in _TERMINAL,
-              f"the termination of workflow instance '{req.instanceId}'")
+        # A retention of 0 may purge the instance as soon as it is terminated: that ends the wait too.
+        done = self.engine.wait(req.instanceId, lambda v: v.status in _TERMINAL, timeout=context.time_remaining(),
+                                is_active=context.is_active, gone_is_done=True)
+        if done is None:
+            raise _deadline_exceeded(f"the termination of workflow instance '{req.instanceId}'")
         return pb.TerminateResponse()
 
     @_waits
@@ -456,10 +459,17 @@ class SidecarServer:
               strict_tokens: bool = False, clock: str = "real", max_workers: int = 512,
               engine_class: type[Engine] = Engine, policy: EnginePolicy = REFERENCE_POLICY,
               task_execution_id: str = "passthrough", apps: tuple[str, ...] = (),
-              app_ports: dict[str, int] | None = None) -> "SidecarServer":
+              app_ports: dict[str, int] | None = None, max_concurrent_workflows: int | None = None,
+              max_concurrent_activities: int | None = None, retention_s: Mapping[str, float] | None = None,
+              stateful_history: bool = True) -> "SidecarServer":
         """`engine_class` lets `conformance replay` refuse management calls; `policy` lets the
         harness's tests run deliberately broken engines (mutants, tests/mutants/variants.py);
         `task_execution_id` is `spec` (a fresh id per activity dispatch) or `passthrough` (the SDK's).
+
+        `max_concurrent_workflows` / `max_concurrent_activities` bound the work items of that kind out
+        on the streams at once, `retention_s` purges a finished instance that many seconds after it
+        finished (keys COMPLETED, FAILED, TERMINATED, or ANY), `stateful_history=False` sends full
+        histories even to workers that announce stateful history (daprd's Configuration settings).
 
         `max_message_bytes` bounds every gRPC message both ways: a bigger request is refused
         with RESOURCE_EXHAUSTED before it is read, and a workflow whose turn would not fit
@@ -478,7 +488,11 @@ class SidecarServer:
                                                   max_message_bytes=max_message_bytes,
                                                   strict_tokens=strict_tokens,
                                                   task_execution_id=modes[task_execution_id],
-                                                  apps=tuple(apps)),
+                                                  apps=tuple(apps),
+                                                  max_concurrent_workflows=max_concurrent_workflows,
+                                                  max_concurrent_activities=max_concurrent_activities,
+                                                  retention_s=tuple(sorted((retention_s or {}).items())),
+                                                  stateful_history=stateful_history),
                               policy=policy)
         loop = asyncio.new_event_loop()
         thread = threading.Thread(target=loop.run_forever, name="sidecar-grpc-loop", daemon=True)

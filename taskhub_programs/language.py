@@ -144,6 +144,11 @@ class Fail:
 
 Step = Union[CallActivity, CallChild, Timer, WaitEvent, All, AnyOf, IfPatched, If, SetVar, SetStatus,
              ContinueAsNew, Return, Fail]
+# Each step kind's key as written (and its `step` in the canonical form).
+STEP_NAMES: dict[type, str] = {
+    CallActivity: "call_activity", CallChild: "call_child", Timer: "timer", WaitEvent: "wait_event", All: "all",
+    AnyOf: "any", IfPatched: "if_patched", If: "if", SetVar: "set", SetStatus: "set_status",
+    ContinueAsNew: "continue_as_new", Return: "return", Fail: "fail"}
 
 
 @dataclass(frozen=True)

@@ -91,6 +91,9 @@ class _Client:
     began: float
     transcript: list[TranscriptEntry] = field(default_factory=list)
     claim: Callable[[Any], None] = lambda request: None  # runner/isolation.py
+    # Every call with its answer, polls included (`conformance engines-diff` compares them; the
+    # transcript leaves polls out): (t, rpc, request, response or None, "CODE: details" or None).
+    calls: list[tuple[float, str, Any, Any, str | None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.channel = grpc.insecure_channel(self.address)
@@ -104,7 +107,9 @@ class _Client:
             resp = self.client.call(rpc, request, timeout=timeout)
         except grpc.RpcError as exc:
             self._log(t, rpc, request, None, f"{exc.code().name}: {exc.details()}")
+            self.calls.append((t, rpc, request, None, f"{exc.code().name}: {exc.details()}"))
             raise
+        self.calls.append((t, rpc, request, resp, None))
         if rpc not in ("GetInstance", "GetInstanceHistory"):  # polling would drown the transcript
             self._log(t, rpc, request, resp, None)
         return resp
@@ -182,11 +187,13 @@ def _raw_call(run: "_Run", h: "_Harness", method: Any, request: Any, *, expect: 
         resp = call(request, timeout=timeout, metadata=h.client.metadata if metadata is None else metadata)
     except grpc.RpcError as exc:
         h.client._log(t, method.name, request, None, f"{exc.code().name}: {exc.details()}")
+        h.client.calls.append((t, method.name, request, None, f"{exc.code().name}: {exc.details()}"))
         if expect is not None:
             _expect_error(exc, expect, where)
             return None
         raise _step_failed(where, f"{where}: {method.name} failed: {exc.code().name}: {exc.details()}") from None
     h.client._log(t, method.name, request, resp, None)
+    h.client.calls.append((t, method.name, request, resp, None))
     if expect is not None:
         raise _step_failed(where, f"{where}: expected {method.name} to fail ({'/'.join(expect.codes) or 'non-OK'}), "
                          "but it succeeded")
@@ -254,6 +261,8 @@ class _Harness:
         options = dict(sc.sidecar)
         if sc.apps:
             options["apps"] = [app.name for app in sc.apps]
+        if sc.engine.asked():
+            options["engine"] = sc.engine
         self.sidecar = run.pair.sidecar.start(options=options, work_dir=run.work_dir)
         stack.callback(self._stop_sidecar)
         from conformance.proxy import FaultProxy
@@ -643,13 +652,22 @@ def _replayer(run: _Run, bundle: Any, stack: ExitStack) -> Replayer | None:
 
 
 def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = None, reproduce: str = "",
-                 checks_only: Sequence[str] = ()) -> ScenarioFinished:
-    """Run `scenario` on `pair`; never raises for target misbehaviour (that is the outcome)."""
+                 checks_only: Sequence[str] = (), capture: Callable[..., None] | None = None) -> ScenarioFinished:
+    """Run `scenario` on `pair`; never raises for target misbehaviour (that is the outcome). `capture`,
+    if given, is called once with what a flow scenario saw (`conformance engines-diff`): instances,
+    observed (histories), calls (every client call with its answer) and transcript (the proxy's)."""
     began = time.monotonic()
     missing = sorted(set(scenario.requires) - pair.capabilities)
     base = dict(scenario=scenario.id, pair=pair.label, sidecar=pair.sidecar.name, worker=pair.worker.name,
                 requirements=scenario.requirements, title=scenario.title, reproduce=reproduce, source=scenario.source,
                 started_at=time.time())
+    unset = [s for s in scenario.engine.asked() if s.capability not in pair.sidecar.capabilities]
+    if unset:
+        return ScenarioFinished(outcome=Outcome.NOT_APPLICABLE, duration_s=0.0,
+                                gap_reason=f"sidecar {pair.sidecar.name} cannot be started with engine setting"
+                                           f"{'s' if len(unset) > 1 else ''} {', '.join(s.value for s in unset)} "
+                                           f"(capabilit{'ies' if len(unset) > 1 else 'y'} "
+                                           f"{', '.join(s.capability for s in unset)})", **base)
     if missing:
         return ScenarioFinished(outcome=Outcome.NOT_APPLICABLE, duration_s=0.0,
                                 gap_reason=f"the pair lacks capabilit{'ies' if len(missing) > 1 else 'y'} "
@@ -697,6 +715,9 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
                 transcript = sorted([e for c in h.clients.values() for e in c.transcript]
                                     + [e for p in h.proxies.values() for e in p.transcript()], key=lambda e: e.t)
                 logs = [str(p) for p in getattr(h.sidecar, "log_paths", ())]
+                if capture is not None:
+                    capture(instances=dict(run.instances), observed=obs, calls=list(h.client.calls),
+                            transcript=list(h.proxy.transcript()))
     duration = time.monotonic() - began
     gap = pair.gap_for(scenario.id, scenario.requirements)
     if cannot is not None:

@@ -11,6 +11,7 @@ from typing import Any
 from taskhub_programs import ProgramError, parse_bundle, parse_duration
 
 from conformance.errors import InputError, Problem
+from conformance.scenario.engine import parse_engine
 from conformance.scenario.model import (
     DIRECTIONS, MISSING, STATUSES, AppSpec, AppWorker, ErrorExpect, Expectation, HistoryExpect, LedgerExpect, Scenario, StartSpec, Vector,
 )
@@ -19,8 +20,8 @@ from conformance.scenario.source import SourceDoc, did_you_mean, load_source
 from conformance.scenario.steps import STEPS, OnInstance, Start, Step, WorkerArgs, read_args
 from conformance.scenario.wire import WireError, parse_event
 
-TOP_KEYS = {"id", "title", "kind", "requirements", "applies_to", "requires", "programs", "sidecar", "worker", "start",
-            "steps", "faults", "expect", "ledger", "checks", "timeout", "vector", "apps", "$schema"}
+TOP_KEYS = {"id", "title", "kind", "requirements", "applies_to", "requires", "programs", "sidecar", "engine", "worker",
+            "start", "steps", "faults", "expect", "ledger", "checks", "timeout", "vector", "apps", "$schema"}
 APP_ID = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
 _WORKER_KINDS = tuple(k.name for k in STEPS.values() if issubclass(k.args, WorkerArgs))  # steps that bring programs
 SIDECAR_OPTIONS = {"max_payload", "activity_lease", "clock", "api_token", "task_execution_id"}
@@ -315,6 +316,7 @@ def _scenario(c: _Checker, doc: SourceDoc, *, path: Path, root: Path) -> Scenari
     if sidecar.get("task_execution_id", "passthrough") not in ("spec", "passthrough"):
         c.err(("sidecar", "task_execution_id"), f"task_execution_id {sidecar['task_execution_id']!r}: use spec (a fresh "
               "id per dispatch) or passthrough (the SDK's id, the default)")
+    engine = parse_engine(data.get("engine"), err=c.err, duration=c.duration)
     worker = data.get("worker", {}) or {}
     if not isinstance(worker, Mapping):
         c.err(("worker",), "worker options are a mapping, e.g. {adversary: [...]}")
@@ -395,7 +397,7 @@ def _scenario(c: _Checker, doc: SourceDoc, *, path: Path, root: Path) -> Scenari
         id=expected_id, title=str(data.get("title", expected_id)), source=display,
         requirements=tuple(map(str, reqs or ())), applies_to=tuple(applies), requires=tuple(map(str, requires)),
         programs=bundle, programs_doc=dict(programs_raw or {}), kind=kind, sidecar=dict(sidecar),
-        worker=dict(worker), starts=tuple(starts), steps=tuple(steps), faults=faults, expect=expect, ledger=ledger,
+        engine=engine, worker=dict(worker), starts=tuple(starts), steps=tuple(steps), faults=faults, expect=expect, ledger=ledger,
         checks=tuple(checks), timeout=timeout, vector=vector, span=doc.span(()),
         requirements_span=doc.span(("requirements",)), apps=apps)
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from taskhub_programs import Bundle
 
+from conformance.scenario.engine import NO_SETTINGS, EngineSettings
 from conformance.scenario.source import Span
 
 if TYPE_CHECKING:
@@ -120,6 +121,7 @@ class Scenario:
     programs_doc: Mapping[str, Any]  # the raw programs, for drivers that load a bundle file
     kind: str = "flow"  # "flow" | "vector"
     sidecar: Mapping[str, Any] = field(default_factory=dict)  # options the reference sidecar needs
+    engine: EngineSettings = NO_SETTINGS  # settings of the engine under test, whichever it is (engine.py)
     worker: Mapping[str, Any] = field(default_factory=dict)  # e.g. {"adversary": [...]}
     starts: tuple[StartSpec, ...] = ()
     steps: tuple[Step, ...] = ()

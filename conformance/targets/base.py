@@ -106,6 +106,10 @@ class WorkerTarget:
     command: str = ""
     install: str = ""
     installed: str = ""
+    # A command that prints what the installed SDK release lacks, and what it printed once run
+    # (conformance/targets/probe.py): the capabilities above are then the declared ones minus those.
+    probe: str = ""
+    probed: Any = field(default=None, compare=False)
     provenance: str = ""  # which SDK build runs (a local checkout and its environment), for failure texts
 
     def start(self, spec: WorkerStart) -> WorkerHandle:

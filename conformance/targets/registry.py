@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
@@ -51,7 +52,12 @@ class Targets:
             from conformance.targets.external import start_command_worker
 
             target = replace(target, starter=partial(start_command_worker, name=name, command=command),
-                             command=command, install="", installed="")
+                             command=command, install="", installed="", probe=_probe_for(command, target.probe))
+        if target.probe:
+            from conformance.library import find_library
+            from conformance.targets.probe import probed
+
+            target = probed(target, root=find_library().root)
         return target
 
     def pair(self, sidecar: str, worker: str, *, sidecar_address: str | None = None,
@@ -174,9 +180,20 @@ def load_targets(path: Path = DEFAULT_TARGETS, *, drivers: Path | None = None,
                                      gaps=_gaps(raw.get("not_implemented"), f"{where}: workers.{name}"), starter=starter,
                                      replayer=replayer, reference=kind == "reference",
                                      command=str(raw.get("command") or ""), install=str(raw.get("install") or ""),
-                                     installed=str(raw.get("installed") or ""),
+                                     installed=str(raw.get("installed") or ""), probe=str(raw.get("probe") or ""),
                                      version=str(raw.get("version", "")))
     return Targets(sidecars=sidecars, workers=workers)
+
+
+def _probe_for(command: str, probe: str) -> str:
+    """The declared probe on a replaced command (a local build of the same driver): the new command
+    up to the driver's script, then the probe's arguments; none for any other command."""
+    words, probe_words = shlex.split(command), shlex.split(probe)
+    script = next((w for w in probe_words[1:] if not w.startswith("-")), None)
+    if script is None or script not in words:
+        return ""
+    at = words.index(script)
+    return shlex.join(words[:at + 1] + probe_words[probe_words.index(script) + 1:])
 
 
 def _capabilities(raw: Mapping[str, Any], where: str) -> frozenset[str]:

@@ -160,6 +160,8 @@ def _apply(eng: Engine, inst: Instance, turn: Turn, out: Decision, routes: cross
             abandon(eng, restored, "the database refused to commit it")
         raise
     inst.retries = 0  # only now: a refused commit keeps backing off
+    if inst.terminal:
+        eng.keep_until_retention(inst)
     eng.dispatcher.maybe_queue(inst)
     table.notify(inst.iid)
 

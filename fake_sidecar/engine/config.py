@@ -43,6 +43,18 @@ class EngineConfig:
         """The key of app id `name` (the default app's is "")."""
         return "" if not self.apps or name == self.apps[0] else name
 
+    # Settings daprd takes from its Configuration (spec.workflow): work items of a kind out on the
+    # streams at once, and how long a finished instance is kept, in seconds per final status
+    # ("COMPLETED", "FAILED", "TERMINATED"; "ANY" for the others), as stateRetentionPolicy.
+    max_concurrent_workflows: int | None = None
+    max_concurrent_activities: int | None = None
+    retention_s: tuple[tuple[str, float], ...] = ()
+    stateful_history: bool = True  # send deltas to streams that announce WORKER_CAPABILITY_STATEFUL_HISTORY
+
+    def retention_after(self, status: str) -> float | None:
+        kept = dict(self.retention_s)
+        return kept.get(status, kept.get("ANY"))
+
     def payload_limit(self) -> PayloadLimit | None:
         """The tighter of --max-payload and --max-message-bytes, named by its flag."""
         limits = [PayloadLimit(limit=n, flag=flag) for n, flag in

@@ -17,6 +17,7 @@ from collections import deque
 from typing import Callable, Protocol
 
 from taskhub_core.history import resolution_key
+from taskhub_core.timestamps import copy_event
 from taskhub_wire import pb
 
 from fake_sidecar.engine import errors
@@ -128,7 +129,7 @@ class Dispatcher:
     def open_stream(self, *, stateful: bool, app: str = "") -> int:
         sid = self._next_sid
         self._next_sid += 1
-        self._streams[sid] = Stream(sid=sid, stateful=stateful, app=app)
+        self._streams[sid] = Stream(sid=sid, stateful=stateful and self._config.stateful_history, app=app)
         # A (re)connecting worker may carry fixed code: retry stalled instances (§7, R7.4).
         for inst in self._table.all():
             if inst.parked:
@@ -173,6 +174,8 @@ class Dispatcher:
         stream = self._streams.get(sid) if sid is not None else None
         if stream is not None:
             stream.out.discard(ref)
+        if self._config.max_concurrent_activities or self._config.max_concurrent_workflows:
+            self._work.notify_all()  # work held back by a concurrency limit may go now
 
     # ------------------------------------------------------------- tokens
 
@@ -203,8 +206,27 @@ class Dispatcher:
             item = self._take_ready(sid)
         return item
 
+    def _in_flight(self, kind: WorkKind) -> int:
+        return sum(1 for stream in self._streams.values() for ref in stream.out if ref.kind is kind)
+
+    def _at_limit(self, kind: WorkKind) -> bool:
+        """The engine's concurrency limit of `kind` is reached (daprd maxConcurrent*Invocations)."""
+        limit = (self._config.max_concurrent_activities if kind is WorkKind.ACTIVITY
+                 else self._config.max_concurrent_workflows)
+        return limit is not None and self._in_flight(kind) >= limit
+
     def _take_ready(self, sid: int) -> pb.WorkItem | None:
         ready = self._ready.get(self._streams[sid].app)
+        if not ready:
+            return None
+        held: list[WorkRef] = []  # over a concurrency limit: kept in order for a later take
+        try:
+            return self._take_within_limits(sid, ready, held)
+        finally:
+            ready.extendleft(reversed(held))
+
+    def _take_within_limits(self, sid: int, ready: deque[WorkRef | ForeignWork],
+                            held: list[WorkRef]) -> pb.WorkItem | None:
         while ready:
             ref = ready.popleft()
             if not isinstance(ref, WorkRef):
@@ -214,6 +236,9 @@ class Dispatcher:
                 continue
             inst = self._table.find(ref.iid)
             if inst is None:
+                continue
+            if self._at_limit(ref.kind):
+                held.append(ref)
                 continue
             if ref.kind is WorkKind.ACTIVITY:
                 act = inst.activities.get(ref.task_id)
@@ -266,6 +291,10 @@ class Dispatcher:
         if oversize is not None:
             self._table.stall(inst, (pb.PAYLOAD_SIZE_EXCEEDED, oversize))
             return None
+        # R2.6: a TimerFired is stamped when it fires, i.e. when the turn that delivers it is made
+        # (at or after its fireAt, before the turn's WorkflowStarted).
+        fired_at = {e.seq: ts(self._ticker.now()) for e in visible
+                    if e.event.HasField("timerFired") and not e.event.HasField("timestamp")}
         ws = pb.HistoryEvent(eventId=-1, timestamp=ts(self._ticker.now()))
         ws.workflowStarted.SetInParent()
         delivered: list[pb.HistoryEvent] = [ws]
@@ -285,6 +314,9 @@ class Dispatcher:
                 if have_start:
                     continue
                 have_start = True
+            if entry.seq in fired_at:
+                ev = copy_event(ev)
+                ev.timestamp.CopyFrom(fired_at[entry.seq])
             delivered.append(ev)
         token = uuid.uuid4().hex
         stream = self._streams[sid]

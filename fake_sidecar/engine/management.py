@@ -7,6 +7,7 @@ that will take it into history; none of them runs workflow code itself.
 from __future__ import annotations
 
 import base64
+import logging
 import threading
 import time
 import uuid
@@ -24,6 +25,8 @@ from fake_sidecar.engine.store import Tx
 
 if TYPE_CHECKING:
     from fake_sidecar.engine.core import Engine
+
+log = logging.getLogger(__name__)
 
 MAX_INSTANCE_ID = 1024
 DEFAULT_PAGE = 1024
@@ -91,9 +94,17 @@ def get_instance(eng: Engine, iid: str) -> InstanceView | None:
         return eng.table.view(inst) if inst is not None else None
 
 
+class Gone:
+    """What a wait with `gone_is_done` returns when the instance was purged meanwhile (a retention of 0)."""
+
+
+GONE = Gone()
+
+
 def wait(eng: Engine, iid: str, pred: Callable[[InstanceView], bool], *, timeout: float | None,
-         is_active: Callable[[], bool]) -> InstanceView | None:
-    """Block until the instance exists and `pred(view)` holds; None on timeout or cancel."""
+         is_active: Callable[[], bool], gone_is_done: bool = False) -> InstanceView | Gone | None:
+    """Block until the instance exists and `pred(view)` holds; None on timeout or cancel. With
+    `gone_is_done`, an instance that no longer exists ends the wait too (GONE)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     flag = threading.Event()
     with eng.lock:
@@ -108,6 +119,8 @@ def wait(eng: Engine, iid: str, pred: Callable[[InstanceView], bool], *, timeout
                     view = eng.table.view(inst)
                     if pred(view):
                         return view
+                elif gone_is_done:
+                    return GONE
                 flag.clear()
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
@@ -227,6 +240,15 @@ def purge(eng: Engine, *, iid: str, recursive: bool, force: bool) -> int:
         count = _purge(eng, inst, recursive=recursive, force=force, tx=tx)
         eng.table.commit(tx)
         return count
+
+
+def purge_retained(eng: Engine, inst: Instance) -> None:
+    """The retention of a finished instance ran out: purge it alone, as daprd's retentioner does
+    (its children have retentions of their own)."""
+    tx = Tx()
+    _purge(eng, inst, recursive=False, force=False, tx=tx)
+    eng.table.commit(tx)
+    log.info("purged %s: its retention ran out", inst.iid)
 
 
 def _purge(eng: Engine, inst: Instance, *, recursive: bool, force: bool, tx: Tx) -> int:
