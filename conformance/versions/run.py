@@ -19,6 +19,7 @@ import yaml
 
 from conformance.versions.catalogue import EngineRelease, SdkRelease
 from conformance.versions.cells import CellResult, read_cell
+from conformance.versions.corpus import RECORD_ENV, Recorded, assemble
 from conformance.versions.envs import EnvError, cache_root, ensure
 
 PINNED_ENGINES = {"durabletask-go": "v0.14.0", "daprd": "v1.18.2"}  # what .tools/ holds (install scripts)
@@ -32,6 +33,7 @@ class Plan:
     scenarios: tuple[str, ...] = ()  # globs (--scenario); empty: the whole library
     jobs: int = 2
     reports: Path = Path("reports/versions")
+    corpus: Path | None = None  # also record the history corpus there (corpus.py)
 
 
 def declared_command(root: Path, worker: str) -> str:
@@ -83,7 +85,7 @@ def run_matrix(plan: Plan, *, root: Path, log: Callable[[str], None] = print) ->
                 command = env.worker_command(declared_command(root, sdk.worker))  # type: ignore[attr-defined]
             except EnvError as exc:
                 results.append(CellResult(sdk=sdk, engine=engine, setup_error=str(exc)))
-                log(f"versions: {sdk.label}: {str(exc).splitlines()[0]}")
+                log(f"versions: {sdk.label}: {exc}")
                 continue
             results.append(_run_cell(plan, root=root, sdk=sdk, engine=engine, command=command, env=extra_env, log=log))
     return results
@@ -100,6 +102,12 @@ def _run_cell(plan: Plan, *, root: Path, sdk: SdkRelease, engine: EngineRelease,
     began = time.monotonic()
     child_env = {**os.environ, **env, "PYTHONPATH": os.pathsep.join(
         [str(root), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    staging = plan.reports / "recorded" / f"{sdk.key}@{engine.engine}-{engine.version}"
+    if plan.corpus is not None:
+        import shutil
+
+        shutil.rmtree(staging, ignore_errors=True)
+        child_env[RECORD_ENV] = str(staging)
     with open(plan.reports / f"{sdk.key}@{engine.engine}-{engine.version}.log", "w", encoding="utf-8") as fh:
         done = subprocess.run(argv, cwd=root, stdout=fh, stderr=subprocess.STDOUT, env=child_env,
                               timeout=CELL_TIMEOUT_S)
@@ -109,6 +117,11 @@ def _run_cell(plan: Plan, *, root: Path, sdk: SdkRelease, engine: EngineRelease,
         return CellResult(sdk=sdk, engine=engine, wall_s=wall,
                           setup_error=f"the run wrote no events (exit {done.returncode}; log {fh.name})")
     cell = read_cell(events, sdk=sdk, engine=engine, wall_s=wall)
+    if plan.corpus is not None and staging.is_dir():
+        passed = {s for s, o in cell.outcomes.items() if o == "PASSED"}
+        written = assemble(staging, passed=passed, corpus=plan.corpus, recorded=Recorded(
+            engine=engine.engine, engine_version=engine.version, sdk=sdk.sdk, sdk_version=sdk.version))
+        log(f"versions: {len(written)} histories of {sdk.label} on {engine.label} filed in {plan.corpus}")
     log(f"versions: {sdk.label} on {engine.label}: {cell.counts} in {wall:.0f} s")
     return cell
 
