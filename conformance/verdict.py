@@ -47,6 +47,17 @@ _OF_LEVEL = {Level.MUST: Verdict.FAILED, Level.SHOULD: Verdict.WARNING, Level.OB
 CROSS_WORKER = "RPL-XREF-001"
 
 
+class MismatchKind(enum.StrEnum):
+    """What sort of difference a mismatch is (decided where it is found, never read back from its text)."""
+
+    MISSING = "missing"  # expected there, absent
+    UNEXPECTED = "unexpected"  # expected absent, there
+    DIFFERENT = "different"  # there, with another value
+    COUNT = "count"  # another number of items
+    SHAPE = "shape"  # another sort of value (a mapping, a list, a pattern's match)
+    RULE = "rule"  # a rule of the contract broken, not a comparison with a stated value
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Mismatch:
     """One thing a check found wrong (or different)."""
@@ -58,6 +69,25 @@ class Mismatch:
     location: str = ""  # the scenario's `file:line` the mismatch is about, when the check knows it
     expected: str | None = None  # what the scenario (or the contract) expects, when the check knows it apart
     got: str | None = None  # what the target did
+    path: str = ""  # where in the observed data, e.g. "actions[0].ScheduleTask.input" or "history[3]"
+    kind: MismatchKind | None = None  # None: a check that does not say
+    rule: str = ""  # the engine rule broken (docs/engine-rules.md, e.g. "R2.4"), for a history break
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Break:
+    """One engine rule a history breaks, as data: the rule, the requirement it falls under, and the
+    event it shows at (None: the history as a whole). A history check returns these; the verdict
+    reads `requirement`, never the text."""
+
+    rule: str  # e.g. "R2.4"
+    requirement: str  # e.g. "HIST-EVENTID-001"
+    index: int | None
+    text: str
+
+    def mismatch(self, *, instance: str) -> Mismatch:
+        return Mismatch(text=f"{instance}: {self.text}", requirement=self.requirement, rule=self.rule,
+                        kind=MismatchKind.RULE, path=f"history[{self.index}]" if self.index is not None else "history")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

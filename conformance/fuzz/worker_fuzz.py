@@ -35,6 +35,7 @@ from hypothesis import strategies as st
 
 from taskhub_programs import Bundle, parse_bundle
 from taskhub_wire import pb
+from taskhub_wire.kinds import OPENING_ACTION_FIELDS, OPENING_FIELDS
 
 from conformance.targets.reference import execute
 from conformance.fuzz import programs as P
@@ -312,9 +313,8 @@ class WorkerCampaign:
 
 def _stale(resp: pb.WorkflowResponse, case: TurnCase) -> bool:
     used = {e.eventId for e in case.past
-            if e.WhichOneof("eventType") in ("taskScheduled", "timerCreated", "childWorkflowInstanceCreated")}
-    return any(a.id in used for a in resp.actions
-               if a.WhichOneof("workflowActionType") in ("scheduleTask", "createTimer", "createChildWorkflow"))
+            if e.WhichOneof("eventType") in OPENING_FIELDS}
+    return any(a.id in used for a in resp.actions if a.WhichOneof("workflowActionType") in OPENING_ACTION_FIELDS)
 
 
 def known_from(paths: Iterable[Path], target: str) -> set[str]:
