@@ -26,7 +26,8 @@ import grpc
 from google.protobuf import json_format
 
 from taskhub_wire import pb
-from taskhub_wire.kinds import PRODUCED_FIELDS, SUSPENSION_FIELDS, EventKind
+from taskhub_core.delivery import suspended_after, terminates
+from taskhub_wire.kinds import PRODUCED_FIELDS
 from taskhub_wire.rpc import DAPR_WORKFLOW, TASKHUB, TaskHubClient
 
 from conformance.checks import ALWAYS, CHECKS, Observed
@@ -686,12 +687,10 @@ def _run_vector(run: _Run, stack: ExitStack) -> Observed:
     foreign = (own_wait_ids and (vec.compare == "fuzz" or waits_in_past)) or vec.history == "impossible"
     # A turn that delivers ExecutionTerminated ends the instance whatever the answer: the engine drops the
     # turn's actions and the termination wins over a continue-as-new (R3.16), so no answer differs there.
-    terminated = any(e.HasField("executionTerminated") for e in turn.new)
+    terminated = terminates(turn.new)
     # A turn that leaves the instance suspended may be answered with no actions: the worker holds what the
     # events before the suspension let the code do until the resume (EVT-SUSP-001; durabletask-go does).
-    markers = [e.WhichOneof("eventType") for e in turn.new
-               if e.WhichOneof("eventType") in SUSPENSION_FIELDS]
-    held = bool(markers) and markers[-1] == EventKind.EXECUTION_SUSPENDED.field
+    held = suspended_after(turn.new, suspended=False)
     return Observed(scenario=run.scenario, instances={}, states={}, histories={}, reproduce=run.reproduce,
                     vector_answer=answer, vector_expected=expected, vector_note=turn.note, vector_foreign=foreign,
                     vector_overridden=terminated, vector_held=held)
