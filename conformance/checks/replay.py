@@ -137,7 +137,7 @@ def vector(obs: Observed) -> None:
     if len(actions) != len(expected):
         out.append(f"expected {len(expected)} action(s), got {len(actions)}: {json.dumps(actions)}")
     for i, (want, got) in enumerate(zip(expected, actions)):
-        out += [classify_answer_mismatch(x) for x in m.match(want, got, f"actions[{i}]")]
+        out += [classify_answer_mismatch(x) for x in m.diffs(want, got, f"actions[{i}]")]
     if vec.custom_status is not MISSING:
         out += m.match(vec.custom_status, answer.get("custom_status"), "custom_status")
     if vec.version is not None:
