@@ -19,31 +19,20 @@ from pathlib import Path
 
 from conformance.errors import InputError
 
-CATALOGUE = Path(__file__).with_name("requirements.yaml")
+from conformance.run_options import (  # noqa: F401  (re-exported: the CLI's names for them)
+    CATALOGUE,
+    FAIL_ON,
+    RunOptions,
+    UsageError,
+    add_to_argparse,
+    failing_outcomes,
+    parse_fail_on as _fail_on,
+)
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
-
-class UsageError(InputError):
-    pass
-
-
-# --fail-on LEVEL -> the outcomes it adds to FAILED and ERROR, which always fail a run.
-FAIL_ON = {"must": (), "should": ("WARNING",), "observation": ("OBSERVATION",), "known": ("KNOWN_FAILURE",)}
-
-
-def _fail_on(text: str) -> tuple[str, ...]:
-    out = []
-    for word in (w.strip().lower() for w in text.split(",") if w.strip()):
-        if word not in FAIL_ON:
-            raise argparse.ArgumentTypeError(f"unknown level {word!r}; one of {', '.join(FAIL_ON)}")
-        out += FAIL_ON[word]
-    return tuple(out)
-
-
-def failing_outcomes(fail_on: Sequence[Sequence[str]] = ()) -> frozenset[str]:
-    """The outcome values that make a run exit 1."""
-    return frozenset({"FAILED", "ERROR", *(o for group in fail_on for o in group)})
+SELECTION = ("scenarios", "scenario", "requirement", "area")
+DECLARATIONS = ("targets", "capability", "gap", "sidecar-capability", "sidecar-gap")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -53,34 +42,11 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     def selection(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--scenarios", type=Path, default=None,
-                        help="scenario folder (default: the shipped library, see `conformance --version`)")
-        sp.add_argument("--scenario", action="append", default=[], metavar="GLOB",
-                        help="only scenarios whose id matches (repeatable), e.g. 'patching/*'")
-        sp.add_argument("--requirement", action="append", default=[], metavar="ID",
-                        help="only scenarios covering this requirement (repeatable)")
+        add_to_argparse(sp, names=SELECTION)
 
     run = sub.add_parser("run", help="run scenarios on a sidecar/worker pair (default: the reference pair)")
-    selection(run)
-    run.add_argument("--sidecar", action="append", default=[], metavar="NAME",
-                     help="sidecar target from targets.yaml (repeatable; default reference)")
-    run.add_argument("--worker", action="append", default=[], metavar="NAME",
-                     help="worker target from targets.yaml (repeatable; default reference)")
-    run.add_argument("--sidecar-address", metavar="HOST:PORT", help="for --sidecar address: a sidecar you run")
-    run.add_argument("--worker-command", metavar="CMD",
-                     help="for --worker command: your worker, with {address} and {programs} placeholders "
-                          "(with a declared SDK worker: replaces its command, keeps its capabilities and gaps)")
-    declared(run)
-    targets_option(run)
-    run.add_argument("--reports", type=Path, default=None,
-                     help="report folder (default reports/: the checkout's, or in the working directory)")
-    run.add_argument("--no-reports", action="store_true", help="only the terminal output")
-    run.add_argument("--jobs", type=int, default=6, help="scenarios run at once (default 6)")
+    add_to_argparse(run)  # the same options as the pytest path's --conformance-* (conformance/run_options.py)
     run.add_argument("-v", "--verbose", action="store_true", help="one line per scenario")
-    run.add_argument("--fail-on", action="append", default=[], metavar="LEVEL", type=_fail_on,
-                     help="also fail the run on: should (warnings), observation (differences from the reference), "
-                          "known (declared known failures); repeatable or comma-separated. Default: MUST failures "
-                          "and errors only")
 
     lst = sub.add_parser("list", help="list scenarios (or requirements with --requirements)")
     selection(lst)
@@ -112,6 +78,9 @@ def _parser() -> argparse.ArgumentParser:
 
     add_fuzz_parser(sub)
     _add_replay_parsers(sub)
+    from conformance.enginediff.cli import add_parser as add_enginediff_parser
+
+    add_enginediff_parser(sub)
     return p
 
 
@@ -120,24 +89,18 @@ def _add_replay_parsers(sub: argparse._SubParsersAction) -> None:
     from conformance.replay.cli import add_parsers
 
     add_parsers(sub)
+    from conformance.versions.cli import add_parsers as add_versions_parsers
+
+    add_versions_parsers(sub)
 
 
 def targets_option(sp: argparse.ArgumentParser) -> None:
-    sp.add_argument("--targets", type=Path, action="append", default=[], metavar="FILE",
-                    help="a targets file that adds to the built-in targets (repeatable); see `conformance init-target`")
+    add_to_argparse(sp, names=("targets",))
 
 
 def declared(sp: argparse.ArgumentParser) -> None:
     """Capabilities and gaps of the targets under test, from the command line (added to every non-reference one)."""
-    sp.add_argument("--capability", action="append", default=[], metavar="NAME",
-                    help="a capability of the worker under test (repeatable), e.g. ids_from_one; "
-                         "the names are listed in conformance/targets/targets.yaml")
-    sp.add_argument("--gap", action="append", default=[], metavar="REQ[@GLOB]=REASON",
-                    help="a requirement the worker under test is known not to meet (repeatable)")
-    sp.add_argument("--sidecar-capability", action="append", default=[], metavar="NAME",
-                    help="a capability of the sidecar under test (repeatable), e.g. restart")
-    sp.add_argument("--sidecar-gap", action="append", default=[], metavar="REQ[@GLOB]=REASON",
-                    help="a requirement the sidecar under test is known not to meet (repeatable)")
+    add_to_argparse(sp, names=DECLARATIONS[1:])
 
 
 def _version() -> str:
@@ -155,6 +118,10 @@ def _library():
     return find_library()
 
 
+def _options(args: argparse.Namespace) -> RunOptions:
+    return RunOptions.read(vars(args).get)
+
+
 def _targets(args: argparse.Namespace):
     from conformance.targets.registry import DEFAULT_TARGETS, declare, load_targets, parse_gap
 
@@ -166,95 +133,42 @@ def _targets(args: argparse.Namespace):
 
 def _load(args: argparse.Namespace):
     from conformance.reporting.catalogue import load_catalogue
-    from conformance.scenario.loader import load_all
+    from conformance.run_options import scenario_folder, select_scenarios
 
-    if args.scenarios is None:
-        args.scenarios = _library().scenarios
-    if not args.scenarios.is_dir():
-        raise UsageError(f"scenario folder {args.scenarios} does not exist")
-    scenarios = load_all(args.scenarios, patterns=args.scenario)
+    options = _options(args)
+    args.scenarios = scenario_folder(options)
     catalogue = load_catalogue(CATALOGUE)
-    if args.requirement:
-        unknown = [r for r in args.requirement if r not in catalogue]
-        if unknown:
-            raise UsageError(f"unknown requirement(s) {', '.join(unknown)}; see `conformance list --requirements`")
-        scenarios = [s for s in scenarios if set(s.requirements) & set(args.requirement)]
-    return scenarios, catalogue
-
-
-def _coverage_problems(scenarios, catalogue) -> list[str]:
-    out = []
-    for s in scenarios:
-        for r in s.requirements:
-            if r not in catalogue:
-                out.append(f"{s.requirements_span or s.source}: requirement {r!r} is not in "
-                           "conformance/requirements.yaml")
-    return out
+    return select_scenarios(options, catalogue=catalogue), catalogue
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from conformance.reporting import TerminalReporter, write_reports
     from conformance.reporting.logs import ScenarioLogs
+    from conformance.run_options import prepare_run
     from conformance.runner import Plan, run_plan
-    from conformance.targets.template import SIDECAR_CAPABILITIES, WORKER_CAPABILITIES, unknown_capabilities
 
-    scenarios, catalogue = _load(args)
-    problems = _coverage_problems(scenarios, catalogue)
-    if problems:
-        raise InputError(problems, subject="scenario files")
-    if not scenarios:
-        raise UsageError("no scenario matches the selection")
-    if (args.capability or args.gap) and all(w == "reference" for w in args.worker or ["reference"]):
-        raise UsageError("--capability and --gap declare the worker under test; add --worker NAME "
-                         "(e.g. --worker command --worker-command '...')")
-    if (args.sidecar_capability or args.sidecar_gap) and all(s == "reference" for s in args.sidecar or ["reference"]):
-        raise UsageError("--sidecar-capability and --sidecar-gap declare the sidecar under test; add --sidecar NAME")
-    known = {*WORKER_CAPABILITIES, *SIDECAR_CAPABILITIES, *(r for s in scenarios for r in s.requires)}
-    problems = unknown_capabilities([*args.capability, *args.sidecar_capability], known=known)
-    if problems:
-        raise UsageError("\n".join(problems))
-    targets = _targets(args)
-    commands = [w for w in dict.fromkeys(args.worker) if w in targets.workers and targets.workers[w].kind == "command"]
-    if args.worker_command and len(commands) > 1:
-        raise UsageError(f"--worker-command would replace the command of {len(commands)} workers "
-                         f"({', '.join(commands)}); run them one at a time")
-    pairs = [targets.pair(s, w, sidecar_address=args.sidecar_address, worker_command=args.worker_command)
-             for s in (args.sidecar or ["reference"]) for w in (args.worker or ["reference"])]
-    plan = Plan.build(scenarios, pairs)
+    options = _options(args)
+    prepared = prepare_run(options)
+    if not prepared.scenarios:  # --last-failed after a run where nothing failed
+        print("--last-failed: nothing failed or errored in the last run; nothing to run")
+        return EXIT_OK
+    plan = Plan.build(prepared.scenarios, prepared.pairs)
     events: list = []
+    reports = None if options.no_reports else (options.reports or _library().reports)
     # Engine, worker and adversary log lines go to each scenario's log file (and with -v to stderr).
-    logs = ScenarioLogs(out_dir=None if args.no_reports else (args.reports or _library().reports),
-                        verbose_stream=sys.stderr if args.verbose else None)
+    logs = ScenarioLogs(out_dir=reports, verbose_stream=sys.stderr if args.verbose else None)
     terminal = TerminalReporter(sys.stdout, verbose=args.verbose, color=sys.stdout.isatty(), logs=logs.written)
+    from conformance.reproduce import Invocation, run_words
+
+    invocation = Invocation(run=run_words(), options=prepared.reproduce_extra, reports=reports)
     with logs:
-        results = run_plan(plan, sinks=[logs.handle_event, events.append, terminal.handle], jobs=args.jobs,
-                           command=shlex.join(["conformance", *sys.argv[1:]]), reproduce_extra=reproduce_options(args))
-    if not args.no_reports:
-        written = write_reports(events=events, out_dir=args.reports or _library().reports, catalogue=catalogue)
+        results = run_plan(plan, sinks=[logs.handle_event, events.append, terminal.handle], jobs=options.jobs,
+                           command=shlex.join(["conformance", *sys.argv[1:]]), invocation=invocation)
+    if reports is not None:
+        written = write_reports(events=events, out_dir=reports, catalogue=prepared.catalogue)
         print("reports: " + ", ".join(str(p) for p in written.values()))
-    failing = failing_outcomes(args.fail_on)
-    bad = sum(1 for r in results if r.outcome.value in failing)
+    bad = sum(1 for r in results if r.outcome.value in options.failing)
     return EXIT_FAILED if bad else EXIT_OK
-
-
-def reproduce_options(args: argparse.Namespace) -> list[str]:
-    """The options of `run` that chose the pair's declarations and the scenarios, for "Reproduce with:"
-    (the runner adds the pair and the scenario itself)."""
-    out: list[str] = []
-    # Absolute paths: the line is pasted from wherever the reader is.
-    if args.scenarios is not None and args.scenarios.resolve() != _library().scenarios.resolve():
-        out += ["--scenarios", str(args.scenarios.resolve())]
-    for path in args.targets:
-        out += ["--targets", str(path.resolve())]
-    if args.sidecar_address:
-        out += ["--sidecar-address", args.sidecar_address]
-    if args.worker_command:
-        out += ["--worker-command", args.worker_command]
-    for flag, values in (("--capability", args.capability), ("--gap", args.gap),
-                         ("--sidecar-capability", args.sidecar_capability), ("--sidecar-gap", args.sidecar_gap)):
-        for value in values:
-            out += [flag, value]
-    return out
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -271,8 +185,10 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from conformance.run_options import coverage_problems
+
     scenarios, catalogue = _load(args)
-    problems = _coverage_problems(scenarios, catalogue)
+    problems = coverage_problems(scenarios, catalogue)
     covered = {r for s in scenarios for r in s.requirements}
     # Coverage is a property of the shipped library, not of a user's own folder of scenarios.
     shipped = args.scenarios is None or args.scenarios.resolve() == _library().scenarios.resolve()
@@ -309,7 +225,7 @@ def cmd_targets(args: argparse.Namespace) -> int:
     for group, items in (("sidecars", targets.sidecars), ("workers", targets.workers)):
         print(f"{group}:")
         for t in items.values():
-            print(f"  {t.name:<20} {t.kind:<16} {', '.join(sorted(t.capabilities)) or '-'}")
+            print(f"  {t.name:<20} {t.kind:<16} {t.version or '-':<9} {', '.join(sorted(t.capabilities)) or '-'}")
             for gap in t.gaps:
                 print(f"      gap {gap.requirement}: {gap.reason}")
     return EXIT_OK
@@ -318,7 +234,9 @@ def cmd_targets(args: argparse.Namespace) -> int:
 def _replay_handlers() -> dict:
     from conformance.replay.cli import run_capture, run_replay
 
-    return {"capture": run_capture, "replay": run_replay}
+    from conformance.versions.cli import run_versions
+
+    return {"capture": run_capture, "replay": run_replay, "versions": run_versions}
 
 
 def cmd_init_target(args: argparse.Namespace) -> int:
@@ -340,10 +258,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     # output is its report, so only its errors are let through unless the caller asks otherwise.
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     args = _parser().parse_args(argv)
+    from conformance.enginediff.cli import run as cmd_engines_diff
     from conformance.fuzz.cli import run as cmd_fuzz
 
     handler = {"run": cmd_run, "list": cmd_list, "validate": cmd_validate, "report": cmd_report,
-               "targets": cmd_targets, "fuzz": cmd_fuzz, "init-target": cmd_init_target, **_replay_handlers()}[args.command]
+               "targets": cmd_targets, "fuzz": cmd_fuzz, "init-target": cmd_init_target,
+               "engines-diff": cmd_engines_diff, **_replay_handlers()}[args.command]
     try:
         return handler(args)
     except InputError as exc:  # every kind of bad input: scenarios, catalogue, targets, options, event logs

@@ -85,6 +85,7 @@ class ScenarioFinished:
     failures: tuple[Failure, ...] = ()  # every mismatch, per requirement it weighs on (conformance.failures)
     transcript: tuple[TranscriptEntry, ...] = ()
     source: str = ""  # file path of the scenario
+    started_at: float = 0.0  # unix time the scenario started (0 in results written before it was kept)
     kind: str = "scenario_finished"
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from conformance.verdict import Judgement, Level, Mismatch, Verdict, group
 
@@ -65,18 +66,65 @@ def reproduce_block(command: str) -> str:
     return f"Reproduce with:\n\n    {command}"
 
 
+@lru_cache(maxsize=1)
+def _catalogue():
+    from conformance.reporting.catalogue import load_catalogue
+
+    return load_catalogue()
+
+
+def _requirement(rid: str):
+    """The catalogue's entry for `rid` (None for an id the catalogue lacks, e.g. a test's own)."""
+    return _catalogue().get(rid)
+
+
+def describe_requirement(rid: str, *, source: str = "", full: bool = True) -> list[str]:
+    """A requirement as an SDK author reads it: id, level and title; with `full` its text and where the
+    contract says it (the English section of docs/spec.md, its words, a link; the original citation after)."""
+    from conformance.citations import citations
+
+    req = _requirement(rid)
+    if req is None:
+        return [f"  {rid}: {source}"] if source else []
+    lines = [f"  {rid} ({req.level}): {req.title}"]
+    if not full:
+        return lines
+    lines.append(f"    {' '.join(req.text.split())}")
+    for c in citations(req.source):
+        lines.append(f"    The contract, {c.english}: {c.words}")
+        lines.append(f"      {c.link} (line {c.line})")
+    lines.append(f"    Cited as: {req.source}")
+    return lines
+
+
+def _heading(verdict: Verdict, requirements: Sequence[str]) -> str:
+    names = ", ".join(requirements)
+    if verdict is Verdict.FAILED:
+        return f"FAILED: breaks {names} (MUST)"
+    if verdict is Verdict.WARNING:
+        musts = [r for r in requirements if (req := _requirement(r)) is not None and req.level == "MUST"]
+        if musts:  # a MUST weighed as a SHOULD here (e.g. a history no engine writes for this worker)
+            return (f"WARNING: {names} — {'a MUST' if len(requirements) == 1 else 'MUSTs'} in the catalogue, "
+                    "weighed as a SHOULD for this scenario (the mismatch below says why)")
+        return f"WARNING: does not meet {names} (SHOULD)"
+    return f"OBSERVATION ({names}): differs from the reference where the contract allows it"
+
+
 def render(failures: Sequence[Failure], *, sources: Mapping[str, str], note: str = "", reproduce: str = "") -> str:
-    """A scenario's failure text: worst first, what is broken (with the requirement and where the contract
-    says so), then what differs; then `note` and the `Reproduce with:` line."""
+    """A scenario's failure text: worst first, what is broken (each requirement's id, level, title, its text
+    and where the contract says so, in English with a link into docs/spec.md), then what differs; then
+    `note` (the vector's turn, the SDK's log lines) and the `Reproduce with:` line."""
     check_of = {f.text: f.check for f in failures}
     blocks = []
     for section in group((_VERDICT_OF[f.level], f.requirement, f.text) for f in failures):
-        lines = [section.heading]
-        if section.verdict is Verdict.FAILED:  # where the contract says so
-            lines += [f"  {rid}: {sources[rid]}" for rid in section.requirements if rid in sources]
+        lines = [_heading(section.verdict, section.requirements)]
+        full = section.verdict is not Verdict.OBSERVATION
+        for rid in section.requirements:
+            lines += describe_requirement(rid, source=sources.get(rid, ""), full=full)
         lines += [f"  - [{check_of.get(t, 'check')}] {t}" for t in section.texts]
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks) + f"{note}\n\n{reproduce_line(reproduce)}"
 
 
-__all__ = ["Failure", "TargetMisbehaved", "failures_of", "render", "reproduce_block", "reproduce_line"]
+__all__ = ["Failure", "TargetMisbehaved", "describe_requirement", "failures_of", "render", "reproduce_block",
+           "reproduce_line"]

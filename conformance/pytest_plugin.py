@@ -1,33 +1,76 @@
 """pytest plugin: scenario files under a `scenarios/` folder are collected as test items.
 
-    pytest scenarios/                                   # the reference pair
-    pytest scenarios/ --conformance-worker dapr-ext-workflow
-    pytest scenarios/ --conformance-requirement ACT-ALO-001
+    pytest scenarios/                                         # the reference pair
+    pytest scenarios/ --conformance-worker dapr-ext-workflow -n auto --alluredir out
+    pytest scenarios/ --conformance-requirement ACT-ALO-001 --conformance-reports reports/
 
-Each item runs one scenario on one pair in its own sidecar and worker, so items
-are independent and safe under pytest-xdist. A declared gap or a missing
-capability is reported as a skip that names the gap; it never hides a failure of
-a requirement the target claims.
+Every option of `conformance run` is here as `--conformance-NAME` (conformance/run_options.py
+declares them once for both). Each item runs one scenario on one pair with the runner of
+`conformance run`, so a scenario gets the same verdict, failure text and "Reproduce with:" line
+either way. A declared gap or a missing capability is a skip that names it; it never hides a
+failure of a requirement the target claims.
+
+- allure: with allure-pytest's `--alluredir`, each item carries the labels, description,
+  parameters and attachments (protocol transcript, its JSON, the timeline) of
+  `conformance.reporting.allure`, the same ones `conformance run` writes.
+- reports: with `--conformance-reports DIR`, the matrix, JUnit, summary.json and events.jsonl of
+  the items that ran (merged across pytest-xdist workers) are written there at the end.
+- pytest-xdist: items that must have a shared engine to themselves (`--conformance-sidecar
+  address`; they restart or cut the worker's connection) are one `xdist_group` and also take the
+  engine's lock across processes; `-n auto` starts `--conformance-jobs` workers (default 6: items
+  mostly wait on the engine, so more workers than cores pays).
 """
 
 from __future__ import annotations
 
+import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+_PAIRS = pytest.StashKey[list]()
+_OPTIONS = pytest.StashKey[Any]()
+_EVENTS = pytest.StashKey[list]()
+_STARTED = pytest.StashKey[float]()
+_EVENTS_OUTPUT = "conformance_events"
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("conformance", "taskhub-conformance scenarios")
-    group.addoption("--conformance-sidecar", action="append", default=[], metavar="NAME",
-                    help="sidecar target(s) from targets.yaml (default: reference)")
-    group.addoption("--conformance-worker", action="append", default=[], metavar="NAME",
-                    help="worker target(s) from targets.yaml (default: reference)")
-    group.addoption("--conformance-sidecar-address", default=None, metavar="HOST:PORT")
-    group.addoption("--conformance-worker-command", default=None, metavar="CMD")
-    group.addoption("--conformance-requirement", action="append", default=[], metavar="ID",
-                    help="only scenarios covering these requirement ids")
+    from conformance.run_options import add_to_pytest
+
+    group = parser.getgroup("conformance", "taskhub-conformance scenarios (the options of `conformance run`)")
+    add_to_pytest(group.addoption)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "requirement(id): the requirement ids a scenario covers")
+    config.stash[_EVENTS] = []
+    config.stash[_STARTED] = time.time()
+    # xdist's own grouping keeps the items that need an engine alone on one worker (see the docstring).
+    if getattr(config.option, "dist", "no") == "load":
+        config.option.dist = "loadgroup"
+
+
+def _options(config: pytest.Config) -> Any:
+    if _OPTIONS not in config.stash:
+        from conformance.run_options import RunOptions
+
+        config.stash[_OPTIONS] = RunOptions.read(lambda dest: config.getoption(f"conformance_{dest}", default=None))
+    return config.stash[_OPTIONS]
+
+
+def _wants_conformance(config: pytest.Config) -> bool:
+    """Whether this session runs scenarios (so `-n auto` means scenario workers, not cores)."""
+    given = any(config.getoption(f"conformance_{d}", default=None) not in (None, [], False)
+                for d in ("worker", "sidecar", "requirement", "scenario", "reports"))
+    return given or any(part == "scenarios" for arg in config.args for part in Path(str(arg)).parts)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    return _options(config).jobs if _wants_conformance(config) else None
 
 
 def _scenario_root(path: Path) -> Path | None:
@@ -44,21 +87,25 @@ def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.Col
 
 
 def _pairs(config: pytest.Config) -> list[Any]:
-    cached = getattr(config, "_conformance_pairs", None)
-    if cached is None:
-        from conformance.targets.registry import load_targets
+    """The pairs of the run, checked once (a mistake in the options stops the session before any item)."""
+    if _PAIRS not in config.stash:
+        from conformance.errors import InputError
+        from conformance.reporting.catalogue import load_catalogue
+        from conformance.run_options import CATALOGUE, build_pairs, check_requirements
 
-        targets = load_targets()
-        cached = [targets.pair(s, w, sidecar_address=config.getoption("conformance_sidecar_address"),
-                               worker_command=config.getoption("conformance_worker_command"))
-                  for s in config.getoption("conformance_sidecar") or ["reference"]
-                  for w in config.getoption("conformance_worker") or ["reference"]]
-        config._conformance_pairs = cached  # type: ignore[attr-defined]
-    return cached
+        options = _options(config)
+        try:
+            check_requirements(options, catalogue=load_catalogue(CATALOGUE))
+            config.stash[_PAIRS] = build_pairs(options)
+        except InputError as exc:
+            raise pytest.UsageError(f"conformance: {exc.render()}") from None
+    return config.stash[_PAIRS]
 
 
 class ScenarioFile(pytest.File):
     def collect(self):  # type: ignore[override]
+        from fnmatch import fnmatch
+
         from conformance.errors import InputError
         from conformance.scenario.loader import load_scenario
 
@@ -67,42 +114,67 @@ class ScenarioFile(pytest.File):
         try:
             scenario = load_scenario(self.path, root=root)
         except InputError as exc:
-            raise self.CollectError(exc.render()) from None
-        wanted = self.config.getoption("conformance_requirement")
-        if wanted and not set(wanted) & set(scenario.requirements):
+            raise CollectError(exc.render()) from None
+        options = _options(self.config)
+        if options.requirement and not set(options.requirement) & set(scenario.requirements):
+            return
+        if options.scenario and not any(fnmatch(scenario.id, g) for g in options.scenario):
             return
         for pair in _pairs(self.config):
             if pair.direction == "self" or pair.direction in scenario.applies_to:
                 yield ScenarioItem.from_parent(self, name=pair.label, scenario=scenario, pair=pair)
 
-    class CollectError(Exception):
-        pass
+
+class CollectError(Exception):
+    pass
 
 
 class ScenarioItem(pytest.Item):
     def __init__(self, *, scenario: Any, pair: Any, **kwargs: Any) -> None:
+        from conformance.runner.isolation import needs_engine_alone, shares_engine
+
         super().__init__(**kwargs)
         self.scenario, self.pair = scenario, pair
         for req in scenario.requirements:
             self.add_marker(pytest.mark.requirement(req))
+        self.alone = shares_engine(pair) and needs_engine_alone(scenario)
+        if self.alone:
+            self.add_marker(pytest.mark.xdist_group(f"engine-alone-{pair.sidecar.name}"))
 
     def runtest(self) -> None:
-        from conformance.runner import reproduce_command
+        from conformance.events import Outcome
+        from conformance.reporting.allure import annotate_pytest_item, scenario_case
+        from conformance.reporting.catalogue import load_catalogue
+        from conformance.run_options import CATALOGUE
+        from conformance.reproduce import Invocation, reproduce_command, run_words
         from conformance.runner.execute import run_scenario
+        from conformance.runner.isolation import process_engine_turn
 
-        result = run_scenario(self.scenario, self.pair, reproduce=reproduce_command(self.scenario, self.pair))
+        options = _options(self.config)
+        root = _scenario_root(self.path)
+        invocation = Invocation(run=run_words(), options=tuple(_reproduce_extra(options, scenarios=root)),
+                                reports=None if options.no_reports else options.reports)
+        reproduce = reproduce_command(self.scenario.id, sidecar=self.pair.sidecar.name, worker=self.pair.worker.name,
+                                      invocation=invocation)
+        with process_engine_turn(self.pair, alone=self.alone, address=options.sidecar_address or ""):
+            result = run_scenario(self.scenario, self.pair, reproduce=reproduce)
+        self.config.stash[_EVENTS].append(result)
         self.user_properties.append(("requirements", " ".join(self.scenario.requirements)))
-        outcome = result.outcome.value
-        if outcome in ("KNOWN_FAILURE", "NOT_APPLICABLE"):
-            pytest.skip(f"{outcome}: {result.gap_reason}")
-        if outcome in ("WARNING", "OBSERVATION"):  # not a MUST broken: shown, never a failure
-            self.user_properties.append((outcome.lower(), result.message))
-            return
-        if outcome != "PASSED":
-            raise ScenarioFailed(result.message)
+        if _allure_active(self.config):
+            annotate_pytest_item(scenario_case(result, catalogue=load_catalogue(CATALOGUE)))
+        outcome = result.outcome
+        if outcome in (Outcome.KNOWN_FAILURE, Outcome.NOT_APPLICABLE):
+            pytest.skip(f"{'known failure' if outcome is Outcome.KNOWN_FAILURE else 'not applicable'}: "
+                        f"{result.gap_reason}")
+        from conformance.reporting.model import failure_text
+
+        if outcome.value in options.failing:
+            raise (ScenarioError if outcome is Outcome.ERROR else ScenarioFailed)(failure_text(result))
+        if outcome in (Outcome.WARNING, Outcome.OBSERVATION):  # shown, not failed (unless --conformance-fail-on)
+            self.user_properties.append((outcome.value.lower(), result.message))
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
-        if isinstance(excinfo.value, ScenarioFailed):
+        if isinstance(excinfo.value, (ScenarioFailed, ScenarioError)):
             return str(excinfo.value)
         return super().repr_failure(excinfo)
 
@@ -112,8 +184,87 @@ class ScenarioItem(pytest.Item):
 
 
 class ScenarioFailed(AssertionError):
-    pass
+    """A MUST broken (allure: failed)."""
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "requirement(id): the requirement ids a scenario covers")
+class ScenarioError(Exception):
+    """The harness or the target could not run the scenario (allure: broken)."""
+
+
+def _reproduce_extra(options: Any, *, scenarios: Path | None) -> list[str]:
+    """The CLI's options for this item: its scenario folder is the one pytest collected it from."""
+    import dataclasses
+
+    from conformance.run_options import reproduce_options
+
+    return reproduce_options(dataclasses.replace(options, scenarios=scenarios))
+
+
+def _allure_active(config: pytest.Config) -> bool:
+    return bool(getattr(config.option, "allure_report_dir", None))
+
+
+# -------------------------------------------------------------------------------- reports at the end
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    results = config.stash.get(_EVENTS, [])
+    if hasattr(config, "workerinput"):  # an xdist worker: hand its results to the controller
+        from conformance.events import to_json
+
+        config.workeroutput[_EVENTS_OUTPUT] = [to_json(r) for r in results]  # type: ignore[attr-defined]
+        return
+    if not results:
+        return
+    options = _options(config)
+    if options.reports is not None and not options.no_reports:
+        _write_reports(config, results, out_dir=options.reports)
+    if _allure_active(config):
+        _write_allure_run_files(config, results)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    from conformance.events import from_json
+
+    lines = getattr(node, "workeroutput", {}).get(_EVENTS_OUTPUT, [])
+    node.config.stash[_EVENTS].extend(from_json(line) for line in lines)
+
+
+def _run_events(config: pytest.Config, results: list[Any]) -> list[Any]:
+    from collections import Counter
+
+    from conformance.events import Outcome, RunFinished, RunStarted
+
+    started = config.stash[_STARTED]
+    run_id = uuid.uuid4().hex[:12]
+    pairs = tuple(dict.fromkeys(r.pair for r in results))
+    ordered = sorted(results, key=lambda r: (r.started_at, r.pair, r.scenario))
+    counts = Counter(r.outcome.value for r in ordered)
+    command = " ".join(["pytest", *config.invocation_params.args])
+    return [RunStarted(run_id=run_id, started_at=started, pairs=pairs, scenario_count=len(ordered), command=command),
+            *ordered,
+            RunFinished(run_id=run_id, finished_at=time.time(), duration_s=time.time() - started,
+                        counts={o.value: counts.get(o.value, 0) for o in Outcome})]
+
+
+def _write_reports(config: pytest.Config, results: list[Any], *, out_dir: Path) -> None:
+    from conformance.reporting import write_reports
+    from conformance.reporting.catalogue import load_catalogue
+    from conformance.run_options import CATALOGUE
+
+    # allure's results are allure-pytest's (--alluredir); the other reports are the CLI's.
+    written = write_reports(events=_run_events(config, results), out_dir=out_dir,
+                            catalogue=load_catalogue(CATALOGUE), allure=False)
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line("conformance reports: " + ", ".join(str(p) for p in written.values()))
+
+
+def _write_allure_run_files(config: pytest.Config, results: list[Any]) -> None:
+    from conformance.reporting.allure import write_run_files
+
+    events = _run_events(config, results)
+    write_run_files(Path(config.option.allure_report_dir), run_id=events[0].run_id, pairs=events[0].pairs,
+                    command=events[0].command, started_at=events[0].started_at)

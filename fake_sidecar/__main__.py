@@ -59,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ActivityRequest.taskExecutionId: spec, a fresh id made by the sidecar on every dispatch (as "
                         "the spec says); passthrough (default), the id the SDK scheduled, as durabletask-go and daprd "
                         "send it")
+    p.add_argument("--app", action="append", default=[], metavar="ID", dest="apps",
+                   help="host this app id (repeat for several apps; workflows across apps, engine-rules R11.1): the "
+                        "first listens on --port, each other on a port of its own, printed at start")
     p.add_argument("--log-level", default="WARNING", type=str.upper,
                    choices=("DEBUG", "INFO", "WARNING", "ERROR"), help="log level on stderr (default WARNING)")
     return p
@@ -90,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         server = SidecarServer.start(host=args.host, port=args.port, db=args.db, api_token=args.api_token,
                                      activity_lease=args.activity_lease, max_payload=args.max_payload,
                                      max_message_bytes=args.max_message_bytes, strict_tokens=args.strict_tokens,
-                                     clock=args.clock, task_execution_id=args.task_execution_id)
+                                     clock=args.clock, task_execution_id=args.task_execution_id,
+                                     apps=tuple(args.apps))
     except StoreError as exc:
         print(f"fake-sidecar: {exc}", file=sys.stderr)
         return 2
@@ -101,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     print(f"listening on {server.address}", flush=True)
+    for app, address in server.app_addresses.items():
+        print(f"app {app} on {address}", flush=True)
     stop.wait()
     server.stop()
     return 0

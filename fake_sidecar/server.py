@@ -18,7 +18,7 @@ import functools
 import hmac
 import logging
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent import futures
 from dataclasses import dataclass, field
 from typing import Any
@@ -128,8 +128,11 @@ class TaskHubServicer:
     def TerminateInstance(self, req: pb.TerminateRequest, context: Call) -> Message:
         self.engine.terminate(iid=req.instanceId, output=req.output.value if req.HasField("output") else None,
                               recursive=req.recursive)
-        _wait(self.engine, context, req.instanceId, lambda v: v.status in _TERMINAL,
-              f"the termination of workflow instance '{req.instanceId}'")
+        # A retention of 0 may purge the instance as soon as it is terminated: that ends the wait too.
+        done = self.engine.wait(req.instanceId, lambda v: v.status in _TERMINAL, timeout=context.time_remaining(),
+                                is_active=context.is_active, gone_is_done=True)
+        if done is None:
+            raise _deadline_exceeded(f"the termination of workflow instance '{req.instanceId}'")
         return pb.TerminateResponse()
 
     @_waits
@@ -207,6 +210,8 @@ def _instance_response(view: InstanceView | None, *, with_payloads: bool) -> pb.
         st.version.value = view.version
     if view.parent_iid:
         st.parentInstanceId.value = view.parent_iid
+        if view.parent_app:
+            st.parentAppId.value = view.parent_app
     if with_payloads:
         if view.input is not None:
             st.input.value = view.input
@@ -415,6 +420,16 @@ def _translate(exc: BaseException) -> _Abort:
     return _Abort(grpc.StatusCode.INTERNAL, f"internal error in the reference sidecar: {exc!r} (see its log)")
 
 
+@dataclass
+class _Listener:
+    """One app's listening address (R11.1)."""
+
+    app: str
+    server: grpc.aio.Server
+    port: int
+    edge: _Edge
+
+
 # Threads for unary calls that do not wait; a GetInstance needs one only for a moment.
 _QUICK_THREADS = 32
 
@@ -430,6 +445,8 @@ class SidecarServer:
     _loop: asyncio.AbstractEventLoop = field(repr=False)
     _loop_thread: threading.Thread = field(repr=False)
     _edge: _Edge = field(repr=False)
+    _more: list[_Listener] = field(default_factory=list, repr=False)  # the other apps' listeners
+    apps: tuple[str, ...] = ()
 
     @property
     def address(self) -> str:
@@ -441,10 +458,18 @@ class SidecarServer:
               max_payload: int | None = None, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
               strict_tokens: bool = False, clock: str = "real", max_workers: int = 512,
               engine_class: type[Engine] = Engine, policy: EnginePolicy = REFERENCE_POLICY,
-              task_execution_id: str = "passthrough") -> "SidecarServer":
+              task_execution_id: str = "passthrough", apps: tuple[str, ...] = (),
+              app_ports: dict[str, int] | None = None, max_concurrent_workflows: int | None = None,
+              max_concurrent_activities: int | None = None, retention_s: Mapping[str, float] | None = None,
+              stateful_history: bool = True) -> "SidecarServer":
         """`engine_class` lets `conformance replay` refuse management calls; `policy` lets the
         harness's tests run deliberately broken engines (mutants, tests/mutants/variants.py);
         `task_execution_id` is `spec` (a fresh id per activity dispatch) or `passthrough` (the SDK's).
+
+        `max_concurrent_workflows` / `max_concurrent_activities` bound the work items of that kind out
+        on the streams at once, `retention_s` purges a finished instance that many seconds after it
+        finished (keys COMPLETED, FAILED, TERMINATED, or ANY), `stateful_history=False` sends full
+        histories even to workers that announce stateful history (daprd's Configuration settings).
 
         `max_message_bytes` bounds every gRPC message both ways: a bigger request is refused
         with RESOURCE_EXHAUSTED before it is read, and a workflow whose turn would not fit
@@ -462,16 +487,24 @@ class SidecarServer:
                               config=EngineConfig(activity_lease_s=activity_lease, max_payload=max_payload,
                                                   max_message_bytes=max_message_bytes,
                                                   strict_tokens=strict_tokens,
-                                                  task_execution_id=modes[task_execution_id]),
+                                                  task_execution_id=modes[task_execution_id],
+                                                  apps=tuple(apps),
+                                                  max_concurrent_workflows=max_concurrent_workflows,
+                                                  max_concurrent_activities=max_concurrent_activities,
+                                                  retention_s=tuple(sorted((retention_s or {}).items())),
+                                                  stateful_history=stateful_history),
                               policy=policy)
         loop = asyncio.new_event_loop()
         thread = threading.Thread(target=loop.run_forever, name="sidecar-grpc-loop", daemon=True)
         thread.start()
-        edge = _Edge(engine=engine, loop=loop, api_token=api_token, max_message_bytes=max_message_bytes,
-                     quick=futures.ThreadPoolExecutor(max_workers=_QUICK_THREADS, thread_name_prefix="sidecar-rpc"),
-                     waiting=futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="sidecar-wait"))
 
-        async def serve() -> tuple[grpc.aio.Server, int]:
+        def make_edge(scoped: Any) -> _Edge:
+            return _Edge(engine=scoped, loop=loop, api_token=api_token, max_message_bytes=max_message_bytes,
+                         quick=futures.ThreadPoolExecutor(max_workers=_QUICK_THREADS, thread_name_prefix="sidecar-rpc"),
+                         waiting=futures.ThreadPoolExecutor(max_workers=max_workers,
+                                                            thread_name_prefix="sidecar-wait"))
+
+        async def serve(edge: _Edge, scoped: Any, at_port: int) -> tuple[grpc.aio.Server, int]:
             server = grpc.aio.server(options=[
                 ("grpc.max_receive_message_length", max_message_bytes),
                 ("grpc.max_send_message_length", max_message_bytes),
@@ -482,25 +515,48 @@ class SidecarServer:
                 ("grpc.so_reuseport", 0),
             ])
             server.add_generic_rpc_handlers([
-                edge.handlers(TASKHUB, TaskHubServicer(engine), stem=lambda n: n),
-                edge.handlers(DAPR_WORKFLOW, DaprWorkflowServicer(engine),
+                edge.handlers(TASKHUB, TaskHubServicer(scoped), stem=lambda n: n),
+                edge.handlers(DAPR_WORKFLOW, DaprWorkflowServicer(scoped),
                               stem=lambda n: n.removesuffix("Beta1").removesuffix("Alpha1")),
             ])
             try:
-                bound = server.add_insecure_port(f"{host}:{port}")
+                bound = server.add_insecure_port(f"{host}:{at_port}")
             except RuntimeError:  # grpcio raises where older versions returned 0
                 bound = 0
             if bound:
                 await server.start()
             return server, bound
 
-        server, bound = asyncio.run_coroutine_threadsafe(serve(), loop).result(timeout=60)
-        if bound == 0:
-            _shutdown(edge, loop, thread)
-            engine.close()
-            raise OSError(f"cannot listen on {host}:{port}: the address is in use or not available here")
+        # R11.1: one listening address per app id, as daprd runs one sidecar per app; the first is the
+        # default app's (`port`), the others' ports are `app_ports` (0: pick).
+        from fake_sidecar.engine.apps import AppScope
+
+        scopes: list[tuple[str, Any]] = [("", engine)] if not apps else \
+            [(name, AppScope(engine, engine.config.app_key(name))) for name in apps]
+        listeners: list[_Listener] = []
+        for i, (name, scoped) in enumerate(scopes):
+            edge = make_edge(scoped)
+            at_port = port if i == 0 else dict(app_ports or {}).get(name, 0)
+            server, bound = asyncio.run_coroutine_threadsafe(serve(edge, scoped, at_port), loop).result(timeout=60)
+            if bound == 0:
+                for done in listeners:
+                    asyncio.run_coroutine_threadsafe(done.server.stop(0), loop).result(timeout=10)
+                    done.edge.pump.close()
+                _shutdown(edge, loop, thread)
+                engine.close()
+                raise OSError(f"cannot listen on {host}:{at_port}: the address is in use or not available here")
+            listeners.append(_Listener(app=name, server=server, port=bound, edge=edge))
         engine.start()
-        return cls(server=server, engine=engine, host=host, port=bound, _loop=loop, _loop_thread=thread, _edge=edge)
+        first = listeners[0]
+        return cls(server=first.server, engine=engine, host=host, port=first.port, _loop=loop, _loop_thread=thread,
+                   _edge=first.edge, _more=listeners[1:], apps=tuple(apps))
+
+    @property
+    def app_addresses(self) -> dict[str, str]:
+        """App id -> the address its workers and clients use (only when the sidecar hosts several apps)."""
+        if not self.apps:
+            return {}
+        return {self.apps[0]: self.address, **{lst.app: f"{self.host}:{lst.port}" for lst in self._more}}
 
     def stop(self, grace: float = 2.0) -> None:
         """Stop serving: open streams end with CANCELLED "shutting down", then the store closes."""
@@ -512,12 +568,19 @@ class SidecarServer:
 
         # Close the engine first so blocked streams and waits return at once.
         self._edge.pump.close()
+        for more in self._more:
+            more.edge.pump.close()
         threading.Thread(target=_close_engine, daemon=True).start()
-        try:
-            asyncio.run_coroutine_threadsafe(self.server.stop(grace), self._loop).result(timeout=grace + 5)
-        except (futures.TimeoutError, RuntimeError):
-            log.warning("the gRPC server did not stop within %.1fs", grace + 5)
+        for server in [self.server] + [more.server for more in self._more]:
+            try:
+                asyncio.run_coroutine_threadsafe(server.stop(grace), self._loop).result(timeout=grace + 5)
+            except (futures.TimeoutError, RuntimeError):
+                log.warning("the gRPC server did not stop within %.1fs", grace + 5)
         done.wait(10)
+        for more in self._more:
+            more.edge.pump.join(5)
+            more.edge.quick.shutdown(wait=False, cancel_futures=True)
+            more.edge.waiting.shutdown(wait=False, cancel_futures=True)
         _shutdown(self._edge, self._loop, self._loop_thread)
 
 

@@ -6,6 +6,9 @@
 - sleep: input seconds (number); sleeps that long, returns the input.
 - record: appends one JSON line to the file named by env CONFORMANCE_LEDGER (instance id, task id,
   task execution id, attempt, worker pid, time), returns the input.
+- propagated: returns what history the call received (history propagation): null when none, else
+  {"scope": "own" | "lineage", "chunks": [{"app": <app id>, "instance": <instance id>,
+  "workflow": <workflow name>}, ...]} in the order received. Its input is ignored.
 """
 
 from __future__ import annotations
@@ -34,13 +37,17 @@ class ActivityRunner:
     _attempts: dict[tuple[str, str, int], int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def run(self, *, name: str, input: Any, instance_id: str, task_id: int, task_execution_id: str) -> Any:
+    def run(self, *, name: str, input: Any, instance_id: str, task_id: int, task_execution_id: str,
+            propagated: Any = None) -> Any:
+        """`propagated` is the summary of the history the call received (see `propagated` above)."""
         key = (instance_id, task_execution_id or f"task-{task_id}", 0)
         with self._lock:
             attempt = self._attempts.get(key, 0) + 1
             self._attempts[key] = attempt
         if name == "echo":
             return input
+        if name == "propagated":
+            return propagated
         if name == "sleep":
             seconds = float(input or 0)
             time.sleep(max(0.0, seconds))

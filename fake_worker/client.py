@@ -11,6 +11,7 @@ import json
 import logging
 import threading
 import time
+from typing import Any
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -241,7 +242,7 @@ class Worker:
         """The turn's answer; the harness's tests override it in deliberately broken workers (mutants)."""
         return execute(self.bundle, instance_id=req.instanceId, past=req.pastEvents, new=req.newEvents)
 
-    def _activity(self, client: TaskHubClient, call: grpc.Future, item: pb.WorkItem) -> None:
+    def _activity(self, client: TaskHubClient, call: grpc.Future, item: pb.WorkItem) -> None:  # noqa: C901
         req = item.activityRequest
         resp = pb.ActivityResponse(instanceId=req.workflowInstance.instanceId, taskId=req.taskId,
                                    completionToken=item.completionToken)
@@ -249,7 +250,8 @@ class Worker:
             value = self.activities.run(name=req.name,
                                         input=_decode(req.input.value) if req.HasField("input") else None,
                                         instance_id=req.workflowInstance.instanceId, task_id=req.taskId,
-                                        task_execution_id=req.taskExecutionId)
+                                        task_execution_id=req.taskExecutionId,
+                                        propagated=propagated_summary(req))
             if value is not None:
                 resp.result.value = _encode(value)
         except ActivityFailure as exc:
@@ -306,3 +308,15 @@ def _encode(value: object) -> str:
 
 def _decode(text: str) -> object:
     return json.loads(text) if text else None
+
+
+_SCOPE_NAMES = {pb.HISTORY_PROPAGATION_SCOPE_OWN_HISTORY: "own", pb.HISTORY_PROPAGATION_SCOPE_LINEAGE: "lineage"}
+
+
+def propagated_summary(req: pb.ActivityRequest) -> Any:
+    """The `propagated` built-in's value: which chunks of history the activity received, or None."""
+    if not req.HasField("propagatedHistory"):
+        return None
+    ph = req.propagatedHistory
+    return {"scope": _SCOPE_NAMES.get(ph.scope, "none"),
+            "chunks": [{"app": c.appId, "instance": c.instanceId, "workflow": c.workflowName} for c in ph.chunks]}

@@ -17,7 +17,12 @@ set -euo pipefail
 # (durabletask-go v0.12.4, the pulsar-client-go fork its replace names, avro/v2 v2.33.1). v1.18.4 and
 # v1.19.0 are not served at all. v1.18.2's whole closure is served.
 readonly DAPR_MODULE=github.com/dapr/dapr
-readonly DAPR_VERSION=v1.18.2
+readonly PINNED_VERSION=v1.18.2
+# DAPR_VERSION=vX.Y.Z builds another release into its own cache folder, linked as .tools/daprd-vX.Y.Z
+# (the version matrix, conformance versions, points a daprd target at it); the pin keeps .tools/daprd.
+# No v1.17.x builds here: the proxy serves only v1.17.0 and v1.17.5, and both need
+# github.com/diagridio/go-etcd-cron v0.12.4 (refused; v1.17.5 also durabletask-go v0.11.1, refused).
+readonly DAPR_VERSION=${DAPR_VERSION:-$PINNED_VERSION}
 readonly DAPR_MIN_GO=1.26 # its go.mod says `go 1.26.5`; GOTOOLCHAIN=local, so any 1.26.x builds it
 # The component registrations kept from cmd/daprd/components/ (each file registers one component and
 # imports its SDK; the rest pull in every cloud SDK, several GB of modules). The suite's actor state
@@ -36,6 +41,7 @@ readonly BINARIES=(daprd placement scheduler)
 script_dir=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)
 repo_root=$(cd -- "$script_dir/.." && pwd -P)
 link=$repo_root/.tools/daprd
+[[ $DAPR_VERSION == "$PINNED_VERSION" ]] || link=$repo_root/.tools/daprd-$DAPR_VERSION
 
 log() { printf 'install-daprd: %s\n' "$*" >&2; }
 die() { printf 'install-daprd: error: %s\n' "$*" >&2; exit 1; }

@@ -11,7 +11,11 @@ set -euo pipefail
 # the commit whose standalone behaviour docs/engine-rules.md marks [SA]) and builds with Go 1.26.
 # v0.13.0, the fallback, is not served by the proxy we use (403 "This module version is not available").
 readonly DTGO_MODULE=github.com/dapr/durabletask-go
-readonly DTGO_VERSION=v0.14.0
+readonly DTGO_PINNED=v0.14.0
+# DTGO_VERSION=vX.Y.Z builds another release (v0.12.1 and v0.11.0 are served too) into the user cache,
+# ${TASKHUB_CONFORMANCE_CACHE:-~/.cache/taskhub-conformance}/durabletask-go-vX.Y.Z/durabletask-go, for
+# the version matrix (`conformance versions`); the pin stays .tools/bin/durabletask-go.
+readonly DTGO_VERSION=${DTGO_VERSION:-$DTGO_PINNED}
 readonly DTGO_MIN_GO=1.26 # the go.mod of v0.14.0 says `go 1.26.0`
 
 script_dir=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)
@@ -20,6 +24,12 @@ tools=$repo_root/.tools
 bin_dir=$tools/bin
 binary=$bin_dir/durabletask-go
 stamp=$binary.version # read by conformance/targets/durabletask_go.py for reports
+if [[ $DTGO_VERSION != "$DTGO_PINNED" ]]; then
+  cache_root=${TASKHUB_CONFORMANCE_CACHE:-${XDG_CACHE_HOME:-${HOME:?HOME is not set}/.cache}/taskhub-conformance}
+  bin_dir=$cache_root/durabletask-go-$DTGO_VERSION
+  binary=$bin_dir/durabletask-go
+  stamp=$binary.version
+fi
 
 log() { printf 'install-durabletask-go: %s\n' "$*" >&2; }
 die() { printf 'install-durabletask-go: error: %s\n' "$*" >&2; exit 1; }

@@ -2,11 +2,12 @@
 # Install the third-party SDKs used by tests/sdk into their own virtualenvs:
 #   .sdk/dx  dapr-ext-workflow==1.18.3 + dapr==1.18.3  (drivers/sdk_envs/dx.txt)
 #   .sdk/dd  durabletask-dapr==0.17.4                  (drivers/sdk_envs/dd.txt)
+#   .sdk/dapr dapr==1.19.0 (the workflow SDK in the core wheel) (drivers/sdk_envs/dapr.txt)
 # Each SDK gets its own venv: dd's top-level package `durabletask` clashes with Microsoft's, and
 # SDK protobuf modules must never share a process with ours.
 #
-# Usage: scripts/install-sdks.sh [dx|dd|all]     (default: all)
-#        scripts/install-sdks.sh dx|dd --sdk-path PATH | --sdk-version VERSION
+# Usage: scripts/install-sdks.sh [dx|dd|dapr|all]     (default: all)
+#        scripts/install-sdks.sh dx|dd|dapr --sdk-path PATH | --sdk-version VERSION
 #          instead of the pin: the SDK from a local checkout (a folder pip can install, e.g. the
 #          python-sdk's ext/dapr-ext-workflow) or another release, into .sdk/NAME-custom/ (the pinned
 #          .sdk/NAME/ is left alone); reinstalled every time, since a checkout changes.
@@ -28,7 +29,7 @@ die() { echo "install-sdks: error: $*" >&2; exit 1; }
 log() { echo "install-sdks: $*"; }
 
 usage() {
-    echo "usage: $0 [dx|dd|all]    or: $0 dx|dd --sdk-path PATH | --sdk-version VERSION" >&2
+    echo "usage: $0 [dx|dd|dapr|all]    or: $0 dx|dd|dapr --sdk-path PATH | --sdk-version VERSION" >&2
     exit 2
 }
 
@@ -83,6 +84,7 @@ custom_requirements() {
     case "$1" in
         dx) echo "dapr-ext-workflow==$2 dapr==$2" ;;
         dd) echo "durabletask-dapr==$2" ;;
+        dapr) echo "dapr==$2" ;;
     esac
 }
 
@@ -112,7 +114,7 @@ install_custom() {
 }
 
 if [[ "${2:-}" == "--sdk-path" || "${2:-}" == "--sdk-version" ]]; then
-    [[ $# -eq 3 && ( "$1" == dx || "$1" == dd ) ]] || usage
+    [[ $# -eq 3 && ( "$1" == dx || "$1" == dd || "$1" == dapr ) ]] || usage
     install_custom "$1" "$([[ "$2" == --sdk-path ]] && echo path || echo version)" "$3"
     exit 0
 fi
@@ -120,8 +122,8 @@ fi
 target="${1:-all}"
 [[ $# -le 1 ]] || usage
 case "$target" in
-    dx | dd) install_one "$target" ;;
-    all) install_one dx; install_one dd ;;
+    dx | dd | dapr) install_one "$target" ;;
+    all) install_one dx; install_one dd; install_one dapr ;;
     -h | --help) usage ;;
     *) usage ;;
 esac

@@ -12,8 +12,9 @@ which timestamps, is decided here only:
   the same turn, is consumed and neither delivered nor recorded;
 - a second ExecutionStarted (an instance started again while one is queued or running) is
   consumed and not delivered;
-- timestamps: each event keeps the time it arrived with, except a TimerFired, which carries its
-  firing time (R2.6, DAPR);
+- timestamps: each event keeps the time it arrived with; a TimerFired (queued without one) is
+  stamped when it fires, i.e. when the turn that delivers it is made, before the turn's
+  WorkflowStarted (R2.6, DAPR: the firing time; strictly increasing with the scheduler's clock);
 - suspension: whether the instance is suspended once the turn's markers are committed (the last
   marker decides), and whether a delivered ExecutionTerminated ends it whatever the answer (R3.16).
 """
@@ -72,12 +73,13 @@ def visible(entries: Iterable[Q], *, now_ns: int, limit: int | None = None) -> l
     return [e for e in taken if id(e) in keep]
 
 
-def stamped(ev: pb.HistoryEvent) -> pb.HistoryEvent:
-    """The event as delivered: a TimerFired carries its firing time (R2.6, DAPR); others keep theirs."""
-    if not ev.HasField("timerFired"):
+def stamped(ev: pb.HistoryEvent, clock: Callable[[], int]) -> pb.HistoryEvent:
+    """The event as delivered: a TimerFired without a time gets the time it fires (R2.6, DAPR: the
+    firing time, which is the delivering turn's); every other event keeps the time it arrived with."""
+    if not ev.HasField("timerFired") or ev.HasField("timestamp"):
         return ev
     out = copy_event(ev)
-    out.timestamp.CopyFrom(ev.timerFired.fireAt)
+    out.timestamp.CopyFrom(ts(clock()))
     return out
 
 
@@ -96,18 +98,18 @@ def terminates(events: Iterable[pb.HistoryEvent]) -> bool:
     return any(ev.HasField("executionTerminated") for ev in events)
 
 
-def deliver(entries: Sequence[Queued], *, now_ns: int, turn_ns: int | None = None, started: bool,
-            resolved: Collection[ResolutionKey], suspended: bool = False, limit: int | None = None,
+def deliver(entries: Sequence[Queued], *, now_ns: int, started: bool, resolved: Collection[ResolutionKey],
+            clock: Callable[[], int] | None = None, suspended: bool = False, limit: int | None = None,
             is_duplicate: DuplicateRule | None = None) -> Delivery:
     """The turn a scheduler runs at `now_ns` on `entries` (its instance's inbox, in order).
 
     `started`: history holds the generation's ExecutionStarted; `resolved`: the operations history
-    has resolved; `suspended`: history leaves the instance suspended; `turn_ns`: the WorkflowStarted
-    time (default `now_ns`; the sidecar's strictly increasing clock may differ)."""
+    has resolved; `suspended`: history leaves the instance suspended; `clock`: the time of each stamp
+    the turn makes, in order (the timers it fires, then its WorkflowStarted; default `now_ns`: the
+    sidecar passes its strictly increasing clock)."""
     duplicate = is_duplicate or (lambda key, seen: key in resolved or key in seen)
-    ws = pb.HistoryEvent(eventId=-1, timestamp=ts(now_ns if turn_ns is None else turn_ns))
-    ws.workflowStarted.SetInParent()
-    new: list[pb.HistoryEvent] = [ws]
+    now = clock or (lambda: now_ns)
+    new: list[pb.HistoryEvent] = []
     consumed: list[int] = []
     seen: set[ResolutionKey] = set()
     dropped = 0
@@ -125,6 +127,8 @@ def deliver(entries: Sequence[Queued], *, now_ns: int, turn_ns: int | None = Non
             if have_start:
                 continue
             have_start = True
-        new.append(stamped(ev))
-    return Delivery(new_events=tuple(new), consumed=tuple(consumed), duplicates=dropped, terminated=terminates(new),
+        new.append(stamped(ev, now))
+    ws = pb.HistoryEvent(eventId=-1, timestamp=ts(now()))
+    ws.workflowStarted.SetInParent()
+    return Delivery(new_events=(ws, *new), consumed=tuple(consumed), duplicates=dropped, terminated=terminates(new),
                     suspended=suspended_after(new, suspended=suspended))

@@ -14,6 +14,8 @@ from typing import Any, NamedTuple, Protocol
 from taskhub_wire import pb
 from taskhub_wire.kinds import OPENING_FIELDS, RESOLVING_FIELDS, EventKind, Operation
 
+from taskhub_core.timestamps import MAX_TIMESTAMP_NS
+
 TERMINAL = frozenset({
     pb.ORCHESTRATION_STATUS_COMPLETED,
     pb.ORCHESTRATION_STATUS_FAILED,
@@ -53,6 +55,18 @@ def timeout_event_name(ev: pb.HistoryEvent) -> str | None:
     if origin is None and ev.timerCreated.HasField("name"):
         return ev.timerCreated.name  # SDKs older than the origin field name the timer after the event
     return None
+
+
+def is_optional_timer(ev: pb.HistoryEvent) -> bool:
+    """A TimerCreated of an indefinite wait_for_external_event: fireAt the 9999-12-31 sentinel,
+    origin externalEvent or none. dapr's Python SDK (1.19.0, ``_durabletask/worker.py``, the
+    ``timerCreated`` branch) drops such an event on replay when the current code has another action
+    at its id, so that action comes back at the same id (R3.14 a)."""
+    if not ev.HasField("timerCreated"):
+        return False
+    fire_at = ev.timerCreated.fireAt
+    return (fire_at.seconds * 1_000_000_000 + fire_at.nanos == MAX_TIMESTAMP_NS
+            and ev.timerCreated.WhichOneof("origin") in (None, "externalEvent"))
 
 
 def start_event(history: Iterable[pb.HistoryEvent], inbox: Iterable[Any]) -> pb.HistoryEvent | None:

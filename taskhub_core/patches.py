@@ -59,3 +59,17 @@ def record_version(started: pb.HistoryEvent, resp: pb.WorkflowResponse, *, recor
             # dapr/dapr drops the name when compacting; the reference keeps it (hazard in
             # patching-and-stall.md §2).
             v.name = resp.version.name
+
+
+# R3.14 (b) REF: an answer refused (malformed, R3.13; stale, R3.14) this many times in a row stalls
+# the instance instead of looping: reason and count in its history and GetInstance (STALLED), and a
+# worker that connects again (new code, R7.4) gets the turn. daprd has no refusal (it records every
+# action); STALLED is its status for "the deployed code does not replay this history" (§7).
+REFUSALS_BEFORE_STALL = 5
+
+
+def refusal_stall(reason: str, *, refusals: int) -> Stall:
+    """The stall of an instance whose answer was refused `refusals` times in a row for `reason`."""
+    return (pb.PATCH_MISMATCH, f"the worker's answer was refused {refusals} times in a row: {reason}; "
+                               "the deployed code does not replay this history")
+

@@ -15,11 +15,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from taskhub_wire import pb
-from taskhub_wire.kinds import OPENING_ACTION_FIELDS, PRODUCED_FIELDS, ActionKind
+from taskhub_wire.kinds import OPENING_ACTION_FIELDS, OPENING_FIELDS, PRODUCED_FIELDS, ActionKind
 
 from taskhub_core import actions
 from taskhub_core.actions import ChildStart, Context
-from taskhub_core.history import TERMINAL, Facts, first_version_name, resolution_key, status_name
+from taskhub_core.history import TERMINAL, Facts, first_version_name, is_optional_timer, resolution_key, status_name
 from taskhub_core.patches import Stall, patch_stall, record_version, version_stall
 from taskhub_core.state import InstanceState
 from taskhub_core.timestamps import copy_event, ts
@@ -74,7 +74,7 @@ def decide_turn(state: InstanceState, new_events: Sequence[pb.HistoryEvent], res
                 now_ns: int, new_id: Callable[[], str] = lambda: uuid.uuid4().hex) -> Decision:
     """Apply `resp` to the turn whose delivered events are `new_events` (WorkflowStarted first)."""
     actions_ = list(resp.actions)
-    reason = malformed(actions_) or stale(actions_, state.facts)
+    reason = malformed(actions_) or stale(actions_, state.history)
     if reason:
         return abandon(reason)
     stall = (version_stall(resp, recorded_version=first_version_name(state.history))
@@ -126,14 +126,18 @@ _MALFORMED: dict[str, Callable[[pb.WorkflowAction], str]] = {
 }
 
 
-def stale(actions_: Sequence[pb.WorkflowAction], facts: Facts) -> str:
+def stale(actions_: Sequence[pb.WorkflowAction], history: Sequence[pb.HistoryEvent]) -> str:
     """R3.14: an action id already used by an operation in committed history means a stale answer
-    (ids are one sequence per generation, whatever the kind of operation)."""
-    used = facts.used_ids
+    (ids are one sequence per generation, whatever the kind of operation), except (a) where the id's
+    holder is an optional timer (`is_optional_timer`): the SDK dropped it on replay and the engine
+    records the new action at the same id, as daprd records every action."""
+    holders = {e.eventId: e for e in history if e.WhichOneof("eventType") in OPENING_FIELDS}
     for a in actions_:
         kind = a.WhichOneof("workflowActionType")
-        if kind in _OPENING and a.id in used:
-            return f"action id {a.id} ({kind}) is already in history: stale turn"
+        holder = holders.get(a.id) if kind in _OPENING else None
+        if holder is not None and not is_optional_timer(holder):
+            return (f"action id {a.id} ({kind}) is already in history as {holder.WhichOneof('eventType')}: "
+                    "stale turn")
     return ""
 
 

@@ -51,14 +51,24 @@ def _retry(retry: Retry | None) -> dict[str, Any] | None:
             "max_delay": None if retry.max_delay is None else float(retry.max_delay)}
 
 
+def _routing(step: CallActivity | CallChild) -> dict[str, Any]:
+    """`app` and `propagation` only where set: a one-app program's form is what it was before them."""
+    out: dict[str, Any] = {}
+    if step.app is not None:
+        out["app"] = step.app
+    if step.propagation is not None:
+        out["propagation"] = step.propagation
+    return out
+
+
 def _step(step: Step) -> dict[str, Any]:
     if isinstance(step, CallActivity):
         return {"step": "call_activity", "name": step.name, "input": canonical_expr(step.input),
-                "retry": _retry(step.retry), "as": step.as_}
+                "retry": _retry(step.retry), "as": step.as_, **_routing(step)}
     if isinstance(step, CallChild):
         return {"step": "call_child", "workflow": step.workflow, "input": canonical_expr(step.input),
                 "instance_id": None if step.instance_id is None else canonical_expr(step.instance_id),
-                "retry": _retry(step.retry), "as": step.as_}
+                "retry": _retry(step.retry), "as": step.as_, **_routing(step)}
     if isinstance(step, Timer):
         return {"step": "timer", "duration": float(step.duration), "as": step.as_}
     if isinstance(step, WaitEvent):

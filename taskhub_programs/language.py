@@ -21,7 +21,9 @@ from taskhub_programs.expressions import OPERATORS
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 _VAR = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-BUILTIN_ACTIVITIES = ("echo", "fail", "sleep", "record")
+BUILTIN_ACTIVITIES = ("echo", "fail", "sleep", "record", "propagated")
+# History propagation scopes as written (`propagation:` on call_activity / call_child).
+PROPAGATION_SCOPES = ("none", "own", "lineage")
 
 
 class ProgramError(ValueError):
@@ -47,6 +49,8 @@ class CallActivity:
     input: Any = None
     retry: Retry | None = None
     as_: str | None = None
+    app: str | None = None  # the app whose workers run it (None: the caller's)
+    propagation: str | None = None  # "own" / "lineage" (None: no history handed on)
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,8 @@ class CallChild:
     instance_id: Any = None
     retry: Retry | None = None
     as_: str | None = None
+    app: str | None = None
+    propagation: str | None = None
 
 
 @dataclass(frozen=True)
@@ -138,6 +144,11 @@ class Fail:
 
 Step = Union[CallActivity, CallChild, Timer, WaitEvent, All, AnyOf, IfPatched, If, SetVar, SetStatus,
              ContinueAsNew, Return, Fail]
+# Each step kind's key as written (and its `step` in the canonical form).
+STEP_NAMES: dict[type, str] = {
+    CallActivity: "call_activity", CallChild: "call_child", Timer: "timer", WaitEvent: "wait_event", All: "all",
+    AnyOf: "any", IfPatched: "if_patched", If: "if", SetVar: "set", SetStatus: "set_status",
+    ContinueAsNew: "continue_as_new", Return: "return", Fail: "fail"}
 
 
 @dataclass(frozen=True)
@@ -361,21 +372,26 @@ class _Parser:
 
     def task(self, kind: str, body: Any, path: str, as_: str | None) -> Task | None:
         if kind == "call_activity":
-            body = self.mapping(body, path, required=("name",), optional=("input", "retry"))
+            body = self.mapping(body, path, required=("name",), optional=("input", "retry", "app", "propagation"))
             if body is None:
                 return None
             self.expr(body.get("input"), f"{path}.input")
             return CallActivity(name=str(body["name"]), input=body.get("input"),
-                                retry=self.retry(body.get("retry"), f"{path}.retry"), as_=as_)
+                                retry=self.retry(body.get("retry"), f"{path}.retry"), as_=as_,
+                                app=self.app_id(body.get("app"), f"{path}.app"),
+                                propagation=self.scope(body.get("propagation"), f"{path}.propagation"))
         if kind == "call_child":
-            body = self.mapping(body, path, required=("workflow",), optional=("input", "instance_id", "retry"))
+            body = self.mapping(body, path, required=("workflow",),
+                                optional=("input", "instance_id", "retry", "app", "propagation"))
             if body is None:
                 return None
             self.expr(body.get("input"), f"{path}.input")
             self.expr(body.get("instance_id"), f"{path}.instance_id")
             return CallChild(workflow=str(body["workflow"]), input=body.get("input"),
                              instance_id=body.get("instance_id"),
-                             retry=self.retry(body.get("retry"), f"{path}.retry"), as_=as_)
+                             retry=self.retry(body.get("retry"), f"{path}.retry"), as_=as_,
+                             app=self.app_id(body.get("app"), f"{path}.app"),
+                             propagation=self.scope(body.get("propagation"), f"{path}.propagation"))
         if kind == "timer":
             if not isinstance(body, Mapping):
                 body = {"duration": body}
@@ -395,6 +411,22 @@ class _Parser:
                              timeout=None if timeout is None else self.duration(timeout, f"{path}.timeout"),
                              default=body["default"] if "default" in body else _NO_DEFAULT, as_=as_)
         raise AssertionError(kind)
+
+    def app_id(self, raw: Any, path: str) -> str | None:
+        if raw is None:
+            return None
+        if not isinstance(raw, str) or not raw:
+            self.err(path, "must be a non-empty app id (a string)")
+            return None
+        return raw
+
+    def scope(self, raw: Any, path: str) -> str | None:
+        if raw is None or raw == "none":
+            return None  # "none" is the default: written or not, the call propagates nothing
+        if raw not in PROPAGATION_SCOPES:
+            self.err(path, f"must be one of {', '.join(PROPAGATION_SCOPES)}, not {raw!r}")
+            return None
+        return str(raw)
 
     def retry(self, raw: Any, path: str) -> Retry | None:
         if raw is None:

@@ -12,8 +12,8 @@ itself, with an engine's inbox in the middle:
   R6.3 timeout cancellation, continue-as-new carry-over, timers forgotten on completion);
 - this module only schedules: what a take delivers is `taskhub_core.delivery.deliver`'s, the rule
   the reference sidecar's dispatcher runs (every visible entry in inbox order after a
-  WorkflowStarted, duplicates and a second ExecutionStarted dropped, a TimerFired stamped with its
-  fireAt).
+  WorkflowStarted, duplicates and a second ExecutionStarted dropped, a TimerFired stamped when it
+  fires: the turn's time).
 
 A `Chooser` makes every random decision, between takes: which activity results arrive (a result,
 or a failure, in any order), which children finish and how, which events are raised, suspends,
@@ -272,7 +272,7 @@ class _Sim:
     def delivered(self, visible: list[InboxItem], turn_ns: int) -> Delivery:
         """The turn on `visible` (taskhub_core.delivery: the engine's rule, so the fuzzer's turns are its)."""
         facts = self.state.facts
-        return deliver(visible, now_ns=self.now, turn_ns=turn_ns, started=facts.started, resolved=facts.resolved)
+        return deliver(visible, now_ns=self.now, clock=lambda: turn_ns, started=facts.started, resolved=facts.resolved)
 
     def simulate(self) -> SimRun:
         steps = self.steps()

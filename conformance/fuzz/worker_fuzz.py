@@ -33,9 +33,9 @@ from typing import Any, TextIO
 from hypothesis import given, seed as hseed
 from hypothesis import strategies as st
 
+from taskhub_core.turn import stale
 from taskhub_programs import Bundle, parse_bundle
 from taskhub_wire import pb
-from taskhub_wire.kinds import OPENING_ACTION_FIELDS, OPENING_FIELDS
 
 from conformance.targets.reference import execute
 from conformance.fuzz import programs as P
@@ -312,9 +312,7 @@ class WorkerCampaign:
 
 
 def _stale(resp: pb.WorkflowResponse, case: TurnCase) -> bool:
-    used = {e.eventId for e in case.past
-            if e.WhichOneof("eventType") in OPENING_FIELDS}
-    return any(a.id in used for a in resp.actions if a.WhichOneof("workflowActionType") in OPENING_ACTION_FIELDS)
+    return bool(stale(resp.actions, case.past))  # the engine's own rule (R3.14), not a copy
 
 
 def known_from(paths: Iterable[Path], target: str) -> set[str]:

@@ -17,6 +17,7 @@ from typing import Any
 
 from taskhub_core.history import Facts, first_version_name
 from taskhub_core.state import InstanceState
+from taskhub_core.patches import REFUSALS_BEFORE_STALL, refusal_stall
 from taskhub_core.turn import TurnKind, decide_turn
 from taskhub_wire import pb
 from taskhub_wire.kinds import RESOLVING_FIELDS, ActionKind, EventKind, pascal
@@ -179,9 +180,13 @@ def judge_turn(*, events: Sequence[pb.HistoryEvent], turn: Turn, instance_id: st
                           history_side=_lines(events, turn, turn.start), code_side=code + (_version_line(norm),),
                           stall_reason=reason, stall_description=outcome.stall[1], answer=norm)
     if outcome.kind is TurnKind.ABANDON:
-        return Divergence(verdict=Verdict.ERROR, turn=turn.number, event_index=turn.start,
-                          summary=f"the engine would reject this answer as malformed: {outcome.reason}",
-                          history_side=_lines(events, turn, None), code_side=code, answer=norm)
+        # What the live engine does with an answer it refuses: redelivery, then a stall (R3.14 b).
+        reason, description = refusal_stall(outcome.reason, refusals=REFUSALS_BEFORE_STALL)
+        return Divergence(verdict=Verdict.STALL, turn=turn.number, event_index=turn.start,
+                          summary=f"the engine refuses this answer ({outcome.reason}) and stalls the instance "
+                                  f"after {REFUSALS_BEFORE_STALL} refusals in a row",
+                          history_side=_lines(events, turn, None), code_side=code,
+                          stall_reason=pb.StalledReason.Name(reason), stall_description=description, answer=norm)
     recorded_version, version = first_version_name(list(past)), norm["version.name"]
     if recorded_version and version and version != recorded_version:
         return Divergence(verdict=Verdict.NONDETERMINISM, turn=turn.number, event_index=turn.start,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import json
+import time
 import uuid
 import xml.etree.ElementTree as ET
 from collections import Counter
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import TextIO
 
 from conformance.replay.history import file_name
+from conformance.reporting.allure import AllureAttachment, AllureCase, write_case
 from conformance.replay.judge import Verdict
 from conformance.replay.session import InstanceResult
 
@@ -130,21 +132,15 @@ def render_junit(results: Sequence[InstanceResult]) -> str:
 
 def _allure(r: InstanceResult, out: Path) -> None:
     uid = str(uuid.uuid5(_NAMESPACE, f"{r.history.instance_id}/{r.history.path}"))
-    md = render_markdown(r)
-    att = f"{uid}-attachment.md"
-    (out / att).write_text(md, encoding="utf-8")
-    result = {
-        "uuid": uid, "historyId": uid, "name": f"{r.history.name} / {r.history.instance_id}",
-        "fullName": f"replay.{r.history.name}.{r.history.instance_id}",
-        "status": _ALLURE_STATUS[r.verdict],
-        "statusDetails": {"message": r.headline(), "trace": "" if r.divergence is None else
-                          _side_by_side_text(r.divergence.history_side, r.divergence.code_side)},
-        "stage": "finished", "start": 0, "stop": int(r.seconds * 1000),
-        "labels": [{"name": "suite", "value": "conformance replay"}, {"name": "feature", "value": r.history.name},
-                   {"name": "tag", "value": r.verdict.name}],
-        "attachments": [{"name": "replay (history beside answer)", "source": att, "type": "text/markdown"}],
-    }
-    (out / f"{uid}-result.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
+    trace = "" if r.divergence is None else _side_by_side_text(r.divergence.history_side, r.divergence.code_side)
+    stop = round(time.time() * 1000)
+    write_case(AllureCase(
+        uuid=uid, full_name=f"replay.{r.history.name}.{r.history.instance_id}",
+        name=f"{r.history.name} / {r.history.instance_id}", status=_ALLURE_STATUS[r.verdict],
+        message=r.headline(), trace=trace, start_ms=stop - round(r.seconds * 1000), stop_ms=stop,
+        labels=(("suite", "conformance replay"), ("feature", r.history.name), ("tag", r.verdict.name)),
+        attachments=(AllureAttachment("replay (history beside answer)", "text/markdown", "md", render_markdown(r)),)),
+        out)
 
 
 def write_reports(results: Sequence[InstanceResult], out_dir: Path) -> dict[str, Path]:

@@ -77,26 +77,30 @@ def write_differential(events: Sequence[Event], out_dir: Path) -> tuple[Path, Pa
     return report.write(out_dir)
 
 
-def write_reports(*, events: Sequence[Event], out_dir: Path, catalogue: Catalogue) -> dict[str, Path]:
+def write_reports(*, events: Sequence[Event], out_dir: Path, catalogue: Catalogue,
+                  allure: bool = True) -> dict[str, Path]:
     """Write every file report of a run into `out_dir`; returns report name -> path.
 
     Names: events (events.jsonl), junit (junit.xml), allure (allure-results/), summary
     (summary.json), matrix_md (matrix.md), matrix_html (matrix.html), differential_md and
     differential_json (differential.md/.json: the run's observations, differences from the
-    reference the contract allows, by field and SDK; never a verdict).
+    reference the contract allows, by field and SDK; never a verdict). `allure=False` leaves allure's
+    results to allure-pytest (the pytest path).
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     events = list(events)
     matrix_md, matrix_html = write_matrix(events, out_dir, catalogue=catalogue)
     differential_md, differential_json = write_differential(events, out_dir)
-    return {
+    written = {
         "differential_md": differential_md,
         "differential_json": differential_json,
         "events": write_events(events, out_dir / "events.jsonl"),
         "junit": write_junit(events, out_dir / "junit.xml", reports=out_dir),
-        "allure": write_allure(events, out_dir / "allure-results", catalogue=catalogue),
         "summary": write_summary(events, out_dir / "summary.json", catalogue=catalogue),
         "matrix_md": matrix_md,
         "matrix_html": matrix_html,
     }
+    if allure:
+        written["allure"] = write_allure(events, out_dir / "allure-results", catalogue=catalogue)
+    return written

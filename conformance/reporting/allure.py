@@ -1,9 +1,18 @@
-"""Allure results, written directly in allure's results format (no pytest needed).
+"""Allure results: what one scenario result says in allure's terms, written by allure's own code.
 
-One `<uuid>-result.json` per ScenarioFinished:
+`scenario_case` turns a `ScenarioFinished` into an `AllureCase` (the one description of a result in
+allure's vocabulary); two thin edges hand it to allure-python (allure-pytest's commons library):
+
+- `AllureWriter` (the `conformance run` path) writes each case with `allure_commons`'
+  `AllureFileLogger`, the writer allure-pytest itself uses;
+- `annotate_pytest_item` (the pytest path) gives the same labels, description, parameters and
+  attachments to the running pytest item through allure's dynamic API, and allure-pytest writes it.
+
+So both paths produce the same results and no code of ours writes allure's JSON. The case:
 
 - status: PASSED, WARNING, OBSERVATION -> passed (the latter two with what differs), FAILED -> failed,
-  ERROR -> broken, KNOWN_FAILURE / NOT_APPLICABLE -> skipped
+  ERROR -> broken, KNOWN_FAILURE / NOT_APPLICABLE -> skipped (in the pytest path the item's own
+  outcome makes the same status)
 - labels: parentSuite = pair, suite = area of the first requirement (also the feature), subSuite =
   the scenario's folder, so allure's Suites tab groups by pair, then area; story = scenario, a tag
   per requirement id (and `gap-passed` for a declared gap that passed), severity from the strongest
@@ -12,11 +21,10 @@ One `<uuid>-result.json` per ScenarioFinished:
   alike and cut short across findings) becomes "kind on SDK [key]: difference", unique by its key
 - attachments: the protocol transcript (text/plain, one line per message), the transcript as
   JSON, and a timeline picture (image/svg+xml)
+- start and stop: the scenario's real wall-clock times
 
 plus `environment.properties` (run id, pairs, command) and `categories.json` (one category per
-non-passing outcome). `allure generate` / `allure serve` read the directory as they read
-allure-pytest's. Start and stop times are laid end to end from the run's start (the events carry
-durations, not start times), so allure's timeline shows the run as if sequential.
+non-passing outcome), which allure reads beside the results.
 """
 
 from __future__ import annotations
@@ -27,8 +35,8 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Iterable
-from dataclasses import asdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -59,161 +67,116 @@ _NAMESPACE = uuid.UUID("3c1e5f0a-8a43-4c0e-9d1c-2b7f2f6a9e11")
 _OWN_FILES = ("*-result.json", "*-container.json", "*-attachment.*", "environment.properties", "categories.json")
 
 
-class AllureWriter:
-    """An event handler that writes allure results into `out_dir` as the run goes."""
+@dataclass(frozen=True, slots=True)
+class AllureAttachment:
+    name: str
+    mime: str
+    ext: str
+    body: str
 
-    def __init__(self, out_dir: Path, *, catalogue: Catalogue, clean: bool = True) -> None:
-        self.out_dir = Path(out_dir)
-        self.catalogue = catalogue
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        if clean:  # results of an earlier run would be merged into this one by allure
-            for pattern in _OWN_FILES:
-                for stale in self.out_dir.glob(pattern):
-                    stale.unlink()
-        self._run_id = ""
-        self._pairs: list[str] = []
-        self._command = ""
-        self._started_at: float | None = None
-        self._cursor_ms: int | None = None
-        self._seen: dict[tuple[str, str], int] = {}
-        self._lock = threading.Lock()
 
-    def handle(self, event: Event) -> None:
-        with self._lock:  # the runner calls its sinks from several scenario threads
-            self._handle(event)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AllureCase:
+    """One result in allure's vocabulary, whichever path writes it."""
 
-    def _handle(self, event: Event) -> None:
-        if isinstance(event, RunStarted):
-            self._run_id = event.run_id
-            self._pairs = list(event.pairs)
-            self._command = event.command
-            self._started_at = event.started_at
-            self._cursor_ms = int(event.started_at * 1000)
-            self._write_environment()
-            _write_json(self.out_dir / "categories.json", CATEGORIES)
-        elif isinstance(event, ScenarioFinished):
-            if event.pair not in self._pairs:
-                self._pairs.append(event.pair)
-            self._write_result(event)
-        elif isinstance(event, RunFinished):
-            self._run_id = self._run_id or event.run_id
-            self._write_environment()
-            if not (self.out_dir / "categories.json").exists():
-                _write_json(self.out_dir / "categories.json", CATEGORIES)
+    uuid: str
+    full_name: str
+    name: str
+    status: str  # allure's: passed | failed | broken | skipped
+    message: str = ""
+    trace: str = ""
+    description: str = ""
+    labels: tuple[tuple[str, str], ...] = ()
+    parameters: tuple[tuple[str, str], ...] = ()
+    attachments: tuple[AllureAttachment, ...] = ()
+    start_ms: int = 0
+    stop_ms: int = 0
 
-    # -------------------------------------------------------------------------------- internals
+    @property
+    def history_id(self) -> str:
+        params = "|".join(v for _, v in self.parameters)
+        return _md5(f"{self.full_name}|{params}")
 
-    def _write_environment(self) -> None:
-        props = {"run_id": self._run_id, "pairs": ", ".join(self._pairs)}
-        if self._command:
-            props["command"] = self._command
-        if self._started_at is not None:
-            props["started"] = datetime.fromtimestamp(self._started_at, UTC).isoformat(timespec="seconds")
-        text = "".join(f"{_prop_escape(k, key=True)} = {_prop_escape(v)}\n" for k, v in props.items())
-        (self.out_dir / "environment.properties").write_text(text, encoding="utf-8")
 
-    def _write_result(self, r: ScenarioFinished) -> None:
-        key = (r.pair, r.scenario)
-        occurrence = self._seen.get(key, 0)
-        self._seen[key] = occurrence + 1
-        result_uuid = str(uuid.uuid5(_NAMESPACE, f"{self._run_id}/{r.pair}/{r.scenario}/{occurrence}"))
-        if self._cursor_ms is None:
-            self._cursor_ms = int(time.time() * 1000)
-        start = self._cursor_ms
-        stop = start + max(0, round(r.duration_s * 1000))
-        self._cursor_ms = stop
+def scenario_case(r: ScenarioFinished, *, catalogue: Catalogue, occurrence: int = 0, run_id: str = "") -> AllureCase:
+    """The allure description of one scenario's result on one pair."""
+    start = round((r.started_at or time.time() - r.duration_s) * 1000)
+    message, trace = _status_details(r)
+    return AllureCase(
+        uuid=str(uuid.uuid5(_NAMESPACE, f"{run_id}/{r.pair}/{r.scenario}/{occurrence}")),
+        full_name=f"{r.scenario}[{r.pair}]",
+        name=display_name(r),
+        status=STATUS[r.outcome],
+        message=message,
+        trace=trace,
+        description=_description(r, catalogue),
+        labels=_labels(r, catalogue),
+        parameters=(("pair", r.pair), ("sidecar", r.sidecar), ("worker", r.worker)),
+        attachments=_attachments(r),
+        start_ms=start,
+        stop_ms=start + max(0, round(r.duration_s * 1000)),
+    )
 
-        result: dict[str, Any] = {
-            "uuid": result_uuid,
-            "historyId": _md5(f"{r.scenario}|{r.pair}"),
-            "testCaseId": _md5(r.scenario),
-            "fullName": f"{r.scenario}[{r.pair}]",
-            "name": display_name(r),
-            "status": STATUS[r.outcome],
-            "stage": "finished",
-            "description": self._description(r),
-            "start": start,
-            "stop": stop,
-            "labels": self._labels(r),
-            "links": [],
-            "parameters": [{"name": k, "value": v} for k, v in (("pair", r.pair), ("sidecar", r.sidecar), ("worker", r.worker))],
-            "attachments": self._attachments(r, result_uuid),
-            "steps": [],
-        }
-        details = self._status_details(r)
-        if details:
-            result["statusDetails"] = details
-        _write_json(self.out_dir / f"{result_uuid}-result.json", result)
 
-    def _labels(self, r: ScenarioFinished) -> list[dict[str, str]]:
-        area = UNCATALOGUED_AREA
-        if r.requirements and (first := self.catalogue.get(r.requirements[0])):
-            area = first.area
-        labels = [{"name": "parentSuite", "value": r.pair}, {"name": "suite", "value": area},
-                  {"name": "subSuite", "value": r.scenario.split("/")[0] if "/" in r.scenario else r.scenario}]
-        if r.requirements:
-            labels.append({"name": "feature", "value": area})
-        labels.append({"name": "story", "value": r.scenario})
-        labels += [{"name": "tag", "value": rid} for rid in dict.fromkeys(r.requirements)]
-        if r.gap_passed:
-            labels.append({"name": "tag", "value": "gap-passed"})
-        levels = [req.level for rid in r.requirements if (req := self.catalogue.get(rid))]
-        labels.append({"name": "severity", "value": SEVERITY.get(strongest_level(levels) or "SHOULD", "normal")})
-        labels.append({"name": "framework", "value": "taskhub-conformance"})
-        return labels
+def _labels(r: ScenarioFinished, catalogue: Catalogue) -> tuple[tuple[str, str], ...]:
+    area = UNCATALOGUED_AREA
+    if r.requirements and (first := catalogue.get(r.requirements[0])):
+        area = first.area
+    folder = r.scenario.split("/")[0] if "/" in r.scenario else r.scenario
+    labels = [("parentSuite", r.pair), ("suite", area), ("subSuite", folder)]
+    if r.requirements:
+        labels.append(("feature", area))
+    labels.append(("story", r.scenario))
+    labels += [("tag", rid) for rid in dict.fromkeys(r.requirements)]
+    if r.gap_passed:
+        labels.append(("tag", "gap-passed"))
+    levels = [req.level for rid in r.requirements if (req := catalogue.get(rid))]
+    labels.append(("severity", SEVERITY.get(strongest_level(levels) or "SHOULD", "normal")))
+    return tuple(labels)
 
-    def _status_details(self, r: ScenarioFinished) -> dict[str, str] | None:
-        if r.outcome in (Outcome.FAILED, Outcome.ERROR):
-            return {"message": failure_text(r)}
-        if r.outcome is Outcome.KNOWN_FAILURE:
-            return {"message": f"known failure: {reason(r) or 'no reason given'}", "trace": failure_text(r)}
-        if r.outcome in (Outcome.WARNING, Outcome.OBSERVATION):
-            return {"message": failure_text(r)}
-        if r.outcome is Outcome.NOT_APPLICABLE:
-            return {"message": f"not applicable: {reason(r) or 'no reason given'}"}
-        if r.gap_passed:
-            return {"message": reason(r)}
-        return None
 
-    def _description(self, r: ScenarioFinished) -> str:
-        lines = []
-        for rid in r.requirements:
-            req = self.catalogue.get(rid)
-            if req is None:
-                lines.append(f"- {rid} (not in the catalogue)")
-            else:
-                lines.append(f"- {rid} ({req.level}) {req.title}: {req.text}")
-        parts = []
-        if display_name(r) != (r.title or r.scenario):
-            parts.append(f"Scenario {r.scenario}: {r.title}")
-        if lines:
-            parts.append("Requirements:\n" + "\n".join(lines))
-        if r.source:
-            parts.append(f"Scenario file: {r.source}")
-        if r.reproduce:
-            parts.append(reproduce_block(r.reproduce))
-        return "\n\n".join(parts)
+def _status_details(r: ScenarioFinished) -> tuple[str, str]:
+    if r.outcome in (Outcome.FAILED, Outcome.ERROR, Outcome.WARNING, Outcome.OBSERVATION):
+        return failure_text(r), ""
+    if r.outcome is Outcome.KNOWN_FAILURE:
+        return f"known failure: {reason(r) or 'no reason given'}", failure_text(r)
+    if r.outcome is Outcome.NOT_APPLICABLE:
+        return f"not applicable: {reason(r) or 'no reason given'}", ""
+    if r.gap_passed:
+        return reason(r), ""
+    return "", ""
 
-    def _attachments(self, r: ScenarioFinished, result_uuid: str) -> list[dict[str, str]]:
-        if not r.transcript:
-            return []
-        title = f"{r.scenario} on {r.pair}: {r.outcome.value}"
-        files = [
-            ("protocol transcript", "text/plain", "txt", transcript_text(r.transcript)),
-            (
-                "protocol transcript (JSON)",
-                "application/json",
-                "json",
-                json.dumps([asdict(e) for e in r.transcript], indent=2, default=str),
-            ),
-            ("timeline", "image/svg+xml", "svg", render_timeline(r.transcript, title=title)),
-        ]
-        out = []
-        for name, mime, ext, content in files:
-            source = f"{uuid.uuid5(_NAMESPACE, f'{result_uuid}/{name}')}-attachment.{ext}"
-            (self.out_dir / source).write_text(content, encoding="utf-8")
-            out.append({"name": name, "source": source, "type": mime})
-        return out
+
+def _description(r: ScenarioFinished, catalogue: Catalogue) -> str:
+    lines = []
+    for rid in r.requirements:
+        req = catalogue.get(rid)
+        if req is None:
+            lines.append(f"- {rid} (not in the catalogue)")
+        else:
+            lines.append(f"- {rid} ({req.level}) {req.title}: {req.text}")
+    parts = []
+    if display_name(r) != (r.title or r.scenario):
+        parts.append(f"Scenario {r.scenario}: {r.title}")
+    if lines:
+        parts.append("Requirements:\n" + "\n".join(lines))
+    if r.source:
+        parts.append(f"Scenario file: {r.source}")
+    if r.reproduce:
+        parts.append(reproduce_block(r.reproduce))
+    return "\n\n".join(parts)
+
+
+def _attachments(r: ScenarioFinished) -> tuple[AllureAttachment, ...]:
+    if not r.transcript:
+        return ()
+    title = f"{r.scenario} on {r.pair}: {r.outcome.value}"
+    return (
+        AllureAttachment("protocol transcript", "text/plain", "txt", transcript_text(r.transcript)),
+        AllureAttachment("protocol transcript (JSON)", "application/json", "json",
+                         json.dumps([asdict(e) for e in r.transcript], indent=2, default=str)),
+        AllureAttachment("timeline", "image/svg+xml", "svg", render_timeline(r.transcript, title=title)),
+    )
 
 
 _FINDING_TITLE = re.compile(r"Fuzz finding on (?P<target>[^:]+): (?P<kind>[\w-]+)(?: \((?P<what>.*)\))?$", re.S)
@@ -230,6 +193,117 @@ def display_name(r: ScenarioFinished) -> str:
     return f"{m['kind']} on {m['target']} [{key}]{what}"
 
 
+# ------------------------------------------------------------------------------------ the two edges
+
+
+def write_case(case: AllureCase, out_dir: Path) -> Path:
+    """Write `case` into an allure results folder with allure-python's own file writer."""
+    from allure_commons.logger import AllureFileLogger
+    from allure_commons.model2 import Attachment, Label, Parameter, StatusDetails, TestResult
+
+    logger = AllureFileLogger(out_dir)
+    attachments = []
+    for a in case.attachments:
+        source = f"{uuid.uuid5(_NAMESPACE, f'{case.uuid}/{a.name}')}-attachment.{a.ext}"
+        logger.report_attached_data(body=a.body, file_name=source)
+        attachments.append(Attachment(name=a.name, source=source, type=a.mime))
+    details = StatusDetails(message=case.message, trace=case.trace or None) if case.message else None
+    logger.report_result(TestResult(
+        uuid=case.uuid, historyId=case.history_id, testCaseId=_md5(case.full_name), fullName=case.full_name,
+        name=case.name, status=case.status, statusDetails=details, stage="finished",
+        description=case.description or None, start=case.start_ms, stop=case.stop_ms,
+        labels=[Label(name=n, value=v) for n, v in (*case.labels, ("framework", "taskhub-conformance"))],
+        parameters=[Parameter(name=n, value=v) for n, v in case.parameters], attachments=attachments))
+    return out_dir
+
+
+def annotate_pytest_item(case: AllureCase) -> None:
+    """Give the running pytest item `case`'s title, description, labels, parameters and attachments
+    through allure's dynamic API (allure-pytest records them when it is active, i.e. with --alluredir).
+    The status, start and stop are the item's own."""
+    import allure
+
+    allure.dynamic.title(case.name)
+    if case.description:
+        allure.dynamic.description(case.description)
+    for name, value in case.labels:
+        allure.dynamic.label(name, value)
+    for name, value in case.parameters:
+        allure.dynamic.parameter(name, value)
+    for a in case.attachments:
+        allure.attach(a.body, name=a.name, attachment_type=_attachment_type(a))
+
+
+def _attachment_type(a: AllureAttachment) -> Any:
+    from allure_commons.types import AttachmentType
+
+    return {"text/plain": AttachmentType.TEXT, "application/json": AttachmentType.JSON,
+            "image/svg+xml": AttachmentType.SVG}.get(a.mime, AttachmentType.TEXT)
+
+
+def write_run_files(out_dir: Path, *, run_id: str, pairs: Sequence[str], command: str = "",
+                    started_at: float | None = None) -> None:
+    """environment.properties and categories.json: what allure reads beside the results of a run."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    props = {"run_id": run_id, "pairs": ", ".join(pairs)}
+    if command:
+        props["command"] = command
+    if started_at is not None:
+        props["started"] = datetime.fromtimestamp(started_at, UTC).isoformat(timespec="seconds")
+    text = "".join(f"{_prop_escape(k, key=True)} = {_prop_escape(v)}\n" for k, v in props.items())
+    (out_dir / "environment.properties").write_text(text, encoding="utf-8")
+    (out_dir / "categories.json").write_text(json.dumps(CATEGORIES, indent=2) + "\n", encoding="utf-8")
+
+
+def clean_results(out_dir: Path) -> None:
+    """Remove an earlier run's results (allure would merge them into this one); other files stay."""
+    for pattern in _OWN_FILES:
+        for stale in out_dir.glob(pattern):
+            stale.unlink()
+
+
+class AllureWriter:
+    """An event handler that writes allure results into `out_dir` as the run goes (`conformance run`)."""
+
+    def __init__(self, out_dir: Path, *, catalogue: Catalogue, clean: bool = True) -> None:
+        self.out_dir = Path(out_dir)
+        self.catalogue = catalogue
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        if clean:
+            clean_results(self.out_dir)
+        self._run_id = ""
+        self._pairs: list[str] = []
+        self._command = ""
+        self._started_at: float | None = None
+        self._seen: dict[tuple[str, str], int] = {}
+        self._lock = threading.Lock()
+
+    def handle(self, event: Event) -> None:
+        with self._lock:  # the runner calls its sinks from several scenario threads
+            self._handle(event)
+
+    def _handle(self, event: Event) -> None:
+        if isinstance(event, RunStarted):
+            self._run_id, self._pairs = event.run_id, list(event.pairs)
+            self._command, self._started_at = event.command, event.started_at
+            self._write_run_files()
+        elif isinstance(event, ScenarioFinished):
+            if event.pair not in self._pairs:
+                self._pairs.append(event.pair)
+            key = (event.pair, event.scenario)
+            occurrence = self._seen.get(key, 0)
+            self._seen[key] = occurrence + 1
+            write_case(scenario_case(event, catalogue=self.catalogue, occurrence=occurrence, run_id=self._run_id),
+                       self.out_dir)
+        elif isinstance(event, RunFinished):
+            self._run_id = self._run_id or event.run_id
+            self._write_run_files()
+
+    def _write_run_files(self) -> None:
+        write_run_files(self.out_dir, run_id=self._run_id, pairs=self._pairs, command=self._command,
+                        started_at=self._started_at)
+
+
 def write_allure(events: Iterable[Event], out_dir: Path, *, catalogue: Catalogue) -> Path:
     writer = AllureWriter(out_dir, catalogue=catalogue)
     for event in events:
@@ -237,10 +311,6 @@ def write_allure(events: Iterable[Event], out_dir: Path, *, catalogue: Catalogue
     if not (writer.out_dir / "categories.json").exists():  # a stream without RunStarted/RunFinished
         writer.handle(RunFinished(run_id="", finished_at=0.0, duration_s=0.0, counts={}))
     return writer.out_dir
-
-
-def _write_json(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def _md5(text: str) -> str:

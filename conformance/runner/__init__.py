@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 import time
 import uuid
 from collections import Counter
@@ -11,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from conformance.reproduce import Invocation, reproduce_command
 from conformance.events import Event, Outcome, RunFinished, RunStarted, ScenarioFinished, ScenarioStarted
 from conformance.runner.execute import run_scenario
 from conformance.runner.isolation import EngineLock, engine_turn
@@ -33,13 +33,8 @@ class Plan:
                          if p.direction == "self" or p.direction in s.applies_to))
 
 
-def reproduce_command(scenario: Scenario, pair: Pair, *, extra: Sequence[str] = ()) -> str:
-    return shlex.join(["conformance", "run", "--sidecar", pair.sidecar.name, "--worker", pair.worker.name,
-                       "--scenario", scenario.id, *extra])
-
-
 def run_plan(plan: Plan, *, sinks: Sequence[Sink], jobs: int = 4, work_root: Path | None = None,
-             command: str = "conformance run", reproduce_extra: Sequence[str] = ()) -> list[ScenarioFinished]:
+             command: str = "conformance run", invocation: Invocation = Invocation()) -> list[ScenarioFinished]:
     run_id = uuid.uuid4().hex[:12]
     began_wall, began = time.time(), time.monotonic()
     pairs = tuple(dict.fromkeys(p.label for _, p in plan.items))
@@ -58,7 +53,8 @@ def run_plan(plan: Plan, *, sinks: Sequence[Sink], jobs: int = 4, work_root: Pat
         with engine_turn(pair, scenario, locks):
             emit(ScenarioStarted(scenario=scenario.id, pair=pair.label))
             result = run_scenario(scenario, pair, work_root=work_root,
-                                  reproduce=reproduce_command(scenario, pair, extra=reproduce_extra))
+                                  reproduce=reproduce_command(scenario.id, sidecar=pair.sidecar.name,
+                                                              worker=pair.worker.name, invocation=invocation))
         emit(result)
         return result
 

@@ -93,6 +93,9 @@ class _Client:
     began: float
     transcript: list[TranscriptEntry] = field(default_factory=list)
     claim: Callable[[Any], None] = lambda request: None  # runner/isolation.py
+    # Every call with its answer, polls included (`conformance engines-diff` compares them; the
+    # transcript leaves polls out): (t, rpc, request, response or None, "CODE: details" or None).
+    calls: list[tuple[float, str, Any, Any, str | None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.channel = grpc.insecure_channel(self.address)
@@ -106,7 +109,9 @@ class _Client:
             resp = self.client.call(rpc, request, timeout=timeout)
         except grpc.RpcError as exc:
             self._log(t, rpc, request, None, f"{exc.code().name}: {exc.details()}")
+            self.calls.append((t, rpc, request, None, f"{exc.code().name}: {exc.details()}"))
             raise
+        self.calls.append((t, rpc, request, resp, None))
         if rpc not in ("GetInstance", "GetInstanceHistory"):  # polling would drown the transcript
             self._log(t, rpc, request, resp, None)
         return resp
@@ -184,11 +189,13 @@ def _raw_call(run: "_Run", h: "_Harness", method: Any, request: Any, *, expect: 
         resp = call(request, timeout=timeout, metadata=h.client.metadata if metadata is None else metadata)
     except grpc.RpcError as exc:
         h.client._log(t, method.name, request, None, f"{exc.code().name}: {exc.details()}")
+        h.client.calls.append((t, method.name, request, None, f"{exc.code().name}: {exc.details()}"))
         if expect is not None:
             _expect_error(exc, expect, where)
             return None
         raise _step_failed(where, f"{where}: {method.name} failed: {exc.code().name}: {exc.details()}") from None
     h.client._log(t, method.name, request, resp, None)
+    h.client.calls.append((t, method.name, request, resp, None))
     if expect is not None:
         raise _step_failed(where, f"{where}: expected {method.name} to fail ({'/'.join(expect.codes) or 'non-OK'}), "
                          "but it succeeded")
@@ -253,24 +260,112 @@ class _Harness:
         sc = run.scenario
         self.ledger = run.work_dir / "ledger.jsonl"
         self.ledger.touch()
-        self.sidecar = run.pair.sidecar.start(options=sc.sidecar, work_dir=run.work_dir)
+        options = dict(sc.sidecar)
+        if sc.apps:
+            options["apps"] = [app.name for app in sc.apps]
+        if sc.engine.asked():
+            options["engine"] = sc.engine
+        self.sidecar = run.pair.sidecar.start(options=options, work_dir=run.work_dir)
         stack.callback(self._stop_sidecar)
         from conformance.proxy import FaultProxy
 
-        self.proxy = FaultProxy.start(upstream=self.sidecar.address, rules=sc.faults, t0=run.began)
-        adopt(self.proxy)  # its log lines (and tracebacks) go to this scenario's log
-        stack.callback(self.proxy.stop)
+        # Several apps: one proxy, client and worker per app, on that app's address (R11.1); the first
+        # app's are `proxy`, `client` and `worker`, and the scenario's faults apply to its proxy.
+        addresses = self._app_addresses()
+        self.proxies: dict[str, Any] = {}
+        self.clients: dict[str, _Client] = {}
         token = sc.sidecar.get("api_token")
-        self.client = _Client(self.sidecar.address, (("dapr-api-token", token),) if token else (), run.began,
-                              claim=claimer(self.proxy))
-        stack.callback(self.client.close)
+        for i, (app, address) in enumerate(addresses.items()):
+            proxy = FaultProxy.start(upstream=address, rules=sc.faults if i == 0 else (), t0=run.began)
+            adopt(proxy)  # its log lines (and tracebacks) go to this scenario's log
+            stack.callback(proxy.stop)
+            client = _Client(address, (("dapr-api-token", token),) if token else (), run.began,
+                             claim=claimer(proxy))
+            stack.callback(client.close)
+            self.proxies[app], self.clients[app] = proxy, client
+        first = next(iter(addresses))
+        self.proxy, self.client = self.proxies[first], self.clients[first]
         self.bundle, self.bundle_doc = sc.programs, dict(sc.programs_doc)
         self.worker = None
         self.more_workers: list[Any] = []  # `add_worker`: more workers beside the first, on the same engine
+        self.app_workers: dict[str, Any] = {}  # several apps: the workers of the apps after the first
         self.zombies: list[str] = []
         self.start_worker()
+        for app in sc.apps[1:]:
+            self.start_app_worker(app.name)
         stack.callback(self.stop_worker)
         stack.callback(self.stop_more_workers)
+        stack.callback(self.stop_app_workers)
+
+    def _app_addresses(self) -> dict[str, str]:
+        apps = self.run.scenario.apps
+        if not apps:
+            return {"": self.sidecar.address}
+        known = getattr(self.sidecar, "app_addresses", None) or {}
+        missing = [a.name for a in apps if a.name not in known]
+        if missing:
+            raise CannotExpress(f"sidecar {self.run.pair.sidecar.name} did not start apps {', '.join(missing)}; "
+                                "a scenario with several apps needs a sidecar that hosts them (capability apps)")
+        return {a.name: known[a.name] for a in apps}
+
+    def app_client(self, app: str | None) -> _Client:
+        if app is None or not self.run.scenario.apps:
+            return self.client
+        if app not in self.clients:
+            raise HarnessError(f"no app {app!r} in this scenario; its apps: {', '.join(self.clients)}")
+        return self.clients[app]
+
+    def client_for(self, iid: str) -> _Client:
+        """The client of the app whose sidecar knows instance `iid` (each app sees only its own, R11.6)."""
+        if len(self.clients) == 1:
+            return self.client
+        for client in self.clients.values():
+            try:
+                if client.call("GetInstance", pb.GetInstanceRequest(instanceId=iid), timeout=10).exists:
+                    return client
+            except grpc.RpcError:
+                continue
+        return self.client
+
+    def _app_bundle(self, app: str) -> tuple[Any, dict[str, Any]]:
+        from taskhub_programs import parse_bundle
+
+        spec = next(a for a in self.run.scenario.apps if a.name == app)
+        doc = {name: body for name, body in self.bundle_doc.items() if name in spec.programs}
+        if not doc:  # an app that only runs activities still needs a program for the bundle to be valid
+            doc = {"__idle": {"steps": [{"return": None}]}}
+        return parse_bundle({"programs": doc}), doc
+
+    def start_app_worker(self, app: str) -> None:
+        from conformance.scenario.model import AppWorker
+        from conformance.targets.reference import start_reference_worker
+
+        spec = next((a for a in self.run.scenario.apps if a.name == app), None)
+        if spec is None:
+            raise HarnessError(f"no app {app!r} in this scenario")
+        if spec is self.run.scenario.apps[0]:
+            self.start_worker()
+            return
+        bundle, doc = self._app_bundle(app)
+        start = WorkerStart(address=self.proxies[app].address, bundle=bundle, bundle_doc=doc,
+                            work_dir=self.run.work_dir / f"app-{app}", ledger=self.ledger,
+                            api_token=self.run.scenario.sidecar.get("api_token"))
+        start.work_dir.mkdir(exist_ok=True)
+        starter = start_reference_worker if spec.worker is AppWorker.REFERENCE else self.run.pair.worker.start
+        self.app_workers[app] = starter(start)
+        ready = getattr(self.sidecar, "wait_until_workflows_ready", None)
+        if ready is not None:
+            ready()
+
+    def stop_app_worker(self, app: str) -> None:
+        worker = self.app_workers.pop(app, None)
+        if worker is not None:
+            worker.stop()
+            self.zombies += getattr(worker, "zombies_sent", lambda: [])()
+
+    def stop_app_workers(self) -> None:
+        for app in list(self.app_workers):
+            self.stop_app_worker(app)
 
     def _stop_sidecar(self) -> None:
         self.sidecar.stop()
@@ -304,9 +399,12 @@ class _Harness:
                 doc[name] = fam
             self.bundle_doc = doc
         self.bundle = parse_bundle({"programs": self.bundle_doc})
+        bundle, bundle_doc = self.bundle, self.bundle_doc
+        if self.run.scenario.apps:
+            bundle, bundle_doc = self._app_bundle(self.run.scenario.apps[0].name)
         token = self.run.scenario.sidecar.get("api_token")
         self.worker = self.run.pair.worker.start(WorkerStart(
-            address=self.proxy.address, bundle=self.bundle, bundle_doc=self.bundle_doc, work_dir=self.run.work_dir,
+            address=self.proxy.address, bundle=bundle, bundle_doc=bundle_doc, work_dir=self.run.work_dir,
             ledger=self.ledger, adversary=tuple(self.run.scenario.worker.get("adversary") or ()), api_token=token,
             stateful_history=bool(self.run.scenario.worker.get("stateful_history", False)),
             history_cache_instances=self.run.scenario.worker.get("history_cache_instances")))
@@ -333,8 +431,8 @@ def _do_start(run: _Run, h: _Harness, spec: StartSpec) -> None:
         req.input.value = payload
     if spec.scheduled_in is not None:
         req.scheduledStartTimestamp.FromNanoseconds(time.time_ns() + int(spec.scheduled_in * 1e9))
-    _rpc(run, h.client, "StartInstance", req, expect=spec.expect_error, where=_Where(spec.span, f"start {spec.name}"),
-         timeout=run.scenario.timeout)
+    _rpc(run, h.app_client(spec.app), "StartInstance", req, expect=spec.expect_error,
+         where=_Where(spec.span, f"start {spec.name}"), timeout=run.scenario.timeout)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -363,7 +461,8 @@ def _on_start(at: _At, a: steps.Start) -> None:
 
 
 def _on_wait(at: _At, a: steps.Wait) -> None:
-    _wait_status(at.h.client, at.run.iid(a.instance), list(a.statuses),
+    iid = at.run.iid(a.instance)
+    _wait_status(at.h.client_for(iid), iid, list(a.statuses),
                  a.timeout if a.timeout is not None else at.timeout, where=at.where)
 
 
@@ -399,6 +498,13 @@ def _on_purge(at: _At, a: steps.Purge) -> None:
 
 
 def _on_worker(at: _At, a: steps.RestartWorker | steps.StartWorker | steps.StopWorker) -> None:
+    scenario_apps = at.run.scenario.apps
+    if a.app is not None and scenario_apps and a.app != scenario_apps[0].name:
+        if not isinstance(a, steps.StartWorker):
+            at.h.stop_app_worker(a.app)
+        if not isinstance(a, steps.StopWorker):
+            at.h.start_app_worker(a.app)
+        return
     if not isinstance(a, steps.StartWorker):
         at.h.stop_worker()
     if not isinstance(a, steps.StopWorker):
@@ -464,7 +570,10 @@ def _on_release_replays(at: _At, a: steps.ReleaseReplays) -> None:
 
 
 def _on_cut_streams(at: _At, a: steps.CutStreams) -> None:
-    at.h.proxy.cut_streams()
+    proxy = at.h.proxies.get(a.app) if a.app is not None else at.h.proxy
+    if proxy is None:
+        raise HarnessError(f"{at.where}: no app {a.app!r} in this scenario")
+    proxy.cut_streams()
 
 
 # One handler per argument class of the step registry (conformance/scenario/steps.py); a test checks
@@ -491,7 +600,7 @@ def _final_wait(run: _Run, h: _Harness) -> None:
             continue
         iid = run.iid(key) if key in run.instances else str(run.subst(key))
         try:
-            _wait_status(h.client, iid, [exp.status], run.scenario.timeout, where=_Where(exp.span, "expect"))
+            _wait_status(h.client_for(iid), iid, [exp.status], run.scenario.timeout, where=_Where(exp.span, "expect"))
         except TargetMisbehaved:
             return  # the expectations check reports the actual status, with every other mismatch
 
@@ -504,15 +613,17 @@ def _observe(run: _Run, h: _Harness) -> Observed:
     states: dict[str, Any] = {}
     raw: dict[str, list[Any]] = {}
     for iid in dict.fromkeys(ids.values()):
-        state = _state(h.client, iid)
+        client = h.client_for(iid)
+        state = _state(client, iid)
         if state is not None:
             states[iid] = state
-            raw[iid] = _history(h.client, iid)
+            raw[iid] = _history(client, iid)
     ledger = [json.loads(line) for line in h.ledger.read_text(encoding="utf-8").splitlines() if line.strip()]
     zombies = h.zombies + (getattr(h.worker, "zombies_sent", lambda: [])() if h.worker is not None else [])
     counters = h.sidecar.counters() if hasattr(h.sidecar, "counters") else {}
     return Observed(scenario=run.scenario, instances=run.instances, keys=ids, states=states,
-                    histories={k: [event_dict(e) for e in v] for k, v in raw.items()}, raw_histories=raw,
+                    histories={k: [event_dict(e, with_router=bool(run.scenario.apps)) for e in v]
+                               for k, v in raw.items()}, raw_histories=raw,
                     ledger=ledger, counters=counters, zombie_results=zombies, reproduce=run.reproduce)
 
 
@@ -543,12 +654,22 @@ def _replayer(run: _Run, bundle: Any, stack: ExitStack) -> Replayer | None:
 
 
 def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = None, reproduce: str = "",
-                 checks_only: Sequence[str] = ()) -> ScenarioFinished:
-    """Run `scenario` on `pair`; never raises for target misbehaviour (that is the outcome)."""
+                 checks_only: Sequence[str] = (), capture: Callable[..., None] | None = None) -> ScenarioFinished:
+    """Run `scenario` on `pair`; never raises for target misbehaviour (that is the outcome). `capture`,
+    if given, is called once with what a flow scenario saw (`conformance engines-diff`): instances,
+    observed (histories), calls (every client call with its answer) and transcript (the proxy's)."""
     began = time.monotonic()
     missing = sorted(set(scenario.requires) - pair.capabilities)
     base = dict(scenario=scenario.id, pair=pair.label, sidecar=pair.sidecar.name, worker=pair.worker.name,
-                requirements=scenario.requirements, title=scenario.title, reproduce=reproduce, source=scenario.source)
+                requirements=scenario.requirements, title=scenario.title, reproduce=reproduce, source=scenario.source,
+                started_at=time.time())
+    unset = [s for s in scenario.engine.asked() if s.capability not in pair.sidecar.capabilities]
+    if unset:
+        return ScenarioFinished(outcome=Outcome.NOT_APPLICABLE, duration_s=0.0,
+                                gap_reason=f"sidecar {pair.sidecar.name} cannot be started with engine setting"
+                                           f"{'s' if len(unset) > 1 else ''} {', '.join(s.value for s in unset)} "
+                                           f"(capabilit{'ies' if len(unset) > 1 else 'y'} "
+                                           f"{', '.join(s.capability for s in unset)})", **base)
     if missing:
         return ScenarioFinished(outcome=Outcome.NOT_APPLICABLE, duration_s=0.0,
                                 gap_reason=f"the pair lacks capabilit{'ies' if len(missing) > 1 else 'y'} "
@@ -560,6 +681,7 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
     failures: list[TargetMisbehaved] = []
     error: str | None = None
     cannot: str | None = None
+    obs = None
     with ExitStack() as stack:
         h: _Harness | None = None
         try:
@@ -592,14 +714,23 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
             error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=6)}"
         finally:
             if h is not None:
-                transcript = sorted(h.client.transcript + list(h.proxy.transcript()), key=lambda e: e.t)
+                transcript = sorted([e for c in h.clients.values() for e in c.transcript]
+                                    + [e for p in h.proxies.values() for e in p.transcript()], key=lambda e: e.t)
                 logs = [str(p) for p in getattr(h.sidecar, "log_paths", ())]
+                if capture is not None:
+                    capture(instances=dict(run.instances), observed=obs, calls=list(h.client.calls),
+                            transcript=list(h.proxy.transcript()))
     duration = time.monotonic() - began
     gap = pair.gap_for(scenario.id, scenario.requirements)
     if cannot is not None:
         return ScenarioFinished(outcome=Outcome.NOT_APPLICABLE, duration_s=duration, gap_reason=cannot,
                                 transcript=tuple(transcript), **base)
     log_note = "".join(f"\nsidecar log: {p}" for p in logs)
+    if error is not None or failures:  # what an SDK author needs beside the mismatches (conformance/failure_context.py)
+        from conformance.failure_context import failure_context
+
+        log_note += failure_context(scenario, worker=pair.worker.name, work_dir=run.work_dir, observed=obs,
+                                    provenance=pair.worker.provenance)
     if error is not None:
         return ScenarioFinished(outcome=Outcome.ERROR, duration_s=duration, transcript=tuple(transcript),
                                 message=f"{error}{log_note}\n{reproduce_line(reproduce)}", **base)

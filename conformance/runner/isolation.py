@@ -91,3 +91,25 @@ def engine_turn(pair: Pair, scenario: Scenario, locks: dict[str, EngineLock]) ->
     lock = locks.setdefault(pair.sidecar.name, EngineLock())
     with lock.hold(alone=needs_engine_alone(scenario)):
         yield
+
+
+@contextmanager
+def process_engine_turn(pair: Pair, *, alone: bool, address: str = "") -> Iterator[None]:
+    """`engine_turn` across processes (pytest-xdist workers): a shared engine's lock is a file lock,
+    shared by the scenarios that can run together and exclusive for one that must run alone."""
+    if not shares_engine(pair):
+        yield
+        return
+    import fcntl
+    import hashlib
+    import tempfile
+    from pathlib import Path
+
+    key = hashlib.sha256(f"{pair.sidecar.name}|{address}".encode()).hexdigest()[:16]
+    path = Path(tempfile.gettempdir()) / f"taskhub-conformance-engine-{key}.lock"
+    with path.open("a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

@@ -11,16 +11,18 @@ from typing import Any
 from taskhub_programs import ProgramError, parse_bundle, parse_duration
 
 from conformance.errors import InputError, Problem
+from conformance.scenario.engine import parse_engine
 from conformance.scenario.model import (
-    DIRECTIONS, MISSING, STATUSES, ErrorExpect, Expectation, HistoryExpect, LedgerExpect, Scenario, StartSpec, Vector,
+    DIRECTIONS, MISSING, STATUSES, AppSpec, AppWorker, ErrorExpect, Expectation, HistoryExpect, LedgerExpect, Scenario, StartSpec, Vector,
 )
 from conformance.scenario.placeholders import has_placeholder
 from conformance.scenario.source import SourceDoc, did_you_mean, load_source
 from conformance.scenario.steps import STEPS, OnInstance, Start, Step, WorkerArgs, read_args
 from conformance.scenario.wire import WireError, parse_event
 
-TOP_KEYS = {"id", "title", "kind", "requirements", "applies_to", "requires", "programs", "sidecar", "worker", "start",
-            "steps", "faults", "expect", "ledger", "checks", "timeout", "vector", "$schema"}
+TOP_KEYS = {"id", "title", "kind", "requirements", "applies_to", "requires", "programs", "sidecar", "engine", "worker",
+            "start", "steps", "faults", "expect", "ledger", "checks", "timeout", "vector", "apps", "$schema"}
+APP_ID = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
 _WORKER_KINDS = tuple(k.name for k in STEPS.values() if issubclass(k.args, WorkerArgs))  # steps that bring programs
 SIDECAR_OPTIONS = {"max_payload", "activity_lease", "clock", "api_token", "task_execution_id"}
 GRPC_CODES = ("OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
@@ -314,6 +316,7 @@ def _scenario(c: _Checker, doc: SourceDoc, *, path: Path, root: Path) -> Scenari
     if sidecar.get("task_execution_id", "passthrough") not in ("spec", "passthrough"):
         c.err(("sidecar", "task_execution_id"), f"task_execution_id {sidecar['task_execution_id']!r}: use spec (a fresh "
               "id per dispatch) or passthrough (the SDK's id, the default)")
+    engine = parse_engine(data.get("engine"), err=c.err, duration=c.duration)
     worker = data.get("worker", {}) or {}
     if not isinstance(worker, Mapping):
         c.err(("worker",), "worker options are a mapping, e.g. {adversary: [...]}")
@@ -387,15 +390,62 @@ def _scenario(c: _Checker, doc: SourceDoc, *, path: Path, root: Path) -> Scenari
             ledger = _ledger(c, data["ledger"], ("ledger",))
         if isinstance(programs_raw, dict):
             _program_references(c, data, programs_raw)
+    apps = _apps(c, data.get("apps"), programs_raw if isinstance(programs_raw, dict) else {}, kind)
     if c.problems:
         raise _bad_scenarios(c.problems)
     return Scenario(
         id=expected_id, title=str(data.get("title", expected_id)), source=display,
         requirements=tuple(map(str, reqs or ())), applies_to=tuple(applies), requires=tuple(map(str, requires)),
         programs=bundle, programs_doc=dict(programs_raw or {}), kind=kind, sidecar=dict(sidecar),
-        worker=dict(worker), starts=tuple(starts), steps=tuple(steps), faults=faults, expect=expect, ledger=ledger,
+        engine=engine, worker=dict(worker), starts=tuple(starts), steps=tuple(steps), faults=faults, expect=expect, ledger=ledger,
         checks=tuple(checks), timeout=timeout, vector=vector, span=doc.span(()),
-        requirements_span=doc.span(("requirements",)))
+        requirements_span=doc.span(("requirements",)), apps=apps)
+
+
+def _apps(c: _Checker, raw: Any, programs: Mapping[str, Any], kind: str) -> tuple[AppSpec, ...]:
+    """`apps: {<id>: {programs: [...], worker: target|reference}, ...}`: several apps, the first the default."""
+    if raw is None:
+        return ()
+    path: tuple[Any, ...] = ("apps",)
+    if kind != "flow":
+        c.err(path, "apps are for flow scenarios (a vector is one turn of one worker)")
+        return ()
+    if not isinstance(raw, Mapping) or len(raw) < 2:
+        c.err(path, "apps is a mapping of at least two app ids to {programs: [names], worker: target|reference}")
+        return ()
+    out: list[AppSpec] = []
+    hosted: dict[str, str] = {}
+    for name, body in raw.items():
+        here = path + (name,)
+        if not isinstance(name, str) or not APP_ID.match(name):
+            c.err(here, f"app id {name!r}: lowercase letters, digits and '-', as a Dapr app id")
+            continue
+        if not isinstance(body, Mapping):
+            c.err(here, "an app is a mapping {programs: [names], worker: target|reference}")
+            continue
+        c.keys(body, {"programs", "worker"}, here, "an app")
+        names = body.get("programs", [])
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            c.err(here + ("programs",), "programs is a list of program names of this scenario")
+            names = []
+        for i, prog in enumerate(names):
+            if prog not in programs:
+                c.err(here + ("programs", i), f"no program {prog!r} in this scenario's programs"
+                      + did_you_mean(prog, list(programs)))
+            elif prog in hosted:
+                c.err(here + ("programs", i), f"program {prog!r} is already hosted by app {hosted[prog]!r}: "
+                      "one app per workflow, as a call names the app, not the workflow")
+            else:
+                hosted[prog] = name
+        worker = body.get("worker", "target")
+        kinds = {w.value: w for w in AppWorker}
+        if worker not in kinds:
+            c.err(here + ("worker",), f"worker {worker!r}: target (the worker under test) or reference")
+            worker = "target"
+        out.append(AppSpec(name=name, programs=tuple(names), worker=kinds[worker], span=c.doc.span(here)))
+    if out and not any(a.worker is AppWorker.TARGET for a in out):
+        c.err(path, "at least one app runs the worker under test (worker: target)")
+    return tuple(out)
 
 
 def _program_references(c: _Checker, data: Mapping[str, Any], programs: Mapping[str, Any]) -> None:

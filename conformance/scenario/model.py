@@ -7,11 +7,13 @@ in, the exact actions a worker must answer out).
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
 from taskhub_programs import Bundle
 
+from conformance.scenario.engine import NO_SETTINGS, EngineSettings
 from conformance.scenario.source import Span
 
 if TYPE_CHECKING:
@@ -38,6 +40,7 @@ class StartSpec:
     instance_id: str | None = None  # a fixed id (placeholders allowed); default: generated per run
     expect_error: ErrorExpect | None = None
     span: Span | None = None
+    app: str | None = None  # several apps: through whose sidecar (None: the first app's)
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,23 @@ class Vector:
     history: str = "reachable"
 
 
+class AppWorker(enum.Enum):
+    """Which worker an app of a several-app scenario runs."""
+
+    TARGET = "target"  # the worker under test
+    REFERENCE = "reference"  # the reference worker, for the other side of a call
+
+
+@dataclass(frozen=True)
+class AppSpec:
+    """One app of a several-app scenario: its id, the programs its worker hosts, which worker."""
+
+    name: str
+    programs: tuple[str, ...]
+    worker: AppWorker = AppWorker.TARGET
+    span: Span | None = None
+
+
 @dataclass(frozen=True)
 class Scenario:
     id: str
@@ -101,6 +121,7 @@ class Scenario:
     programs_doc: Mapping[str, Any]  # the raw programs, for drivers that load a bundle file
     kind: str = "flow"  # "flow" | "vector"
     sidecar: Mapping[str, Any] = field(default_factory=dict)  # options the reference sidecar needs
+    engine: EngineSettings = NO_SETTINGS  # settings of the engine under test, whichever it is (engine.py)
     worker: Mapping[str, Any] = field(default_factory=dict)  # e.g. {"adversary": [...]}
     starts: tuple[StartSpec, ...] = ()
     steps: tuple[Step, ...] = ()
@@ -112,3 +133,6 @@ class Scenario:
     vector: Vector | None = None
     span: Span | None = None
     requirements_span: Span | None = None  # where `requirements:` is, for catalogue problems
+    # Several apps (workflows across apps): the first is where starts, steps and expectations go unless
+    # they name another. Empty: one app, as every scenario before apps.
+    apps: tuple[AppSpec, ...] = ()

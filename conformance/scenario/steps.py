@@ -208,10 +208,12 @@ class Start:
     unregistered: bool = arg("unregistered", UNREGISTERED, default=False,
                              doc="true: the workflow is defined nowhere on purpose (validation otherwise rejects a "
                                  "start of an undefined program).")
+    app: str | None = arg("app", TEXT, doc="Several apps: start it through this app's sidecar (default: the first "
+                                           "app).")
 
     def spec(self, *, expect_error: ErrorExpect | None, span: Span) -> StartSpec:
         return StartSpec(name=self.name, workflow=self.workflow, input=self.input, scheduled_in=self.scheduled_in,
-                         instance_id=self.instance_id, expect_error=expect_error, span=span)
+                         instance_id=self.instance_id, expect_error=expect_error, span=span, app=self.app)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -256,6 +258,7 @@ class WorkerArgs:
                                       factory=dict)
     versions: Mapping[str, tuple[str, ...]] = arg("versions", VERSIONS, factory=dict,
                                                   doc="Workflow name -> the versions this deployment keeps.")
+    app: str | None = arg("app", TEXT, doc="Several apps: the app this acts on (default: the first app).")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -270,7 +273,7 @@ class StartWorker(WorkerArgs):
 
 @dataclass(frozen=True, kw_only=True)
 class StopWorker:
-    pass
+    app: str | None = arg("app", TEXT, doc="Several apps: the app this acts on (default: the first app).")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -321,7 +324,7 @@ class ReleaseReplays:
 
 @dataclass(frozen=True, kw_only=True)
 class CutStreams:
-    pass
+    app: str | None = arg("app", TEXT, doc="Several apps: the app this acts on (default: the first app).")
 
 
 StepArgs = (Start | Wait | Raise | Suspend | Resume | Terminate | Purge | RestartWorker | StartWorker | StopWorker

@@ -120,8 +120,10 @@ def _fill_zero_ids(msg: Any, out: dict[str, Any]) -> None:
             out[key] = 0
 
 
-def event_dict(ev: pb.HistoryEvent) -> dict[str, Any]:
-    """A compact form for matching: {kind, eventId, timestamp, ...fields of the event body}."""
+def event_dict(ev: pb.HistoryEvent, *, with_router: bool = False) -> dict[str, Any]:
+    """A compact form for matching: {kind, eventId, timestamp, ...fields of the event body}; with
+    `with_router` (scenarios of several apps) also `router` where the event has one (engine-rules R2.13:
+    other checks ignore routers)."""
     kind = event_kind(ev)
     inner = getattr(ev, kind.field)
     body = _with_zero_ids(inner, _decoded(json_format.MessageToDict(inner)))
@@ -129,6 +131,8 @@ def event_dict(ev: pb.HistoryEvent) -> dict[str, Any]:
     if ev.HasField("timestamp"):
         out["timestamp"] = ev.timestamp.ToJsonString()
     out.update(body)
+    if with_router and ev.HasField("router"):
+        out["router"] = json_format.MessageToDict(ev.router)
     return out
 
 

@@ -82,6 +82,7 @@ class SidecarTarget:
     gaps: tuple[Gap, ...] = ()
     starter: Callable[..., SidecarHandle] | None = field(default=None, compare=False)
     reference: bool = False  # the reference engine (the "self"/"worker" directions)
+    version: str = ""  # the engine release, as targets.yaml declares it
 
     def start(self, *, options: Mapping[str, Any], work_dir: Path) -> SidecarHandle:
         if self.starter is None:
@@ -98,6 +99,18 @@ class WorkerTarget:
     starter: Callable[[WorkerStart], WorkerHandle] | None = field(default=None, compare=False)
     replayer: Callable[[Bundle], Replayer] | None = field(default=None, compare=False)  # in-process replay
     reference: bool = False
+    version: str = ""  # the SDK release, as its target.yaml declares it
+    # A command target's command line (placeholders unfilled), the script that installs what it runs
+    # (relative to the library root) and a file that exists once it is installed: checked before any
+    # scenario runs (conformance/targets/preflight.py).
+    command: str = ""
+    install: str = ""
+    installed: str = ""
+    # A command that prints what the installed SDK release lacks, and what it printed once run
+    # (conformance/targets/probe.py): the capabilities above are then the declared ones minus those.
+    probe: str = ""
+    probed: Any = field(default=None, compare=False)
+    provenance: str = ""  # which SDK build runs (a local checkout and its environment), for failure texts
 
     def start(self, spec: WorkerStart) -> WorkerHandle:
         if self.starter is None:

@@ -12,6 +12,7 @@ other's work: daprd hands a work item to any worker connected under its app id.
 from __future__ import annotations
 
 import atexit
+import os
 import shutil
 import tempfile
 import threading
@@ -23,7 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import yaml
 
+from conformance.scenario.engine import daprd_workflow_spec, settings_of
 from conformance.targets.process import ManagedProcess, ProcessExitedError, ProcessSpec, free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -49,7 +52,11 @@ class DaprBinaries:
     version: str | None
 
     @classmethod
-    def find(cls, bin_dir: Path = DEFAULT_BIN_DIR) -> DaprBinaries:
+    def find(cls, bin_dir: Path | None = None) -> DaprBinaries:
+        # $TASKHUB_DAPRD_DIR: another release's binaries (DAPR_VERSION=... scripts/install-daprd.sh links
+        # them as .tools/daprd-<version>; `conformance versions` sets it for that engine's cells).
+        if bin_dir is None:
+            bin_dir = Path(os.environ["TASKHUB_DAPRD_DIR"]) if os.environ.get("TASKHUB_DAPRD_DIR") else DEFAULT_BIN_DIR
         paths = {name: bin_dir / name for name in ("daprd", "placement", "scheduler")}
         missing = [str(p) for p in paths.values() if not p.is_file()]
         if missing:
@@ -225,7 +232,16 @@ class DaprdSidecar:
         (resources / "statestore.yaml").write_text(_COMPONENT.format(db=self.dir / "state.db"), encoding="utf-8")
         self.app_id = f"conformance-{uuid.uuid4().hex[:12]}"
         self.api_token = options.get("api_token")
-        self.max_payload = options.get("max_payload")
+        settings = settings_of(options)
+        self.max_payload = settings.max_body_size or options.get("max_payload")
+        # Engine settings daprd takes from its Configuration (spec.workflow), written once per scenario.
+        spec = daprd_workflow_spec(settings)
+        self.config: Path | None = None
+        if spec:
+            self.config = self.dir / "config.yaml"
+            self.config.write_text(yaml.safe_dump({"apiVersion": "dapr.io/v1alpha1", "kind": "Configuration",
+                                                   "metadata": {"name": "conformance"},
+                                                   "spec": {"workflow": spec}}, sort_keys=False), encoding="utf-8")
         self.ready_timeout = ready_timeout
         self.stop_timeout = stop_timeout
         self._ports: list[int] = []
@@ -249,6 +265,8 @@ class DaprdSidecar:
                 "--scheduler-host-address", self.plane.scheduler_address,
                 "--resources-path", str(self.dir / "resources"), "--dapr-graceful-shutdown-seconds", "1",
                 "--log-level", "info"]
+        if self.config is not None:
+            argv += ["--config", str(self.config)]
         if self.max_payload:
             # A resource quantity; a plain number is bytes. daprd's gRPC server limit follows it.
             argv += ["--max-body-size", str(int(self.max_payload))]

@@ -5,6 +5,7 @@ The binary is installed by scripts/install-durabletask-go.sh into .tools/bin/dur
 
 from __future__ import annotations
 
+import os
 import re
 import tempfile
 import time
@@ -24,7 +25,11 @@ INSTALL_SCRIPT = "scripts/install-durabletask-go.sh"
 
 
 def default_binary() -> Path:
-    """Where scripts/install-durabletask-go.sh puts it: .tools/ of the library root (conformance/library.py)."""
+    """Where scripts/install-durabletask-go.sh puts it: .tools/ of the library root (conformance/library.py),
+    or $TASKHUB_DURABLETASK_GO (another release, built into the user cache: `conformance versions` sets it)."""
+    other = os.environ.get("TASKHUB_DURABLETASK_GO")
+    if other:
+        return Path(other)
     return _library_root() / ".tools" / "bin" / "durabletask-go"
 
 

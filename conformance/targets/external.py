@@ -100,12 +100,30 @@ def start_command_worker(spec: WorkerStart, *, name: str, command: Sequence[str]
             proc.wait_for_line(ready_line, timeout=ready_timeout)
         except ProcessExitedError as exc:
             if exc.returncode == EXIT_CANNOT_EXPRESS:
-                raise CannotExpress(f"{name} cannot express the scenario's programs: "
-                                    f"{exc.stderr_tail.strip().splitlines()[-1] if exc.stderr_tail.strip() else ''}"
+                raise CannotExpress(f"{name} cannot express the scenario's programs: {_refusal(exc.stderr_tail)}"
                                     ) from None
             raise
     return ProcessWorker(proc=proc)
 
 
-# Drivers exit with 3 when a program uses a step their SDK cannot express (drivers/*/README.md).
+# Drivers exit with 3 when a program uses a step their SDK cannot express (drivers/*/README.md), and
+# may name each step on a line of its own: `cannot-express: {"path", "capability", "reason"}` (JSON).
 EXIT_CANNOT_EXPRESS = 3
+REFUSAL_PREFIX = "cannot-express: "
+
+
+def _refusal(stderr: str) -> str:
+    """The driver's structured refusals as one line; else its last line of stderr."""
+    found = []
+    for line in stderr.splitlines():
+        if line.startswith(REFUSAL_PREFIX):
+            try:
+                p = json.loads(line[len(REFUSAL_PREFIX):])
+                found.append(f"{p['path']}: " + (f"lacks {p['capability']}: " if p.get("capability") else "")
+                             + str(p["reason"]))
+            except (ValueError, KeyError, TypeError):
+                continue
+    if found:
+        return "; ".join(found)
+    lines = stderr.strip().splitlines()
+    return lines[-1] if lines else ""

@@ -25,8 +25,10 @@ from fake_worker.replay import TurnResult, execute
 from fake_worker.replay.executor import OPTIONAL_TIMER_FIRE_AT
 from fake_worker.replay.simulate import run_pure_activity
 from taskhub_programs import Bundle
+from taskhub_wire.limits import DEFAULT_MAX_MESSAGE_BYTES
 
 from conformance.reporting.logs import adopt
+from conformance.scenario.engine import Retention, settings_of
 from conformance.scenario.wire import action_dict
 from conformance.targets.base import Replayer, WorkerStart
 
@@ -40,22 +42,38 @@ class ReferenceSidecar:
         self.options = dict(options)
         self.engine_class = engine_class
         self.policy = policy
+        self._app_ports: dict[str, int] = {}  # a restart keeps every app's address
         self.server = self._start(port=0)
+        self._app_ports = {app: int(addr.rsplit(":", 1)[1]) for app, addr in self.server.app_addresses.items()}
         self.address = self.server.address
 
     def _start(self, *, port: int) -> SidecarServer:
+        settings = settings_of(self.options)
+        body = settings.max_body_size  # as daprd's --max-body-size: the transport limit and the stall threshold
         server = SidecarServer.start(port=port, db=self.db, api_token=self.options.get("api_token"),
                                      activity_lease=self.options.get("activity_lease"),
-                                     max_payload=self.options.get("max_payload"),
+                                     max_payload=body or self.options.get("max_payload"),
+                                     **({"max_message_bytes": max(body, DEFAULT_MAX_MESSAGE_BYTES)} if body else {}),
                                      clock=self.options.get("clock", "real"), engine_class=self.engine_class,
                                      policy=self.policy,
-                                     task_execution_id=self.options.get("task_execution_id", "passthrough"))
+                                     task_execution_id=self.options.get("task_execution_id", "passthrough"),
+                                     max_concurrent_workflows=settings.max_concurrent_workflows,
+                                     max_concurrent_activities=settings.max_concurrent_activities,
+                                     retention_s=_retention_seconds(settings.retention),
+                                     stateful_history=settings.stateful_history is not False,
+                                     apps=tuple(self.options.get("apps") or ()),
+                                     app_ports=self._app_ports)
         adopt(server, server.engine)  # their log lines belong to the scenario starting them
         return server
 
     @property
     def engine(self) -> Engine:
         return self.server.engine
+
+    @property
+    def app_addresses(self) -> dict[str, str]:
+        """App id -> address, when the scenario declares several apps (one listening address each, R11.1)."""
+        return self.server.app_addresses
 
     def stop(self) -> None:
         self.server.stop(grace=0.5)
@@ -72,6 +90,15 @@ class ReferenceSidecar:
 
     def counters(self) -> dict[str, int]:
         return dict(vars(self.engine.counters))
+
+
+def _retention_seconds(retention: Retention | None) -> dict[str, float]:
+    """The engine's retention keys (its final statuses, ANY for the rest) from the scenario's setting."""
+    if retention is None:
+        return {}
+    pairs = (("ANY", retention.any_terminal), ("COMPLETED", retention.completed), ("FAILED", retention.failed),
+             ("TERMINATED", retention.terminated))
+    return {status: seconds for status, seconds in pairs if seconds is not None}
 
 
 def start_reference_sidecar(*, options: Mapping[str, Any], work_dir: Path, engine_class: type[Engine] = Engine,

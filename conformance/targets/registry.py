@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
@@ -50,7 +51,13 @@ class Targets:
                 raise TargetError(f"worker {name!r} needs --worker-command '... {{address}} ... {{programs}} ...'")
             from conformance.targets.external import start_command_worker
 
-            target = replace(target, starter=partial(start_command_worker, name=name, command=command))
+            target = replace(target, starter=partial(start_command_worker, name=name, command=command),
+                             command=command, install="", installed="", probe=_probe_for(command, target.probe))
+        if target.probe:
+            from conformance.library import find_library
+            from conformance.targets.probe import probed
+
+            target = probed(target, root=find_library().root)
         return target
 
     def pair(self, sidecar: str, worker: str, *, sidecar_address: str | None = None,
@@ -152,7 +159,8 @@ def load_targets(path: Path = DEFAULT_TARGETS, *, drivers: Path | None = None,
             starter = start_daprd
         sidecars[name] = SidecarTarget(name=name, kind=kind, capabilities=_capabilities(raw, f"{where}: sidecars.{name}"),
                                        gaps=_gaps(raw.get("not_implemented"), f"{where}: sidecars.{name}"),
-                                       starter=starter, reference=kind == "reference")
+                                       starter=starter, reference=kind == "reference",
+                                       version=str(raw.get("version", "")))
     for name, raw in doc["workers"].items():
         where = origin["workers", name]
         kind = raw.get("kind")
@@ -170,8 +178,22 @@ def load_targets(path: Path = DEFAULT_TARGETS, *, drivers: Path | None = None,
                               ready_line=raw.get("ready_line"), install=raw.get("install"))
         workers[name] = WorkerTarget(name=name, kind=kind, capabilities=_capabilities(raw, f"{where}: workers.{name}"),
                                      gaps=_gaps(raw.get("not_implemented"), f"{where}: workers.{name}"), starter=starter,
-                                     replayer=replayer, reference=kind == "reference")
+                                     replayer=replayer, reference=kind == "reference",
+                                     command=str(raw.get("command") or ""), install=str(raw.get("install") or ""),
+                                     installed=str(raw.get("installed") or ""), probe=str(raw.get("probe") or ""),
+                                     version=str(raw.get("version", "")))
     return Targets(sidecars=sidecars, workers=workers)
+
+
+def _probe_for(command: str, probe: str) -> str:
+    """The declared probe on a replaced command (a local build of the same driver): the new command
+    up to the driver's script, then the probe's arguments; none for any other command."""
+    words, probe_words = shlex.split(command), shlex.split(probe)
+    script = next((w for w in probe_words[1:] if not w.startswith("-")), None)
+    if script is None or script not in words:
+        return ""
+    at = words.index(script)
+    return shlex.join(words[:at + 1] + probe_words[probe_words.index(script) + 1:])
 
 
 def _capabilities(raw: Mapping[str, Any], where: str) -> frozenset[str]:

@@ -1,363 +1,152 @@
-"""Driver for dapr-ext-workflow 1.18.3 ("dx"): the program language, interpreted with dx's own API.
+"""Adapter of the Python driver (drivers/python/driver.py) for the Dapr Python SDK's workflow API.
 
-Usage (with the python of a virtualenv made from requirements.txt, e.g. `.sdk/dx/bin/python`, and
-the repository root on PYTHONPATH so that `taskhub_programs` can be imported):
+`dapr.ext.workflow` from the dapr-ext-workflow wheel (1.18.3, pinned with `dapr` 1.18.3) or from
+the `dapr` wheel itself (1.19.0 merged the extension into the core package): the same module
+either way, so one adapter serves both. What a release lacks is found by probing its API:
 
-    PYTHONPATH=/path/to/repo python driver.py --sidecar 127.0.0.1:4001 --programs bundle.json
+- versions: `WorkflowRuntime.register_versioned_workflow`;
+- patching: `DaprWorkflowContext.is_patched`;
+- carry_events: `continue_as_new(..., save_events=)`;
+- task_execution_id / teid_uuid5: the inner activity context's `task_execution_id` (without it the
+  built-in activities key on the task id, docs/programs.md "Built-in activities");
+- all_fails_fast: a `when_all` over two fresh tasks, one failed: dapr 1.19.0's `when_all` waits for
+  every task before it fails (its docstring: "surfacing the first failure only after every task
+  has finished").
+- A wait with a timeout uses `wait_for_external_event(name, timeout=)` where the release takes one,
+  else the when_any([event, timer]) pattern of the driver.
 
-Every program of the bundle becomes a dx workflow (versioned programs through
-`WorkflowRuntime.register_versioned_workflow`, the default version marked latest); its body is a
-generator that walks the steps and yields dx tasks (`ctx.call_activity`, `ctx.call_child_workflow`,
-`ctx.create_timer`, `ctx.wait_for_external_event`, `when_all`, `when_any`) and calls
-`ctx.is_patched`, `ctx.set_custom_status` and `ctx.continue_as_new`. The built-in activities
-(echo, fail, sleep, record) are registered as dx activities and run by the same `ActivityRunner`
-as the reference worker, so their behaviour cannot drift.
+Only the public API (`dapr.ext.workflow`) runs workflows. The reaches below it:
+`WorkflowActivityContext.get_inner_context().task_execution_id` (public method and property; the
+wrapper does not expose the id), and the all_fails_fast probe, which builds two tasks of the SDK's
+own task module outside any workflow.
 
-Only dx's public API (`dapr.ext.workflow`) is used. The one reach below the wrapper classes is
-`WorkflowActivityContext.get_inner_context().task_execution_id` (a public method and property):
-the `fail` and `record` activities key on the task execution id, which the wrapper does not expose.
-
-Nothing in this process may import our generated protobuf modules (`taskhub_wire`): dx's own
-generated modules live in the same descriptor pool. `taskhub_programs` and
-`fake_worker.activities` import no protobuf; this is checked at start-up.
-
-A step this driver cannot express with dx makes it refuse to start (exit 3) with a message that
-names the step; nothing is emulated behind the SDK's back.
-
-Prints `connected to HOST:PORT` once the work-item stream is open; stops cleanly on SIGTERM/SIGINT.
-Exit codes: 0 stopped, 2 usage or bundle error, 3 capability gap, 4 could not connect.
+    PYTHONPATH=<repo root> .sdk/dx/bin/python drivers/dapr_ext_workflow/driver.py --sidecar HOST:PORT --programs FILE
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import signal
+import importlib
+import inspect
 import sys
-import threading
-import types
 from datetime import timedelta
-from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
-
-from dapr.ext.workflow import (
-    DaprWorkflowContext,
-    RetryPolicy,
-    WorkflowActivityContext,
-    WorkflowRuntime,
-    when_all,
-    when_any,
-)
-
-EXIT_USAGE, EXIT_GAP, EXIT_CONNECT = 2, 3, 4
+from importlib import metadata
+from typing import Any, Callable
 
 
-def _die(code: int, message: str) -> None:
-    print(f"dx-driver: error: {message}", file=sys.stderr, flush=True)
-    raise SystemExit(code)
-
-
-# ------------------------------------------------------------------ the shared language (no protobuf)
-
-
-def _import_language() -> tuple[types.ModuleType, types.ModuleType]:
-    """Import taskhub_programs / fake_worker.activities (pure Python, no protobuf)."""
+def _version(dist: str) -> str | None:
     try:
-        import taskhub_programs as programs
-        from fake_worker import activities
-    except ModuleNotFoundError as exc:
-        _die(EXIT_USAGE, f"cannot import the program language ({exc}); put the repository root on PYTHONPATH")
-    ours = sorted(m for m in sys.modules if m == "taskhub_wire" or m.startswith("taskhub_wire."))
-    if ours:
-        _die(EXIT_USAGE, f"our generated protobuf modules were imported into the SDK process: {ours}")
-    return programs, activities
-
-
-# Set by init_language() (main calls it; nothing happens at import time).
-P: Any = None  # taskhub_programs
-A: Any = None  # fake_worker.activities
-
-
-def init_language() -> None:
-    global P, A
-    if P is None:
-        P, A = _import_language()
-
-
-# ------------------------------------------------------------------ capability check
-
-
-class CapabilityGap(Exception):
-    """A step of the bundle that dx cannot express; the message names it by path."""
-
-
-_RETRY_FIELDS = frozenset({"max_attempts", "first_delay", "backoff", "max_delay"})
-
-
-def _supported() -> tuple[dict[type, frozenset[str]], dict[type, str]]:
-    """Step kinds this driver can express with dx, the fields it honours per kind, and their names.
-
-    A step kind or a dataclass field not listed here (a language extension this driver predates)
-    is a capability gap, never silently ignored.
-    """
-    fields = {
-        P.CallActivity: frozenset({"name", "input", "retry", "as_"}),
-        P.CallChild: frozenset({"workflow", "input", "instance_id", "retry", "as_"}),
-        P.Timer: frozenset({"duration", "as_"}),
-        P.WaitEvent: frozenset({"name", "timeout", "default", "as_"}),
-        P.All: frozenset({"tasks", "as_"}),
-        P.AnyOf: frozenset({"tasks", "as_"}),
-        P.IfPatched: frozenset({"patch", "then", "else_"}),
-        P.If: frozenset({"cond", "then", "else_"}),
-        P.SetVar: frozenset({"var", "value"}),
-        P.SetStatus: frozenset({"value"}),
-        P.ContinueAsNew: frozenset({"input", "carry_events"}),
-        P.Return: frozenset({"value"}),
-        P.Fail: frozenset({"message", "type"}),
-    }
-    names = {P.CallActivity: "call_activity", P.CallChild: "call_child", P.Timer: "timer",
-             P.WaitEvent: "wait_event", P.All: "all", P.AnyOf: "any", P.IfPatched: "if_patched", P.If: "if",
-             P.SetVar: "set", P.SetStatus: "set_status", P.ContinueAsNew: "continue_as_new",
-             P.Return: "return", P.Fail: "fail"}
-    return fields, names
-
-
-def capability_gaps(bundle: Any) -> list[str]:
-    """Every step of the bundle that this driver cannot express with dx, as 'path: reason'."""
-    init_language()
-    supported, kind_names = _supported()
-    gaps: list[str] = []
-
-    def fields(obj: Any) -> set[str]:
-        return set(getattr(type(obj), "__dataclass_fields__", {}))
-
-    def walk(steps: Sequence[Any], path: str) -> None:
-        for i, step in enumerate(steps):
-            here = f"{path}[{i}]"
-            kind = type(step)
-            if kind not in supported:
-                gaps.append(f"{here}: step kind {kind.__name__!r} is not expressible with dapr-ext-workflow "
-                            "in this driver")
-                continue
-            here = f"{here}.{kind_names[kind]}"
-            extra = fields(step) - supported[kind]
-            if extra:
-                gaps.append(f"{here}: field(s) {sorted(extra)} are not expressible with dapr-ext-workflow "
-                            "in this driver")
-            retry = getattr(step, "retry", None)
-            if retry is not None and fields(retry) - _RETRY_FIELDS:
-                gaps.append(f"{here}.retry: field(s) {sorted(fields(retry) - _RETRY_FIELDS)} have no "
-                            "dx RetryPolicy equivalent")
-            if isinstance(step, (P.All, P.AnyOf)):
-                walk(step.tasks, here)
-            if isinstance(step, (P.IfPatched, P.If)):
-                walk(step.then, f"{here}.then")
-                walk(step.else_, f"{here}.else")
-
-    for name, family in bundle.programs.items():
-        for vname, program in family.versions.items():
-            walk(program.steps, f"$.programs.{name}" + (f".versions.{vname}" if vname else "") + ".steps")
-    return gaps
-
-
-# ------------------------------------------------------------------ the interpreter
-
-
-class _Returned:
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-
-_ERROR_CLASSES: dict[str, type[Exception]] = {}
-_ERROR_LOCK = threading.Lock()
-
-
-def error_class(name: str) -> type[Exception]:
-    """An exception class with this exact name: dx reports a failure's errorType as the class name."""
-    with _ERROR_LOCK:
-        cls = _ERROR_CLASSES.get(name)
-        if cls is None:
-            cls = _ERROR_CLASSES[name] = type(name, (Exception,), {"__module__": __name__})
-        return cls
-
-
-def _retry_policy(retry: Any) -> RetryPolicy | None:
-    if retry is None:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
         return None
-    return RetryPolicy(
-        first_retry_interval=timedelta(seconds=retry.first_delay),
-        max_number_of_attempts=retry.max_attempts,
-        backoff_coefficient=retry.backoff,
-        max_retry_interval=None if retry.max_delay is None else timedelta(seconds=retry.max_delay),
-    )
 
 
-def _make_task(ctx: DaprWorkflowContext, step: Any, env: dict[str, Any]) -> Any:
-    if isinstance(step, P.CallActivity):
-        return ctx.call_activity(step.name, input=P.evaluate(step.input, env), retry_policy=_retry_policy(step.retry))
-    if isinstance(step, P.CallChild):
-        iid = P.evaluate(step.instance_id, env) if step.instance_id is not None else None
-        return ctx.call_child_workflow(step.workflow, input=P.evaluate(step.input, env),
-                                       instance_id=None if iid is None else str(iid),
-                                       retry_policy=_retry_policy(step.retry))
-    if isinstance(step, P.Timer):
-        return ctx.create_timer(timedelta(seconds=step.duration))
-    if isinstance(step, P.WaitEvent):
-        return ctx.wait_for_external_event(
-            step.name, timeout=None if step.timeout is None else timedelta(seconds=step.timeout))
-    raise CapabilityGap(f"{type(step).__name__} is not a task")
-
-
-def _run_steps(ctx: DaprWorkflowContext, steps: Sequence[Any], env: dict[str, Any]) -> Iterator[Any]:
-    for step in steps:
-        if isinstance(step, (P.CallActivity, P.CallChild, P.Timer, P.WaitEvent)):
-            task = _make_task(ctx, step, env)
-            try:
-                value = yield task
-            except TimeoutError:
-                if isinstance(step, P.WaitEvent) and step.has_default:
-                    value = P.evaluate(step.default, env)
-                else:
-                    raise
-            if step.as_:
-                env[step.as_] = value
-        elif isinstance(step, P.All):
-            value = yield when_all([_make_task(ctx, t, env) for t in step.tasks])
-            if step.as_:
-                env[step.as_] = value
-        elif isinstance(step, P.AnyOf):
-            children = [_make_task(ctx, t, env) for t in step.tasks]
-            winner = yield when_any(children)
-            if winner.is_failed:
-                raise winner.get_exception()
-            if step.as_:
-                index = next(i for i, c in enumerate(children) if c is winner)
-                env[step.as_] = {"index": index, "result": winner.get_result()}
-        elif isinstance(step, P.IfPatched):
-            branch = step.then if ctx.is_patched(step.patch) else step.else_
-            out = yield from _run_steps(ctx, branch, env)
-            if isinstance(out, _Returned):
-                return out
-        elif isinstance(step, P.If):
-            branch = step.then if P.evaluate(step.cond, env) else step.else_
-            out = yield from _run_steps(ctx, branch, env)
-            if isinstance(out, _Returned):
-                return out
-        elif isinstance(step, P.SetVar):
-            env[step.var] = P.evaluate(step.value, env)
-        elif isinstance(step, P.SetStatus):
-            value = P.evaluate(step.value, env)
-            # A string as-is, None clears it, anything else as JSON (dx takes a str).
-            ctx.set_custom_status(value if isinstance(value, str) or value is None else json.dumps(value))
-        elif isinstance(step, P.ContinueAsNew):
-            ctx.continue_as_new(P.evaluate(step.input, env), save_events=step.carry_events)
-            return _Returned(None)
-        elif isinstance(step, P.Return):
-            return _Returned(P.evaluate(step.value, env))
-        elif isinstance(step, P.Fail):
-            raise error_class(step.type)(str(P.evaluate(step.message, env)))
-        else:  # capability_gaps() refuses these before start; never reached
-            raise CapabilityGap(f"step kind {type(step).__name__!r}")
+def _task_module() -> Any:
+    """The SDK's task module: vendored (`_durabletask`) in 1.18 and later, the durabletask package in releases that depended on it."""
+    for name in ("dapr.ext.workflow._durabletask.task", "durabletask.task"):
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
     return None
 
 
-def make_workflow(program: Any) -> Callable[..., Any]:
-    """A fresh dx workflow function (a generator function) for one program version."""
+class DaprWorkflowAdapter:
+    tag = "dx"
 
-    def workflow(ctx: DaprWorkflowContext, input=None):  # noqa: A002 - dx passes the input positionally
-        env: dict[str, Any] = {"input": input, "instance_id": ctx.instance_id}
-        out = yield from _run_steps(ctx, program.steps, env)
-        return out.value if isinstance(out, _Returned) else None
+    def __init__(self) -> None:
+        import dapr.ext.workflow as wf
 
-    label = program.name + (f"_{program.version}" if program.version else "")
-    workflow.__name__ = workflow.__qualname__ = "".join(c if c.isalnum() else "_" for c in label)
-    return workflow
+        self.wf = wf
+        ext = _version("dapr-ext-workflow")
+        self.sdk = f"dapr-ext-workflow {ext}" if ext else f"dapr {_version('dapr')}"
+        self.wait_timeout = "timeout" in inspect.signature(wf.DaprWorkflowContext.wait_for_external_event).parameters
+        self._teid = self._inner_has("task_execution_id")
 
+    def _inner_has(self, attribute: str) -> bool:
+        if not hasattr(self.wf.WorkflowActivityContext, "get_inner_context"):
+            return False
+        task = _task_module()
+        return task is not None and hasattr(task.ActivityContext, attribute)
 
-# ------------------------------------------------------------------ activities
+    def _fails_fast(self) -> bool | None:
+        task = _task_module()
+        if task is None or not hasattr(task.CompletableTask, "cancel"):
+            return None  # cannot tell: the declared capability stands
+        first, second = task.CompletableTask(), task.CompletableTask()
+        both = self.wf.when_all([first, second])
+        first.cancel(RuntimeError("probe"))
+        return both.is_complete
 
+    def absent(self) -> dict[str, str]:
+        wf, out = self.wf, {}
+        if not hasattr(wf.WorkflowRuntime, "register_versioned_workflow"):
+            out["versions"] = "WorkflowRuntime has no register_versioned_workflow"
+        if not hasattr(wf.DaprWorkflowContext, "is_patched"):
+            out["patching"] = "DaprWorkflowContext has no is_patched"
+        if "save_events" not in inspect.signature(wf.DaprWorkflowContext.continue_as_new).parameters:
+            out["carry_events"] = "continue_as_new takes no save_events"
+        if not self._teid:
+            out["task_execution_id"] = out["teid_uuid5"] = "the activity context has no task_execution_id"
+        if self._fails_fast() is False:
+            out["all_fails_fast"] = "when_all waits for every task before it fails"
+        return out
 
-def make_activity(runner: Any, name: str) -> Callable[..., Any]:
-    def activity(ctx: WorkflowActivityContext, input=None):  # noqa: A002
-        try:
-            return runner.run(name=name, input=input, instance_id=ctx.workflow_id, task_id=ctx.task_id,
-                              task_execution_id=ctx.get_inner_context().task_execution_id)
-        except A.ActivityFailure as exc:
-            raise error_class(exc.error_type)(str(exc)) from None
+    def retry_policy(self, retry: Any) -> Any:
+        if retry is None:
+            return None
+        return self.wf.RetryPolicy(
+            first_retry_interval=timedelta(seconds=retry.first_delay), max_number_of_attempts=retry.max_attempts,
+            backoff_coefficient=retry.backoff,
+            max_retry_interval=None if retry.max_delay is None else timedelta(seconds=retry.max_delay))
 
-    activity.__name__ = activity.__qualname__ = f"builtin_{name}"
-    return activity
+    def call_activity(self, ctx: Any, name: str, input: Any, retry: Any) -> Any:  # noqa: A002
+        return ctx.call_activity(name, input=input, retry_policy=self.retry_policy(retry))
 
+    def call_child(self, ctx: Any, workflow: str, input: Any, instance_id: str | None, retry: Any) -> Any:  # noqa: A002
+        return ctx.call_child_workflow(workflow, input=input, instance_id=instance_id,
+                                       retry_policy=self.retry_policy(retry))
 
-# ------------------------------------------------------------------ main
+    def timer(self, ctx: Any, delay: timedelta) -> Any:
+        return ctx.create_timer(delay)
 
+    def wait_event(self, ctx: Any, name: str, timeout: timedelta | None) -> Any:
+        return ctx.wait_for_external_event(name, timeout=timeout) if self.wait_timeout else \
+            ctx.wait_for_external_event(name)
 
-def register(wfr: WorkflowRuntime, bundle: Any, runner: Any) -> list[str]:
-    registered = []
-    for name, family in bundle.programs.items():
-        if not family.versioned:
-            wfr.register_workflow(make_workflow(family.versions[""]), name=name)
-            registered.append(name)
-            continue
-        for vname, program in family.versions.items():
-            wfr.register_versioned_workflow(make_workflow(program), name=name, version_name=vname,
-                                            is_latest=(vname == family.default))
-            registered.append(f"{name}@{vname}" + (" (latest)" if vname == family.default else ""))
-    for name in P.BUILTIN_ACTIVITIES:
-        wfr.register_activity(make_activity(runner, name), name=name)
-    return registered
+    def when_all(self, tasks: list[Any]) -> Any:
+        return self.wf.when_all(tasks)
 
+    def when_any(self, tasks: list[Any]) -> Any:
+        return self.wf.when_any(tasks)
 
-def load(path: str) -> Any:
-    p = Path(path)
-    try:
-        return P.load_bundle(p)
-    except P.ProgramError as exc:
-        _die(EXIT_USAGE, str(exc))
+    def activity_ids(self, ctx: Any) -> tuple[str, int, str]:
+        teid = ctx.get_inner_context().task_execution_id if self._teid else ""
+        return ctx.workflow_id, ctx.task_id, teid
 
+    def runtime(self, *, address: str, ready_timeout: float) -> Any:
+        host, _, port = address.rpartition(":")
+        if "worker_ready_timeout" in inspect.signature(self.wf.WorkflowRuntime).parameters:
+            return self.wf.WorkflowRuntime(host=host, port=port, worker_ready_timeout=ready_timeout)
+        return self.wf.WorkflowRuntime(host=host, port=port)
 
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sidecar", required=True, metavar="HOST:PORT", help="the sidecar's gRPC address")
-    ap.add_argument("--programs", required=True, metavar="FILE", help="program bundle (.json, or .yaml with PyYAML)")
-    ap.add_argument("--ledger", default=None, help="ledger file for the record activity (default: $CONFORMANCE_LEDGER)")
-    ap.add_argument("--ready-timeout", type=float, default=30.0, help="seconds to wait for the work-item stream")
-    args = ap.parse_args(argv)
-    init_language()
+    def add_workflow(self, rt: Any, fn: Callable[..., Any], *, name: str, version: str | None, latest: bool) -> None:
+        if version is None:
+            rt.register_workflow(fn, name=name)
+        else:
+            rt.register_versioned_workflow(fn, name=name, version_name=version, is_latest=latest)
 
-    host, sep, port = args.sidecar.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        _die(EXIT_USAGE, f"--sidecar {args.sidecar!r} is not HOST:PORT")
+    def add_activity(self, rt: Any, fn: Callable[..., Any], *, name: str) -> None:
+        fn.__name__ = fn.__qualname__ = f"builtin_{name}"
+        rt.register_activity(fn, name=name)
 
-    bundle = load(args.programs)
-    gaps = capability_gaps(bundle)
-    if gaps:
-        _die(EXIT_GAP, "the bundle uses steps dapr-ext-workflow 1.18.3 cannot express (declared capability "
-                       "gap; refusing to start):\n" + "\n".join(f"  - {g}" for g in gaps))
+    def start(self, rt: Any) -> None:
+        rt.start()
 
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-
-    wfr = WorkflowRuntime(host=host, port=port, worker_ready_timeout=args.ready_timeout)
-    registered = register(wfr, bundle, A.ActivityRunner(ledger=args.ledger))
-    print(f"dx-driver: registered {', '.join(registered)}", file=sys.stderr, flush=True)
-    try:
-        wfr.start()
-    except Exception as exc:  # noqa: BLE001 - dx raises RuntimeError or grpc errors here
-        try:
-            wfr.shutdown()
-        finally:
-            _die(EXIT_CONNECT, f"cannot connect to the sidecar at {args.sidecar}: {exc}")
-    print(f"connected to {args.sidecar}", flush=True)
-    try:
-        while not stop.wait(0.5):
-            pass
-    finally:
-        wfr.shutdown()
-    print("dx-driver: stopped", file=sys.stderr, flush=True)
-    return 0
+    def stop(self, rt: Any) -> None:
+        rt.shutdown()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from drivers.python.driver import run
+
+    sys.exit(run(DaprWorkflowAdapter))

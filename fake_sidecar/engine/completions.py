@@ -16,10 +16,11 @@ from taskhub_core import machine
 from taskhub_core.actions import child_result
 from taskhub_core.history import fresh_opened
 from taskhub_core.inbox import next_generation, timer_due_ns, without_timers
+from taskhub_core.patches import REFUSALS_BEFORE_STALL, refusal_stall
 from taskhub_core.turn import Decision, TurnKind, abandon as abandoned
 from taskhub_wire import pb
 
-from fake_sidecar.engine import errors
+from fake_sidecar.engine import crossapp, errors
 from fake_sidecar.engine.management import cascade_terminate
 from fake_sidecar.engine.model import (
     NEVER_NS, CompletionOutcome, InboxEntry, Instance, ParentRef, PendingActivity, Turn, WorkRef, ts, ts_ns, wire,
@@ -51,6 +52,8 @@ def complete_activity(eng: Engine, resp: pb.ActivityResponse) -> CompletionOutco
                                              resp.completionToken)
             return CompletionOutcome.STALE
         ev = _result_event(eng, resp, task_execution_id=act.request.taskExecutionId)
+        if act.router is not None:
+            ev.router.CopyFrom(act.router)  # R11.3: the result carries its TaskScheduled's router (executor.go:224-251)
         eng.dispatcher.settled(WorkRef.activity(inst.iid, resp.taskId), act.stream)
         del inst.activities[resp.taskId]
         _queue_result(eng, inst, ev, delete_activity=resp.taskId)
@@ -104,12 +107,13 @@ def complete_turn(eng: Engine, resp: pb.WorkflowResponse) -> CompletionOutcome:
             log.exception("could not apply the answer for %s", inst.iid)
             outcome = abandoned(f"the answer could not be applied: {exc!r}")
         if outcome.kind is TurnKind.ABANDON:
-            abandon(eng, inst, outcome.reason)
+            abandon(eng, inst, outcome.reason, refused_answer=True)
             return CompletionOutcome.ABANDONED
         if outcome.kind is TurnKind.STALL:
             assert outcome.stall is not None
             eng.table.stall(inst, outcome.stall)
             return CompletionOutcome.STALLED
+        routes = crossapp.prepare(eng.config, inst, resp, outcome)
         payload = eng.config.payload_limit()
         if payload:
             for req in outcome.activities:
@@ -117,21 +121,29 @@ def complete_turn(eng: Engine, resp: pb.WorkflowResponse) -> CompletionOutcome:
                 if oversize is not None:
                     eng.table.stall(inst, (pb.PAYLOAD_SIZE_EXCEEDED, oversize))
                     return CompletionOutcome.STALLED
-        _apply(eng, inst, turn, outcome)
+        _apply(eng, inst, turn, outcome, routes)
         return CompletionOutcome.APPLIED
 
 
-def abandon(eng: Engine, inst: Instance, reason: str) -> None:
-    """R3.13: the turn is redelivered later (backing off), the RPC still answers OK."""
+def abandon(eng: Engine, inst: Instance, reason: str, *, refused_answer: bool = False) -> None:
+    """R3.13: the turn is redelivered later (backing off), the RPC still answers OK. A refused answer
+    stalls the instance after REFUSALS_BEFORE_STALL in a row (R3.14 b), unless it is suspended: its
+    worker holds events back until the resume, so refusals are expected then and end with it."""
     eng.counters.abandoned_turns += 1
     inst.retries += 1
+    if refused_answer and inst.retries >= REFUSALS_BEFORE_STALL and not inst.suspended:
+        log.warning("refused the answer for %s %d times in a row (%s); stalling it", inst.iid, inst.retries, reason)
+        eng.table.stall(inst, refusal_stall(reason, refusals=inst.retries))
+        inst.retries = 0
+        return
     delay_s = 0 if inst.retries == 1 else min(inst.retries - 1, 5)
     inst.retry_at = eng.clock.now_ns() + int(delay_s * 1e9)
-    log.warning("abandoned the turn of %s (%s); redelivering in %ss", inst.iid, reason, delay_s)
+    log.warning("abandoned the turn of %s (%s; refusal %d in a row); redelivering in %ss",
+                inst.iid, reason, inst.retries, delay_s)
     eng.dispatcher.maybe_queue(inst)
 
 
-def _apply(eng: Engine, inst: Instance, turn: Turn, out: Decision) -> None:
+def _apply(eng: Engine, inst: Instance, turn: Turn, out: Decision, routes: crossapp.Routes) -> None:
     """Commit `out` as the instance machine (taskhub_core.machine) says, in one transaction."""
     table = eng.table
     restart = dict(restart_ns=eng.ticker.now(), next_execution_id=uuid.uuid4().hex) if out.continue_as_new else {}
@@ -139,7 +151,7 @@ def _apply(eng: Engine, inst: Instance, turn: Turn, out: Decision) -> None:
     _, effects = machine.apply(core_state(inst), cmd)
     tx = Tx()
     for effect in effects:
-        _perform(eng, inst, effect, tx)
+        _perform(eng, inst, effect, tx, routes)
     try:
         table.commit(tx, inst)
     except errors.StoreFailed:
@@ -148,11 +160,13 @@ def _apply(eng: Engine, inst: Instance, turn: Turn, out: Decision) -> None:
             abandon(eng, restored, "the database refused to commit it")
         raise
     inst.retries = 0  # only now: a refused commit keeps backing off
+    if inst.terminal:
+        eng.keep_until_retention(inst)
     eng.dispatcher.maybe_queue(inst)
     table.notify(inst.iid)
 
 
-def _perform(eng: Engine, inst: Instance, effect: machine.Effect, tx: Tx) -> None:
+def _perform(eng: Engine, inst: Instance, effect: machine.Effect, tx: Tx, routes: crossapp.Routes) -> None:
     """Carry out one effect of a committed turn on the engine's records, the store and the queues."""
     table = eng.table
     match effect:
@@ -167,12 +181,15 @@ def _perform(eng: Engine, inst: Instance, effect: machine.Effect, tx: Tx) -> Non
             if events:
                 inst.last_updated_ns = ts_ns(events[-1].timestamp) or eng.clock.now_ns()
         case machine.ActivityScheduled(request=req):
-            add_activity(eng, inst, req, tx)
+            app, router = routes.activities.get(req.taskId, (inst.app, None))
+            add_activity(eng, inst, req, tx, app=app, router=router)
         case machine.TimerScheduled(item=item):
             if eng.policy.schedules_timer(inst=inst, fired=item.event):
                 table.add_inbox(inst, item.event, tx, visible_at=timer_due_ns(item.event))
         case machine.ChildStarted(child=child):
-            start_child(eng, inst, child.iid, child.start, child.parent_task_id, tx, detached=child.detached)
+            app, incoming = routes.children.get(child.parent_task_id, (inst.app, None))
+            start_child(eng, inst, child.iid, child.start, child.parent_task_id, tx, detached=child.detached,
+                        app=app, incoming=incoming)
         case machine.MessageSent(target=target_id, event=ev):
             target = table.find(target_id)
             if target is None or target.terminal:
@@ -181,6 +198,9 @@ def _perform(eng: Engine, inst: Instance, effect: machine.Effect, tx: Tx) -> Non
             table.add_inbox(target, ev, tx)
             eng.dispatcher.maybe_queue(target)
         case machine.GenerationStarted():
+            if routes.generation_router is not None:
+                effect.start.router.CopyFrom(routes.generation_router)  # applier.go:88-118
+            inst.incoming = routes.next_incoming
             _continue_as_new(eng, inst, effect, tx)
         case machine.Finished():
             _finish(eng, inst, tx)
@@ -194,19 +214,21 @@ def _remove_inbox(inst: Instance, seqs: set[int], tx: Tx) -> None:
         tx.inbox_delete.append((inst.iid, entry.seq))
 
 
-def add_activity(eng: Engine, inst: Instance, req: pb.ActivityRequest, tx: Tx) -> None:
-    act = PendingActivity(task_id=req.taskId, gen=inst.generation, request=req)
+def add_activity(eng: Engine, inst: Instance, req: pb.ActivityRequest, tx: Tx, *, app: str | None = None,
+                 router: pb.TaskRouter | None = None) -> None:
+    act = PendingActivity(task_id=req.taskId, gen=inst.generation, request=req,
+                          app=inst.app if app is None else app, router=router)
     inst.activities[req.taskId] = act
     tx.activity_put.append((inst.iid, req.taskId, inst.generation, wire(req)))
     eng.dispatcher.queue_activity(inst, act)
 
 
 def start_child(eng: Engine, parent: Instance, child_id: str, start: pb.HistoryEvent, task_id: int, tx: Tx,
-                *, detached: bool = False) -> None:
+                *, detached: bool = False, app: str | None = None, incoming: bytes | None = None) -> None:
     table = eng.table
     existing = table.find(child_id)
     parent_ref = None if detached else ParentRef(iid=parent.iid, task_id=task_id, name=parent.name,
-                                                 exec_id=parent.execution_id)
+                                                 exec_id=parent.execution_id, app=parent.app)
     if existing is not None:
         # The same create again means the same parent execution: a later generation that
         # reuses the action id (and so the default child id) creates the child afresh.
@@ -230,7 +252,8 @@ def start_child(eng: Engine, parent: Instance, child_id: str, start: pb.HistoryE
     child = Instance(iid=child_id, seq=table.next_seq(tx), name=es.name,
                      generation=(existing.generation + 1) if existing is not None else 0,
                      execution_id=es.workflowInstance.executionId.value, created_ns=now,
-                     last_updated_ns=now, parent=parent_ref)
+                     last_updated_ns=now, parent=parent_ref, app=parent.app if app is None else app,
+                     incoming=incoming)
     table.put(child)
     visible = 0
     if detached and es.HasField("scheduledStartTimestamp"):
@@ -282,6 +305,9 @@ def _finish(eng: Engine, inst: Instance, tx: Tx) -> None:
         return
     assert inst.completed is not None
     ev = child_result(inst.completed.executionCompleted, task_id=ref.task_id, now_ns=eng.ticker.now())
+    router = crossapp.completion_router(eng.config, inst, parent)
+    if router is not None:
+        ev.router.CopyFrom(router)
     eng.table.add_inbox(parent, ev, tx)
     tx.instances[parent.iid] = parent.meta()
     eng.dispatcher.maybe_queue(parent)

@@ -31,6 +31,29 @@ class EngineConfig:
     # and gets it again on every reconnect (issue 11).
     max_message_bytes: int | None = None
     strict_tokens: bool = False  # refuse completions without a token (see EnginePolicy.token_ok)
+    # Several apps in one engine (R11.1): their ids, the first the default app (its key is ""). Empty:
+    # one app and no routers stamped, as before apps existed.
+    apps: tuple[str, ...] = ()
+
+    def app_name(self, key: str) -> str:
+        """The app id a key stands for ("" is the default app)."""
+        return key or (self.apps[0] if self.apps else "")
+
+    def app_key(self, name: str) -> str:
+        """The key of app id `name` (the default app's is "")."""
+        return "" if not self.apps or name == self.apps[0] else name
+
+    # Settings daprd takes from its Configuration (spec.workflow): work items of a kind out on the
+    # streams at once, and how long a finished instance is kept, in seconds per final status
+    # ("COMPLETED", "FAILED", "TERMINATED"; "ANY" for the others), as stateRetentionPolicy.
+    max_concurrent_workflows: int | None = None
+    max_concurrent_activities: int | None = None
+    retention_s: tuple[tuple[str, float], ...] = ()
+    stateful_history: bool = True  # send deltas to streams that announce WORKER_CAPABILITY_STATEFUL_HISTORY
+
+    def retention_after(self, status: str) -> float | None:
+        kept = dict(self.retention_s)
+        return kept.get(status, kept.get("ANY"))
 
     def payload_limit(self) -> PayloadLimit | None:
         """The tighter of --max-payload and --max-message-bytes, named by its flag."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 from typing import Callable, Iterable
 
+from taskhub_core.history import status_name
 from taskhub_wire import pb
 
 from fake_sidecar.engine import completions, errors, management, rerun
@@ -21,7 +22,7 @@ from fake_sidecar.engine.clock import Clock
 from fake_sidecar.engine.config import Counters, EngineConfig, TaskExecutionIdMode
 from fake_sidecar.engine.dispatcher import Dispatcher
 from fake_sidecar.engine.instances import InstanceTable
-from fake_sidecar.engine.model import CompletionOutcome, InstanceView
+from fake_sidecar.engine.model import CompletionOutcome, Instance, InstanceView
 from fake_sidecar.engine.policy import REFERENCE_POLICY, EnginePolicy
 from fake_sidecar.engine.store import MemoryStore, SqliteStore
 from fake_sidecar.engine.ticker import Ticker
@@ -50,6 +51,7 @@ class Engine:
         with self.lock:  # queueing notifies the stream condition, which needs the lock
             for inst in self.table.load():
                 self.dispatcher.requeue(inst)
+                self.keep_until_retention(inst)
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -78,17 +80,18 @@ class Engine:
 
     def start_instance(self, *, instance_id: str, name: str, input: str | None,
                        scheduled_start_ns: int | None = None, enforce_unique: bool = False,
-                       tags: dict[str, str] | None = None) -> str:
+                       tags: dict[str, str] | None = None, app: str = "") -> str:
         return management.start_instance(self, instance_id=instance_id, name=name, input=input,
                                          scheduled_start_ns=scheduled_start_ns, enforce_unique=enforce_unique,
-                                         tags=tags)
+                                         tags=tags, app=app)
 
     def get_instance(self, iid: str) -> InstanceView | None:
         return management.get_instance(self, iid)
 
     def wait(self, iid: str, pred: Callable[[InstanceView], bool], *, timeout: float | None,
-             is_active: Callable[[], bool] = lambda: True) -> InstanceView | None:
-        return management.wait(self, iid, pred, timeout=timeout, is_active=is_active)
+             is_active: Callable[[], bool] = lambda: True,
+             gone_is_done: bool = False) -> InstanceView | management.Gone | None:
+        return management.wait(self, iid, pred, timeout=timeout, is_active=is_active, gone_is_done=gone_is_done)
 
     def raise_event(self, *, iid: str, name: str, input: str | None) -> None:
         management.raise_event(self, iid=iid, name=name, input=input)
@@ -122,10 +125,11 @@ class Engine:
 
     # ----------------------------------------------------------------- worker streams
 
-    def open_stream(self, *, stateful: bool = False) -> int:
+    def open_stream(self, *, stateful: bool = False, app: str = "") -> int:
+        """A worker's stream; `app` is the key of the app whose address it connected to (R11.1)."""
         with self.lock:
             self.check_open()
-            return self.dispatcher.open_stream(stateful=stateful)
+            return self.dispatcher.open_stream(stateful=stateful, app=app)
 
     def close_stream(self, sid: int) -> None:
         """Redeliver everything that was out on the stream (R4.6 a, R5.3)."""
@@ -163,14 +167,32 @@ class Engine:
     # ----------------------------------------------------------------- time
 
     def run_due(self, now: int) -> None:
-        """Serve every instance due by `now`: queue its turn, expire its activities' leases."""
+        """Serve every instance due by `now`: queue its turn, expire its activities' leases, purge it
+        when its retention has passed."""
         with self.lock:
             for iid in self.ticker.pop_due(now):
                 inst = self.table.find(iid)
                 if inst is None:
                     continue
+                due = self._retention_due(inst)
+                if due is not None and due <= now:
+                    management.purge_retained(self, inst)
+                    continue
                 self.dispatcher.maybe_queue(inst)
                 self.dispatcher.expire_leases(inst, now)
+
+    def _retention_due(self, inst: Instance) -> int | None:
+        """When a finished instance's retention (daprd stateRetentionPolicy) runs out; None: kept."""
+        if not inst.terminal or not self.config.retention_s:
+            return None
+        kept = self.config.retention_after(status_name(inst.status))
+        return None if kept is None else inst.last_updated_ns + int(kept * 1e9)
+
+    def keep_until_retention(self, inst: Instance) -> None:
+        """Wake for `inst` when its retention runs out (called when it finishes and on reload)."""
+        due = self._retention_due(inst)
+        if due is not None:
+            self.ticker.wake_at(due, inst.iid)
 
     def advance_clock(self, seconds: float) -> None:
         """Move a virtual clock forward (harness control)."""

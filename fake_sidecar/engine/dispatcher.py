@@ -21,6 +21,7 @@ from taskhub_core.delivery import visible as taken
 from taskhub_wire import pb
 
 from fake_sidecar.engine import errors
+from fake_sidecar.engine.crossapp import activity_route
 from fake_sidecar.engine.config import Counters, EngineConfig, TaskExecutionIdMode
 from fake_sidecar.engine.instances import InstanceTable
 from fake_sidecar.engine.model import (
@@ -53,7 +54,10 @@ class Dispatcher:
         self._config = config
         self._counters = counters
         self._payload: PayloadLimit | None = config.payload_limit()
-        self._ready: deque[WorkRef | ForeignWork] = deque()
+        # One queue per app (R11.1): a stream takes only its app's work. "" is the default app, the
+        # only one unless the engine hosts several.
+        self._ready: dict[str, deque[WorkRef | ForeignWork]] = {"": deque()}
+        self._multi = len(config.apps) > 1
         self._streams: dict[int, Stream] = {}
         self._next_sid = 1
         self._refusals = RefusalTracker()
@@ -73,20 +77,28 @@ class Dispatcher:
             return
         if any(e.visible_at <= now for e in inst.inbox) and _startable(inst, now):
             inst.queued = True
-            self._ready.append(WorkRef.turn(inst.iid))
-            self._work.notify()
+            self._push(inst.app, WorkRef.turn(inst.iid))
 
     def queue_activity(self, inst: Instance, act: PendingActivity) -> None:
         if act.queued:
             return
         act.queued = True
         act.stream = None
-        self._ready.append(WorkRef.activity(inst.iid, act.task_id))
-        self._work.notify()
+        if act.app is None:
+            act.app, act.router = activity_route(inst, act.task_id, self._config)
+        self._push(act.app, WorkRef.activity(inst.iid, act.task_id))
 
     def queue_foreign(self, work: ForeignWork) -> None:
-        self._ready.append(work)
-        self._work.notify()
+        self._push("", work)
+
+    def _push(self, app: str, ref: WorkRef | ForeignWork) -> None:
+        """Queue `ref` for the workers of `app`: an app nobody serves yet keeps it until one connects
+        (R11.5: daprd retries the dispatch until the target app is there)."""
+        self._ready.setdefault(app, deque()).append(ref)
+        if self._multi:
+            self._work.notify_all()  # the one woken must be a stream of that app
+        else:
+            self._work.notify()
 
     def requeue(self, inst: Instance) -> None:
         """Queue what a just-restored instance has pending: activities, due inbox events, a turn."""
@@ -105,7 +117,7 @@ class Dispatcher:
 
     def idle(self) -> bool:
         """Nothing in flight: no queued work, no turn or activity out on a stream."""
-        if self._ready:
+        if any(self._ready.values()):
             return False
         return not any(stream.out for stream in self._streams.values())
 
@@ -114,10 +126,10 @@ class Dispatcher:
 
     # ------------------------------------------------------------- streams
 
-    def open_stream(self, *, stateful: bool) -> int:
+    def open_stream(self, *, stateful: bool, app: str = "") -> int:
         sid = self._next_sid
         self._next_sid += 1
-        self._streams[sid] = Stream(sid=sid, stateful=stateful)
+        self._streams[sid] = Stream(sid=sid, stateful=stateful and self._config.stateful_history, app=app)
         # A (re)connecting worker may carry fixed code: retry stalled instances (§7, R7.4).
         for inst in self._table.all():
             if inst.parked:
@@ -162,6 +174,8 @@ class Dispatcher:
         stream = self._streams.get(sid) if sid is not None else None
         if stream is not None:
             stream.out.discard(ref)
+        if self._config.max_concurrent_activities or self._config.max_concurrent_workflows:
+            self._work.notify_all()  # work held back by a concurrency limit may go now
 
     # ------------------------------------------------------------- tokens
 
@@ -192,9 +206,29 @@ class Dispatcher:
             item = self._take_ready(sid)
         return item
 
+    def _in_flight(self, kind: WorkKind) -> int:
+        return sum(1 for stream in self._streams.values() for ref in stream.out if ref.kind is kind)
+
+    def _at_limit(self, kind: WorkKind) -> bool:
+        """The engine's concurrency limit of `kind` is reached (daprd maxConcurrent*Invocations)."""
+        limit = (self._config.max_concurrent_activities if kind is WorkKind.ACTIVITY
+                 else self._config.max_concurrent_workflows)
+        return limit is not None and self._in_flight(kind) >= limit
+
     def _take_ready(self, sid: int) -> pb.WorkItem | None:
-        while self._ready:
-            ref = self._ready.popleft()
+        ready = self._ready.get(self._streams[sid].app)
+        if not ready:
+            return None
+        held: list[WorkRef] = []  # over a concurrency limit: kept in order for a later take
+        try:
+            return self._take_within_limits(sid, ready, held)
+        finally:
+            ready.extendleft(reversed(held))
+
+    def _take_within_limits(self, sid: int, ready: deque[WorkRef | ForeignWork],
+                            held: list[WorkRef]) -> pb.WorkItem | None:
+        while ready:
+            ref = ready.popleft()
             if not isinstance(ref, WorkRef):
                 item = ref.claim(sid)
                 if item is not None:
@@ -202,6 +236,9 @@ class Dispatcher:
                 continue
             inst = self._table.find(ref.iid)
             if inst is None:
+                continue
+            if self._at_limit(ref.kind):
+                held.append(ref)
                 continue
             if ref.kind is WorkKind.ACTIVITY:
                 act = inst.activities.get(ref.task_id)
@@ -254,7 +291,10 @@ class Dispatcher:
         if oversize is not None:
             self._table.stall(inst, (pb.PAYLOAD_SIZE_EXCEEDED, oversize))
             return None
-        turn = deliver(visible, now_ns=now, turn_ns=self._ticker.now(), started=inst.started, resolved=inst.resolved,
+        # The one rule of what a turn delivers (taskhub_core.delivery): each TimerFired is stamped
+        # when it fires, i.e. now, before the turn's WorkflowStarted (R2.6), on the strictly
+        # increasing clock.
+        turn = deliver(visible, now_ns=now, clock=self._ticker.now, started=inst.started, resolved=inst.resolved,
                        is_duplicate=lambda key, seen: self._policy.is_duplicate(inst=inst, key=key, seen=seen))
         self._counters.duplicate_dropped += turn.duplicates
         delivered, consumed = list(turn.new_events), list(turn.consumed)
@@ -274,6 +314,8 @@ class Dispatcher:
         else:
             req.pastEvents.extend(past)
         req.newEvents.extend(delivered)
+        if inst.incoming:
+            req.propagatedHistory.ParseFromString(inst.incoming)  # R11.8: with every turn (executor.go:129-137)
         # The message as sent (framing included) must fit too, or the worker refuses it on every dispatch.
         size = req.ByteSize() + len(token) + 8
         oversize = self._payload.workflow_oversize(size) if self._payload else None

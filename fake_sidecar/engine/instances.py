@@ -6,6 +6,7 @@ to what the database holds. Watchers (`Engine.wait`) are woken on every change o
 
 from __future__ import annotations
 
+import base64
 import logging
 import threading
 from typing import Callable, TypeVar
@@ -81,6 +82,9 @@ class InstanceTable:
             failure=completed.failureDetails if completed is not None and completed.HasField("failureDetails") else None,
             parent_iid=inst.parent.iid if inst.parent is not None else None,
             execution_id=inst.execution_id, stalled=inst.stalled,
+            # daprd reads it from the start event's ParentInstanceInfo.appID (orchestrator/state.go:313-319).
+            parent_app=(start.executionStarted.parentInstance.appID if start is not None and inst.parent is not None
+                        and start.executionStarted.parentInstance.HasField("appID") else None),
         )
 
     # ------------------------------------------------------------- changing
@@ -202,14 +206,16 @@ class InstanceTable:
                       execution_id=m["execution_id"], created_ns=m["created_ns"],
                       last_updated_ns=m["last_updated_ns"], custom_status=m["custom_status"],
                       stalled=tuple(m["stalled"]) if m["stalled"] else None, parent=parent,
-                      continuing=m.get("continuing", False))
+                      continuing=m.get("continuing", False), app=str(m.get("app", "")),
+                      incoming=base64.b64decode(m["incoming"]) if m.get("incoming") else None)
         inst = Instance.restored(warm=self._warm, **fields) if self.store.durable else Instance(**fields)
         for seq, vis, gen, raw in li.inbox:
             inst.inbox.append(InboxEntry(seq=seq, visible_at=vis, gen=gen,
                                          event=self._parse(pb.HistoryEvent, raw, li.iid, f"inbox event seq {seq}")))
         for task_id, gen, raw in li.activities:
             inst.activities[task_id] = PendingActivity(
-                task_id=task_id, gen=gen, request=self._parse(pb.ActivityRequest, raw, li.iid, f"activity {task_id}"))
+                task_id=task_id, gen=gen, request=self._parse(pb.ActivityRequest, raw, li.iid, f"activity {task_id}"),
+                app=None)  # its app and router are its TaskScheduled's (crossapp.activity_route)
         return inst
 
     def _warm(self, inst: Instance) -> None:

@@ -7,6 +7,7 @@ that will take it into history; none of them runs workflow code itself.
 from __future__ import annotations
 
 import base64
+import logging
 import threading
 import time
 import uuid
@@ -25,12 +26,15 @@ from fake_sidecar.engine.store import Tx
 if TYPE_CHECKING:
     from fake_sidecar.engine.core import Engine
 
+log = logging.getLogger(__name__)
+
 MAX_INSTANCE_ID = 1024
 DEFAULT_PAGE = 1024
 
 
 def start_instance(eng: Engine, *, instance_id: str, name: str, input: str | None,
-                   scheduled_start_ns: int | None, enforce_unique: bool, tags: dict[str, str] | None) -> str:
+                   scheduled_start_ns: int | None, enforce_unique: bool, tags: dict[str, str] | None,
+                   app: str = "") -> str:
     if not name:
         raise errors.InvalidArgument("StartInstance needs a workflow name (field 'name' is empty)")
     iid = instance_id or uuid.uuid4().hex
@@ -48,13 +52,13 @@ def start_instance(eng: Engine, *, instance_id: str, name: str, input: str | Non
             es.scheduledStartTimestamp.CopyFrom(ts(scheduled_start_ns))
         for k, v in (tags or {}).items():
             es.tags[k] = v
-        _create(eng, iid, ev, enforce_unique=enforce_unique,
+        _create(eng, iid, ev, enforce_unique=enforce_unique, app=app,
                 visible_at=min(scheduled_start_ns, NEVER_NS) if scheduled_start_ns and scheduled_start_ns > now else 0)
     return iid
 
 
 def _create(eng: Engine, iid: str, start: pb.HistoryEvent, *, enforce_unique: bool, visible_at: int = 0,
-            parent: ParentRef | None = None) -> None:
+            parent: ParentRef | None = None, app: str = "") -> None:
     """Create (or reuse, R1.3 DAPR rules) instance `iid` with ExecutionStarted `start` in its inbox."""
     table = eng.table
     tx = Tx()
@@ -76,7 +80,7 @@ def _create(eng: Engine, iid: str, start: pb.HistoryEvent, *, enforce_unique: bo
     es = start.executionStarted
     inst = Instance(iid=iid, seq=table.next_seq(tx), name=es.name, generation=generation,
                     execution_id=es.workflowInstance.executionId.value, created_ns=now,
-                    last_updated_ns=now, parent=parent)
+                    last_updated_ns=now, parent=parent, app=app)
     table.put(inst)
     table.add_inbox(inst, start, tx, visible_at=visible_at)
     table.commit(tx, inst)
@@ -90,9 +94,17 @@ def get_instance(eng: Engine, iid: str) -> InstanceView | None:
         return eng.table.view(inst) if inst is not None else None
 
 
+class Gone:
+    """What a wait with `gone_is_done` returns when the instance was purged meanwhile (a retention of 0)."""
+
+
+GONE = Gone()
+
+
 def wait(eng: Engine, iid: str, pred: Callable[[InstanceView], bool], *, timeout: float | None,
-         is_active: Callable[[], bool]) -> InstanceView | None:
-    """Block until the instance exists and `pred(view)` holds; None on timeout or cancel."""
+         is_active: Callable[[], bool], gone_is_done: bool = False) -> InstanceView | Gone | None:
+    """Block until the instance exists and `pred(view)` holds; None on timeout or cancel. With
+    `gone_is_done`, an instance that no longer exists ends the wait too (GONE)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     flag = threading.Event()
     with eng.lock:
@@ -107,6 +119,8 @@ def wait(eng: Engine, iid: str, pred: Callable[[InstanceView], bool], *, timeout
                     view = eng.table.view(inst)
                     if pred(view):
                         return view
+                elif gone_is_done:
+                    return GONE
                 flag.clear()
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
@@ -226,6 +240,15 @@ def purge(eng: Engine, *, iid: str, recursive: bool, force: bool) -> int:
         count = _purge(eng, inst, recursive=recursive, force=force, tx=tx)
         eng.table.commit(tx)
         return count
+
+
+def purge_retained(eng: Engine, inst: Instance) -> None:
+    """The retention of a finished instance ran out: purge it alone, as daprd's retentioner does
+    (its children have retentions of their own)."""
+    tx = Tx()
+    _purge(eng, inst, recursive=False, force=False, tx=tx)
+    eng.table.commit(tx)
+    log.info("purged %s: its retention ran out", inst.iid)
 
 
 def _purge(eng: Engine, inst: Instance, *, recursive: bool, force: bool, tx: Tx) -> int:

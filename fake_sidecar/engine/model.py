@@ -6,6 +6,7 @@ goes through `InstanceView` (frozen).
 
 from __future__ import annotations
 
+import base64
 import enum
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Callable, Mapping
@@ -67,10 +68,14 @@ class ParentRef:
     task_id: int
     name: str
     exec_id: str
+    app: str = ""  # the parent's app id when the engine hosts several apps (R11.4), else ""
 
     def meta(self) -> dict[str, Any]:
         """The stored form (the keys of the store's meta value, unchanged since it was a dict)."""
-        return {"iid": self.iid, "task_id": self.task_id, "name": self.name, "exec_id": self.exec_id}
+        out: dict[str, Any] = {"iid": self.iid, "task_id": self.task_id, "name": self.name, "exec_id": self.exec_id}
+        if self.app:
+            out["app"] = self.app
+        return out
 
     @classmethod
     def from_meta(cls, raw: Mapping[str, Any] | None) -> "ParentRef | None":
@@ -83,7 +88,7 @@ class ParentRef:
         if missing:
             raise ValueError(f"its parent lacks {', '.join(missing)}")
         return cls(iid=str(raw["iid"]), task_id=int(raw["task_id"]), name=str(raw["name"]),
-                   exec_id=str(raw["exec_id"]))
+                   exec_id=str(raw["exec_id"]), app=str(raw.get("app", "")))
 
 
 @dataclass
@@ -104,6 +109,10 @@ class PendingActivity:
     dispatched_at: int | None = None
     queued: bool = False
     dispatches: int = 0
+    # Several apps (R11.2): the app whose workers run it ("" the default app; None: not known yet after a
+    # restart, read from its TaskScheduled) and the router its result carries back (R11.3).
+    app: str | None = ""
+    router: pb.TaskRouter | None = None
 
 
 @dataclass
@@ -133,6 +142,10 @@ class Instance:
     custom_status: str | None = None
     stalled: tuple[int, str] | None = None
     parent: ParentRef | None = None
+    # The app whose workers run this instance's turns ("" the default app; R11.1) and the history its
+    # creator propagated to it (a serialized PropagatedHistory, sent with every turn; R11.8).
+    app: str = ""
+    incoming: bytes | None = None
     continuing: bool = False  # a continue-as-new generation waits for its first turn: RUNNING, not PENDING
     history: list[pb.HistoryEvent] = field(default_factory=list)
     inbox: list[InboxEntry] = field(default_factory=list)
@@ -201,6 +214,8 @@ class Instance:
             "stalled": list(self.stalled) if self.stalled else None,
             "parent": self.parent.meta() if self.parent is not None else None,
             "continuing": self.continuing,
+            **({"app": self.app} if self.app else {}),
+            **({"incoming": base64.b64encode(self.incoming).decode()} if self.incoming else {}),
         }
 
     @property
@@ -251,6 +266,7 @@ class InstanceView:
     parent_iid: str | None
     execution_id: str
     stalled: tuple[int, str] | None
+    parent_app: str | None = None  # WorkflowState.parentAppId (R11.4)
 
     @property
     def terminal(self) -> bool:
@@ -261,5 +277,6 @@ class InstanceView:
 class Stream:
     sid: int
     stateful: bool
+    app: str = ""  # the app whose address the worker connected to ("" the default app; R11.1)
     warm: dict[str, tuple[str, int]] = field(default_factory=dict)  # iid -> (execution id, past events sent)
     out: set[WorkRef] = field(default_factory=set)

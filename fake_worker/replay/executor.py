@@ -306,8 +306,11 @@ class _Context:
         return call
 
     def call(self, *, name: str, input: Any, retry: RetrySpec | None, child: bool, instance_id: str | None,
-             task_id: int | None = None, reuse: Retryable | None = None, execution_id: str = "") -> Task:
-        if not child and reuse is None and retry is None:
+             task_id: int | None = None, reuse: Retryable | None = None, execution_id: str = "",
+             app: str | None = None, propagation: str | None = None) -> Task:
+        if reuse is not None:
+            app, propagation = reuse.app, reuse.propagation
+        if not child and reuse is None and retry is None and app is None and propagation is None:
             return self.call_plain(name, input)
         tid = self.next_id() if task_id is None else task_id
         if not child and reuse is None:
@@ -326,6 +329,14 @@ class _Context:
             st.name, st.taskExecutionId = name, execution_id
             if encoded is not None:
                 st.input.value = encoded
+        if app is not None:
+            action.router.targetAppID = app  # the engine stamps the source (R11.3)
+        if propagation is not None:
+            scope = _SCOPES[propagation]
+            if child:
+                action.createChildWorkflow.historyPropagationScope = scope
+            else:
+                action.scheduleTask.historyPropagationScope = scope
         self.pending_actions[tid] = action
         task: Task
         if reuse is not None:
@@ -334,7 +345,8 @@ class _Context:
             task = Completable()
         else:
             task = Retryable(spec=retry, start=self.now, is_child=child, name=name, encoded_input=encoded,
-                             task_execution_id=execution_id, instance_id=instance_id)
+                             task_execution_id=execution_id, instance_id=instance_id, app=app,
+                             propagation=propagation)
         self.pending_tasks[tid] = task
         return task
 
@@ -434,6 +446,9 @@ class _Returned:
         self.value = value
 
 
+_SCOPES = {"own": pb.HISTORY_PROPAGATION_SCOPE_OWN_HISTORY, "lineage": pb.HISTORY_PROPAGATION_SCOPE_LINEAGE}
+
+
 def _retry_spec(step: CallActivity | CallChild) -> RetrySpec | None:
     r = step.retry
     if r is None:
@@ -461,10 +476,10 @@ class _Op:
 def _task_maker(step: Any) -> TaskMaker:
     if isinstance(step, CallActivity):
         name, input_of = step.name, compile_expr(step.input)
-        if step.retry is None:
+        if step.retry is None and step.app is None and step.propagation is None:
             return lambda ctx, env: ctx.call_plain(name, input_of(env))
         return lambda ctx, env: ctx.call(name=name, input=input_of(env), retry=_retry_spec(step), child=False,
-                                         instance_id=None)
+                                         instance_id=None, app=step.app, propagation=step.propagation)
     if isinstance(step, CallChild):
         input_of = compile_expr(step.input)
         iid_of = compile_expr(step.instance_id) if step.instance_id is not None else None
@@ -472,7 +487,8 @@ def _task_maker(step: Any) -> TaskMaker:
         def call_child(ctx: _Context, env: Env) -> Task:
             iid = iid_of(env) if iid_of is not None else None
             return ctx.call(name=step.workflow, input=input_of(env), retry=_retry_spec(step), child=True,
-                            instance_id=None if iid is None else str(iid))
+                            instance_id=None if iid is None else str(iid), app=step.app,
+                            propagation=step.propagation)
 
         return call_child
     # Durations stay floats here: converting them now would raise a too-large one before its step runs.

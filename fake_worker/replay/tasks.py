@@ -71,8 +71,11 @@ class Retryable(Completable):
     """An activity or child call with a retry policy; the delay schedule matches the Dapr Python SDK."""
 
     def __init__(self, *, spec: RetrySpec, start: datetime, is_child: bool, name: str, encoded_input: str | None,
-                 task_execution_id: str, instance_id: str | None) -> None:
+                 task_execution_id: str, instance_id: str | None, app: str | None = None,
+                 propagation: str | None = None) -> None:
         super().__init__()
+        self.app = app  # kept for every attempt: a retry goes to the same app with the same scope
+        self.propagation = propagation
         self.spec = spec
         self.start = start
         self.attempts = 1

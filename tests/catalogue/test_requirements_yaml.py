@@ -39,6 +39,8 @@ AREA_PREFIX = {
     "connection": "CONN",
     "security": "SEC",
     "payload": "PAY",
+    "routing": "ROUTE",
+    "propagation": "PROP",
 }
 REQUIRED_KEYS = ("id", "title", "text", "level", "area", "applies_to", "source")
 OPTIONAL_KEYS = ("engines_differ", "ports")

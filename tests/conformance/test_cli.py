@@ -54,7 +54,7 @@ def test_run_exit_codes_and_reports(tmp_path):
     write(tmp_path, "x/wrong.yaml", GOOD.replace("output: 1", "output: 2"))
     bad = conformance("run", "--scenarios", str(tmp_path), "--no-reports")
     assert bad.returncode == 1
-    assert "Reproduce with: conformance run --sidecar reference --worker reference --scenario x/wrong" in bad.stdout
+    assert f"{sys.executable} -m conformance run --sidecar reference --worker reference --scenario x/wrong" in bad.stdout
     rebuilt = conformance("report", "--events", str(tmp_path / "rep" / "events.jsonl"), "--reports",
                           str(tmp_path / "rep2"))
     assert rebuilt.returncode == 0 and (tmp_path / "rep2" / "matrix.html").is_file()

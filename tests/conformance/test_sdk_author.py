@@ -5,6 +5,7 @@ built-in targets, capabilities and gaps on the command line, the init-target tem
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -100,13 +101,21 @@ def test_command_worker_capabilities_gaps_and_reproduce_line(tmp_path):
     typo = conformance(*base, "--capability", "evnts", "--no-reports")
     assert typo.returncode == 2 and "unknown capability 'evnts'; did you mean 'events'?" in typo.stderr
 
-    # The failure's reproduce line, pasted in another directory, runs that scenario again on the same declaration.
+    # The failure's reproduce line, pasted into a shell in another directory, runs that scenario again on the
+    # same declaration, with the interpreter the run used, and writes to reproduce/ in the run's reports.
     line = next(l for l in bare.stdout.splitlines() if l.strip().startswith("Reproduce with:"))
-    argv = shlex.split(line.split("Reproduce with:", 1)[1])
-    assert argv[:2] == ["conformance", "run"] and "--scenarios" in argv and "--worker-command" in argv
-    again = conformance(*argv[1:], "--no-reports", cwd=tmp_path)
+    command = line.split("Reproduce with:", 1)[1].strip()
+    argv = shlex.split(command)
+    assert argv[argv.index("-m") - 1:argv.index("-m") + 3] == [sys.executable, "-m", "conformance", "run"]
+    assert "--scenarios" in argv and "--worker-command" in argv
+    assert argv[argv.index("--reports") + 1] == str(tmp_path / "bare" / "reproduce")
+    before = (tmp_path / "bare" / "events.jsonl").read_bytes()
+    again = subprocess.run(["sh", "-c", command], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                           env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     assert again.returncode == 1 and "1 scenario" in again.stdout, again.stdout + again.stderr
     assert "a/wrong" in again.stdout and "a/good" not in again.stdout
+    assert (tmp_path / "bare" / "events.jsonl").read_bytes() == before  # the run's own reports are kept
+    assert (tmp_path / "bare" / "reproduce" / "events.jsonl").is_file()
 
 
 def test_targets_file_worker_runs_and_reproduce_repeats_the_file(tmp_path):

@@ -46,9 +46,11 @@ def kinds(events: tuple[pb.HistoryEvent, ...]) -> list[str]:
 
 def test_workflow_started_first_then_visible_entries_in_inbox_order() -> None:
     inbox = items((fired(2, 3 * S), 3 * S), (done(1), 0), (ev(eventRaised=pb.EventRaisedEvent(name="go")), 9 * S))
-    turn = deliver(inbox, now_ns=4 * S, turn_ns=4 * S + 7, started=True, resolved=())
+    ticks = iter(range(4 * S + 7, 5 * S))
+    turn = deliver(inbox, now_ns=4 * S, clock=lambda: next(ticks), started=True, resolved=())
     assert kinds(turn.new_events) == ["WorkflowStarted", "TimerFired", "TaskCompleted"]
-    assert ts_ns(turn.new_events[0].timestamp) == 4 * S + 7
+    # Stamped in order on the scheduler's clock: the timer when it fires, then the turn.
+    assert [ts_ns(e.timestamp) for e in turn.new_events[:2]] == [4 * S + 8, 4 * S + 7]
     assert turn.consumed == (1, 2)  # the event not visible yet stays
 
 
@@ -63,11 +65,12 @@ def test_duplicates_and_a_second_start_are_consumed_not_delivered() -> None:
     assert kinds(first.new_events) == ["WorkflowStarted", "ExecutionStarted"]
 
 
-def test_a_timer_fired_carries_its_firing_time_and_other_events_keep_theirs() -> None:
-    timer = fired(2, 3 * S)
-    turn = deliver(items((timer, 3 * S), (done(1), 0)), now_ns=8 * S, started=True, resolved=())
-    assert ts_ns(turn.new_events[1].timestamp) == 3 * S
-    assert ts_ns(turn.new_events[2].timestamp) == 5 * S
+def test_a_timer_fired_carries_the_time_it_fires_and_other_events_keep_theirs() -> None:
+    timer, stamped_before = fired(2, 3 * S), fired(3, 3 * S)
+    stamped_before.timestamp.CopyFrom(ts(2 * S))
+    turn = deliver(items((timer, 3 * S), (done(1), 0), (stamped_before, 3 * S)), now_ns=8 * S, started=True,
+                   resolved=())
+    assert [ts_ns(e.timestamp) for e in turn.new_events] == [8 * S, 8 * S, 5 * S, 2 * S]
     assert not timer.HasField("timestamp")  # the inbox's own event is left as it was
 
 
@@ -138,7 +141,7 @@ def test_the_engine_the_simulator_and_the_fuzzer_follow_a_change_of_the_rule(mon
 
     assert all(t > 0 for t in timer_times())
 
-    def unstamped(e: pb.HistoryEvent) -> pb.HistoryEvent:
+    def unstamped(e: pb.HistoryEvent, clock: object) -> pb.HistoryEvent:
         return e  # the rule changed here only: a TimerFired keeps the time it was queued with (none)
 
     monkeypatch.setattr(delivery, "stamped", unstamped)

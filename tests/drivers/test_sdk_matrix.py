@@ -23,7 +23,8 @@ import pytest
 from conformance.events import Outcome
 from conformance.reporting import write_reports
 from conformance.reporting.catalogue import load_catalogue
-from conformance.runner import Plan, reproduce_command, run_plan
+from conformance.reproduce import reproduce_command
+from conformance.runner import Plan, run_plan
 from conformance.runner.execute import run_scenario
 from conformance.scenario.loader import load_all
 from conformance.targets.registry import load_targets
@@ -67,7 +68,8 @@ def test_compatibility_matrix(tmp_path: Path) -> None:
         if r.outcome in (Outcome.FAILED, Outcome.ERROR):
             pair = pair_by_label[r.pair]
             again = run_scenario(by_id[r.scenario], pair, work_root=tmp_path,
-                                 reproduce=reproduce_command(by_id[r.scenario], pair))
+                                 reproduce=reproduce_command(r.scenario, sidecar=pair.sidecar.name,
+                                                             worker=pair.worker.name))
             if again.outcome not in (Outcome.FAILED, Outcome.ERROR):
                 flaky.append(f"{r.pair} {r.scenario}: {r.outcome.value} then {again.outcome.value}")
                 continue

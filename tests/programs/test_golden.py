@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DOC = json.loads(GOLDEN.read_text(encoding="utf-8"))
 
 # One shape per step kind: exactly these keys (docs/programs.md, "The canonical form").
+ROUTING_KEYS = {"app", "propagation"}
 SHAPES = {
     "call_activity": {"step", "name", "input", "retry", "as"},
     "call_child": {"step", "workflow", "input", "instance_id", "retry", "as"},
@@ -120,7 +121,11 @@ def check_canonical(form: dict[str, Any]) -> None:
         assert family["default"] is None or family["default"] in names, name
         for version in family["versions"]:
             for where, step in _walk_steps(version["steps"], f"{name}.{version['name']}"):
-                assert set(step) == SHAPES[step["step"]], f"{where}: {sorted(step)}"
+                # `app` and `propagation` appear only where set (a one-app form is unchanged by them).
+                optional = ROUTING_KEYS if step["step"] in ("call_activity", "call_child") else set()
+                assert set(step) - optional == SHAPES[step["step"]], f"{where}: {sorted(step)}"
+                assert step.get("propagation") in (None, "own", "lineage"), where
+                assert step.get("app") is None or isinstance(step["app"], str) and step["app"], where
                 for key in ("input", "instance_id", "default", "cond", "value", "message"):
                     if step.get(key) is not None:
                         list(_walk_nodes(step[key], f"{where}.{key}"))

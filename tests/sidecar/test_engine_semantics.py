@@ -307,6 +307,70 @@ def test_stale_action_ids_redeliver_turn(sidecar, client, background):
     worker.cancel()
 
 
+def _optional_wait(action_id: int, name: str) -> pb.WorkflowAction:
+    """The action of an indefinite wait_for_external_event in dapr's Python SDK 1.19.0."""
+    a = pb.WorkflowAction(id=action_id)
+    a.createTimer.fireAt.seconds, a.createTimer.fireAt.nanos = 253402300799, 999999999
+    a.createTimer.externalEvent.name = name
+    return a
+
+
+def test_action_at_an_optional_timers_id_is_recorded(sidecar, client, background):
+    # R3.14 (a): code changed under a running instance (python-sdk examples/workflow/versioning.py,
+    # test5) replays without the optional timer at id 1 and schedules an activity at that id; daprd
+    # records it (durabletask-go applier.go applies every action at its id), so does the reference.
+    worker = RawWorker(sidecar.address)
+    begin(worker, client, background, "ot", _optional_wait(1, "go"))
+    raise_event(client, "ot")
+    turn = worker.next_workflow()
+    worker.answer(turn, schedule(1, "A"))
+    act = worker.next_activity()
+    assert act.activityRequest.taskId == 1 and act.activityRequest.name == "A"
+    assert kinds(history(client, "ot"))[-3:] == ["WorkflowStarted", "EventRaised", "TaskScheduled"]
+    worker.complete_activity(act, "r")
+    worker.answer(worker.next_workflow(), complete(2, "r"))
+    wait_status(client, "ot", pb.ORCHESTRATION_STATUS_COMPLETED)
+    worker.cancel()
+
+
+def test_refused_answers_stall_after_a_bound(sidecar, client, background):
+    # R3.14 (b): a worker that keeps answering with a taken id does not loop silently: after
+    # REFUSALS_BEFORE_STALL refusals the instance is STALLED with the reason and count, and a worker
+    # that connects again (new code) gets the turn.
+    from fake_sidecar.engine.completions import REFUSALS_BEFORE_STALL
+    worker = RawWorker(sidecar.address)
+    begin(worker, client, background, "rf", schedule(1, "A"))
+    worker.complete_activity(worker.next_activity(), "r")
+    for _ in range(REFUSALS_BEFORE_STALL):
+        worker.answer(worker.next_workflow(), timer(1, 0))
+    wait_status(client, "rf", pb.ORCHESTRATION_STATUS_STALLED)
+    stalled = history(client, "rf")[-1].executionStalled
+    assert (f"refused {REFUSALS_BEFORE_STALL} times in a row: action id 1 (createTimer) is already in history "
+            "as taskScheduled") in stalled.description
+    worker.cancel()
+    fixed = RawWorker(sidecar.address)
+    again = fixed.next_workflow()
+    fixed.answer(again, complete(2, "r"))
+    wait_status(client, "rf", pb.ORCHESTRATION_STATUS_COMPLETED)
+    fixed.cancel()
+
+
+def test_timer_fired_is_stamped_when_it_fires(sidecar, client, background):
+    # R2.6: TimerFired carries its firing time (at or after fireAt), before its turn's WorkflowStarted;
+    # the engine differential found it committed without a timestamp.
+    worker = RawWorker(sidecar.address)
+    fire_at = time.time_ns() + 200_000_000
+    begin(worker, client, background, "tf", timer(1, fire_at))
+    turn = worker.next_workflow()
+    ws, fired = turn.workflowRequest.newEvents
+    assert fired.HasField("timerFired") and fired.HasField("timestamp")
+    assert fire_at <= fired.timestamp.ToNanoseconds() < ws.timestamp.ToNanoseconds()
+    worker.answer(turn, complete(2, "done"))
+    wait_status(client, "tf", pb.ORCHESTRATION_STATUS_COMPLETED)
+    assert history(client, "tf")[4].timestamp == fired.timestamp
+    worker.cancel()
+
+
 def test_list_instance_ids_pages_with_opaque_token(sidecar, client, background):
     for i in range(7):
         client.call("StartInstance", create(f"l{i}", scheduledStartTimestamp=_future()), timeout=5)

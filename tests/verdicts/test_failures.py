@@ -4,6 +4,7 @@ the event stream, and one rendering of a scenario's failure text."""
 from __future__ import annotations
 
 from conformance.events import Outcome, ScenarioFinished, from_json, to_json
+from conformance.reporting.catalogue import load_catalogue
 from conformance.failures import Failure, TargetMisbehaved, failures_of, render
 from conformance.verdict import CROSS_WORKER, Level, Mismatch, judge
 
@@ -33,6 +34,7 @@ def test_render_is_the_sections_worst_first_then_the_reproduce_line():
                     "  A-MUST-001: spec §1\n"
                     "  - [expectations] output: expected 1, got 2\n\n"
                     f"OBSERVATION ({CROSS_WORKER}): differs from the reference where the contract allows it\n"
+                    f"  {CROSS_WORKER} (INFO): {load_catalogue()[CROSS_WORKER].title}\n"
                     "  - [vector] actions[0].id: expected 1, got 2\n"
                     "sidecar log: l\n\n"
                     "Reproduce with: conformance run --scenario s")
@@ -50,3 +52,24 @@ def test_target_misbehaved_is_the_root_of_findings():
     exc = TargetMisbehaved(check="ledger", mismatches=["lost 1", Mismatch(text="dup", level=Level.OBSERVATION)])
     assert isinstance(exc, AssertionError) and [m.text for m in exc.found] == ["lost 1", "dup"]
     assert str(exc) == "ledger: lost 1; dup"
+
+
+def test_a_failure_names_the_requirement_and_the_contract_in_english_with_a_link():
+    text = render(_failures([("vector", Mismatch(text="expected 1 action(s), got 0: []"))], ("EVT-BUFFER-001",)),
+                  sources={}, reproduce="r")
+    lines = text.splitlines()
+    assert lines[0] == "FAILED: breaks EVT-BUFFER-001 (MUST)"
+    assert lines[1] == "  EVT-BUFFER-001 (MUST): Events that arrive before the wait are buffered by the worker"
+    assert lines[2].startswith("    An EventRaised recorded before the code waits")
+    # The spec's English words where the catalogue quotes its Chinese heading and phrase, and where to read them.
+    assert lines[3].startswith("    The contract, State and history: 3. 收件箱 — Inbox (pending events):")
+    assert "external events raised to the workflow" in lines[3]
+    assert lines[4].startswith("      docs/spec.md#状态与历史--state-and-history (line ")
+    assert lines[5].startswith("    Cited as: seed 000 §状态与历史")
+
+
+def test_a_must_weighed_as_a_should_says_so_once():
+    text = render(_failures([("vector", Mismatch(text="no answer", level=Level.SHOULD))], ("RPL-ANSWER-001",)),
+                  sources={}, reproduce="r")
+    assert text.startswith("WARNING: RPL-ANSWER-001 — a MUST in the catalogue, weighed as a SHOULD")
+    assert "WARNING: WARNING" not in text and "(SHOULD)" not in text.splitlines()[0]

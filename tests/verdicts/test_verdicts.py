@@ -197,7 +197,8 @@ def test_another_action_id_is_an_observation_not_a_failure(tmp_path) -> None:
 def test_another_activity_name_breaks_the_must(tmp_path) -> None:
     r = _run_vector(tmp_path, name="other")
     assert r.outcome is Outcome.FAILED and r.broken == ("RPL-EXEC-001",)
-    assert r.message.startswith("FAILED: breaks RPL-EXEC-001 (MUST)\n  RPL-EXEC-001: seed 000")
+    assert r.message.startswith("FAILED: breaks RPL-EXEC-001 (MUST)\n  RPL-EXEC-001 (MUST): ")
+    assert "\n    Cited as: seed 000" in r.message and "\n      docs/spec.md#" in r.message
     assert r.message.rstrip().endswith("Reproduce with: r")
 
 

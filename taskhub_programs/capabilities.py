@@ -1,0 +1,44 @@
+"""Which target capability each construct of a bundle needs (the names of conformance/targets/targets.yaml).
+
+The one table that links the program language to the capabilities a worker target declares: a
+driver whose SDK release lacks a capability (found by probing the SDK's API at start) refuses a
+bundle that uses it, naming the step, instead of failing somewhere inside the SDK.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from taskhub_programs.language import (
+    STEP_NAMES, All, AnyOf, Bundle, CallActivity, CallChild, ContinueAsNew, If, IfPatched, Step, Timer, WaitEvent,
+)
+
+# Step kind -> the capability every step of that kind needs.
+STEP_NEEDS: dict[type, str] = {CallChild: "children", Timer: "timers", WaitEvent: "events", IfPatched: "patching"}
+VERSIONS, RETRIES, CARRY_EVENTS = "versions", "retries", "carry_events"
+
+
+def needs(bundle: Bundle) -> Iterator[tuple[str, str]]:
+    """(capability, path) for every use in the bundle of a construct that needs a capability."""
+    for name, family in bundle.programs.items():
+        base = f"$.programs.{name}"
+        if family.versioned:
+            yield VERSIONS, f"{base}.versions"
+        for vname, program in family.versions.items():
+            yield from _steps(program.steps, base + (f".versions.{vname}" if vname else "") + ".steps")
+
+
+def _steps(steps: Sequence[Step], path: str) -> Iterator[tuple[str, str]]:
+    for i, step in enumerate(steps):
+        here = f"{path}[{i}].{STEP_NAMES.get(type(step), type(step).__name__)}"
+        if type(step) in STEP_NEEDS:
+            yield STEP_NEEDS[type(step)], here
+        if isinstance(step, (CallActivity, CallChild)) and step.retry is not None:
+            yield RETRIES, f"{here}.retry"
+        if isinstance(step, ContinueAsNew) and step.carry_events:
+            yield CARRY_EVENTS, f"{here}.carry_events"
+        if isinstance(step, (All, AnyOf)):
+            yield from _steps(step.tasks, here)
+        if isinstance(step, (If, IfPatched)):
+            yield from _steps(step.then, f"{here}.then")
+            yield from _steps(step.else_, f"{here}.else")

@@ -1,0 +1,172 @@
+"""The scenario library as pytest items: the same verdicts, failure text, "Reproduce with:" lines and
+reports as `conformance run`, allure results through allure-pytest, and pytest-xdist's grouping."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from conformance.events import Outcome, ScenarioFinished
+from conformance.reporting import read_events
+from conformance.run_options import RUN_OPTIONS
+
+ROOT = Path(__file__).resolve().parents[2]
+GOOD = """title: returns one
+requirements: [RPL-DET-001]
+programs: {main: {steps: [{return: 1}]}}
+start: {workflow: main}
+expect: {status: COMPLETED, output: 1}
+"""
+# The reference pair returns 1; the expectation says 2: a MUST of the scenario broken, on purpose.
+BAD = """title: expects two
+requirements: [RPL-DET-001]
+programs: {main: {steps: [{return: 1}]}}
+start: {workflow: main}
+expect: {status: COMPLETED, output: 2}
+"""
+
+
+def _library(tmp_path: Path) -> Path:
+    folder = tmp_path / "scenarios" / "mine"
+    folder.mkdir(parents=True)
+    (folder / "good.yaml").write_text(GOOD, encoding="utf-8")
+    (folder / "bad.yaml").write_text(BAD, encoding="utf-8")
+    return tmp_path / "scenarios"
+
+
+def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=600, cwd=cwd)
+
+
+def _same_run(text: str) -> str:
+    """The text without what differs between two runs of one scenario: its generated instance ids."""
+    return re.sub(r"-[0-9a-f]{6}\b", "-<id>", text)
+
+
+def _finished(path: Path) -> dict[str, ScenarioFinished]:
+    return {e.scenario: e for e in read_events(path) if isinstance(e, ScenarioFinished)}
+
+
+def test_both_paths_give_the_same_verdicts_text_reproduce_lines_and_reports(tmp_path):
+    scenarios = _library(tmp_path)
+    reports = tmp_path / "reports"  # one folder for both, as a user switching paths has: the same reproduce lines
+    cli = _run("-m", "conformance", "run", "--scenarios", str(scenarios), "--reports", str(reports),
+               "--jobs", "2", cwd=tmp_path)
+    assert cli.returncode == 1, cli.stdout + cli.stderr
+    by_cli = _finished(reports / "events.jsonl")
+    cli_files = {name: (reports / name).is_file() for name in ("junit.xml", "summary.json", "matrix.md", "matrix.html")}
+    for name in cli_files:
+        (reports / name).unlink()
+    py = _run("-m", "pytest", str(scenarios), "-p", "no:cacheprovider", "-q", "-n", "2",
+              "--conformance-reports", str(reports), "--alluredir", str(tmp_path / "allure"), cwd=tmp_path)
+    assert py.returncode == 1, py.stdout + py.stderr
+    by_py = _finished(reports / "events.jsonl")
+    assert set(by_cli) == set(by_py) == {"mine/good", "mine/bad"}  # merged from both xdist workers
+    for name in by_cli:
+        a, b = by_cli[name], by_py[name]
+        assert (a.outcome, a.verdicts, a.broken, a.reproduce) == (b.outcome, b.verdicts, b.broken, b.reproduce)
+        assert _same_run(a.message) == _same_run(b.message)
+    assert by_py["mine/bad"].outcome is Outcome.FAILED and by_py["mine/good"].outcome is Outcome.PASSED
+    assert f"--scenarios {scenarios.resolve()}" in by_py["mine/bad"].reproduce
+    # The failure text pytest prints is the one the CLI prints, "Reproduce with:" line included.
+    assert by_py["mine/bad"].reproduce.split(" --reports ")[0] in py.stdout and "Reproduce with:" in py.stdout
+    assert all(cli_files.values()), cli_files
+    for name in cli_files:
+        assert (reports / name).is_file(), name
+    summary = json.loads((reports / "summary.json").read_text(encoding="utf-8"))
+    assert json.dumps(summary).count("mine/bad") >= 1
+
+
+def test_pytest_path_allure_results_carry_the_cli_labels_and_attachments(tmp_path):
+    scenarios = _library(tmp_path)
+    out = tmp_path / "allure"
+    py = _run("-m", "pytest", str(scenarios / "mine" / "bad.yaml"), "-p", "no:cacheprovider", "-q",
+              "--alluredir", str(out), cwd=tmp_path)
+    assert py.returncode == 1, py.stdout + py.stderr
+    [path] = list(out.glob("*-result.json"))
+    result = json.loads(path.read_text(encoding="utf-8"))
+    labels: dict[str, list[str]] = {}
+    for label in result["labels"]:
+        labels.setdefault(label["name"], []).append(label["value"])
+    assert labels["parentSuite"] == ["reference+reference"] and labels["subSuite"] == ["mine"]
+    assert labels["story"] == ["mine/bad"] and "RPL-DET-001" in labels["tag"]
+    assert labels["severity"] == ["critical"] and labels["suite"] == labels["feature"]
+    assert result["status"] == "failed" and result["name"] == "expects two"
+    assert "Reproduce with:" in result["statusDetails"]["message"]
+    assert 0 < result["start"] < result["stop"]
+    kinds = {a["name"]: a for a in result["attachments"]}
+    assert {"protocol transcript", "protocol transcript (JSON)", "timeline"} <= set(kinds)
+    transcript = json.loads((out / kinds["protocol transcript (JSON)"]["source"]).read_text(encoding="utf-8"))
+    assert any(e["rpc"] == "GetWorkItems" for e in transcript)
+    assert (out / kinds["timeline"]["source"]).read_text(encoding="utf-8").lstrip().startswith("<svg")
+    assert (out / "categories.json").is_file() and "pairs = reference+reference" in (
+        out / "environment.properties").read_text(encoding="utf-8")
+
+
+def test_every_run_option_has_its_pytest_option():
+    from conformance.cli import _parser
+
+    run = _parser()._subparsers._group_actions[0].choices["run"]  # type: ignore[union-attr]
+    cli_flags = {s for a in run._actions for s in a.option_strings if s.startswith("--")} - {"--help", "--verbose"}
+    help_text = _run("-m", "pytest", "--help", "-p", "no:cacheprovider", cwd=ROOT).stdout
+    for flag in sorted(cli_flags):
+        spec = next(s for s in RUN_OPTIONS if f"--{s.name}" == flag)
+        if spec.cli_only:
+            continue  # pytest takes the scenario paths as its own arguments
+        assert f"--conformance-{spec.name}" in help_text, flag
+
+
+class _Items:
+    def __init__(self) -> None:
+        self.items: list = []
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.items = list(session.items)
+
+
+def test_scenarios_that_need_a_shared_engine_alone_are_one_xdist_group(tmp_path):
+    scenarios = ROOT / "scenarios" / "connection"
+    seen = _Items()
+    code = pytest.main([str(scenarios), "--collect-only", "-q", "-p", "no:cacheprovider",
+                        "--conformance-sidecar", "address", "--conformance-sidecar-address", "127.0.0.1:9"],
+                       plugins=[seen])
+    assert code == 0
+    from conformance.runner.isolation import needs_engine_alone
+
+    alone = [i for i in seen.items if needs_engine_alone(i.scenario)]
+    together = [i for i in seen.items if not needs_engine_alone(i.scenario)]
+    assert alone, "the connection folder has scenarios that cut the worker's stream"
+    for item in alone:
+        groups = [m.args[0] for m in item.iter_markers("xdist_group")]
+        assert groups == ["engine-alone-address"], item.nodeid
+    for item in together:
+        assert not list(item.iter_markers("xdist_group")), item.nodeid
+
+
+def test_an_engine_held_alone_waits_for_the_scenarios_running_on_it():
+    from conformance.runner.isolation import process_engine_turn
+    from conformance.targets.registry import load_targets
+
+    pair = load_targets().pair("address", "reference", sidecar_address="127.0.0.1:9")
+    released, alone_in = threading.Event(), threading.Event()
+    shared = process_engine_turn(pair, alone=False, address="test-lock")
+    shared.__enter__()
+
+    def loner() -> None:
+        with process_engine_turn(pair, alone=True, address="test-lock"):
+            alone_in.set()
+            released.wait(30)
+
+    t = threading.Thread(target=loner, daemon=True)
+    t.start()
+    assert not alone_in.wait(0.5)  # the shared turn is still held
+    shared.__exit__(None, None, None)
+    assert alone_in.wait(30)
+    released.set()
+    t.join(30)

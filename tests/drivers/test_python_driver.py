@@ -1,0 +1,104 @@
+"""The one Python driver and its adapters: probes, capabilities the harness takes off, refusals.
+
+- `--probe` of each installed Python SDK prints what its release lacks as JSON; the pinned
+  releases lack nothing the targets declare.
+- A target's `probe:` output is taken off its declared capabilities before the run, also for a
+  replaced worker command running the same driver script.
+- taskhub_programs.capabilities names each construct's capability with the step's path.
+
+The SDKs must be installed (`scripts/install-sdks.sh dx dd`); a missing install fails with that hint.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conformance.targets.probe import run_probe
+from conformance.targets.registry import load_targets
+from taskhub_programs import load_bundle, parse_bundle
+from taskhub_programs.capabilities import needs
+
+pytestmark = pytest.mark.sdk
+
+ROOT = Path(__file__).resolve().parents[2]
+ADAPTERS = {"dx": ROOT / "drivers" / "dapr_ext_workflow" / "driver.py",
+            "dd": ROOT / "drivers" / "durabletask_dapr" / "driver.py"}
+
+
+def _python(sdk: str) -> Path:
+    python = ROOT / ".sdk" / sdk / "bin" / "python"
+    if not python.exists():
+        pytest.fail(f"{python} is missing: run scripts/install-sdks.sh {sdk}", pytrace=False)
+    return python
+
+
+@pytest.mark.parametrize("sdk", sorted(ADAPTERS))
+def test_probe_of_the_pinned_release_finds_nothing_absent(sdk: str) -> None:
+    done = subprocess.run([str(_python(sdk)), str(ADAPTERS[sdk]), "--probe"], capture_output=True, text=True,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, cwd=ROOT, timeout=60)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["absent"] == {}, doc
+    pinned = (ROOT / "drivers" / "sdk_envs" / f"{sdk}.txt").read_text(encoding="utf-8")
+    dist, version = doc["sdk"].split()
+    assert f"{dist}=={version}" in pinned, (doc, pinned)
+
+
+def _probe_script(tmp_path: Path, absent: dict[str, str]) -> Path:
+    script = tmp_path / "driver.py"
+    script.write_text("import json, sys\nassert sys.argv[1:] == ['--probe'], sys.argv\n"
+                      f"print(json.dumps({{'sdk': 'fake-sdk 9', 'absent': {absent!r}}}))\n", encoding="utf-8")
+    return script
+
+
+def test_probed_absences_are_taken_off_the_declared_capabilities(tmp_path: Path) -> None:
+    script = _probe_script(tmp_path, {"all_fails_fast": "when_all waits", "versions": "no registration"})
+    targets_file = tmp_path / "t.target.yaml"
+    targets_file.write_text(yaml.safe_dump({"workers": {"probed-sdk": {
+        "kind": "command", "command": f"{sys.executable} {script} --sidecar {{address}} --programs {{programs}}",
+        "probe": f"{sys.executable} {script} --probe", "ready_line": "^connected to ",
+        "capabilities": ["all_fails_fast", "versions", "timers"]}}}), encoding="utf-8")
+    targets = load_targets(extra=[targets_file])
+    worker = targets.worker("probed-sdk")
+    assert worker.capabilities == frozenset({"timers"})
+    assert worker.probed.sdk == "fake-sdk 9" and set(worker.probed.absent) == {"all_fails_fast", "versions"}
+    # A local build of the same driver (--worker-command) is probed through its own interpreter.
+    other = tmp_path / "venv-python"
+    other.symlink_to(sys.executable)
+    replaced = targets.worker("probed-sdk", command=f"{other} {script} --sidecar {{address}} --programs {{programs}}")
+    assert replaced.probe.startswith(str(other)) and replaced.capabilities == frozenset({"timers"})
+    # Another command keeps the declared capabilities: nothing to probe it with.
+    foreign = targets.worker("probed-sdk", command=f"{sys.executable} elsewhere.py --sidecar {{address}}")
+    assert foreign.probe == "" and "versions" in foreign.capabilities
+
+
+def test_a_probe_that_cannot_run_leaves_the_declaration(tmp_path: Path) -> None:
+    assert run_probe(f"{tmp_path}/missing/python x.py --probe", str(ROOT)) is None
+    broken = tmp_path / "broken.py"
+    broken.write_text("print('not json')\n", encoding="utf-8")
+    assert run_probe(f"{sys.executable} {broken}", str(ROOT)) is None
+
+
+def test_each_construct_names_its_capability_and_path() -> None:
+    bundle = parse_bundle({"programs": {
+        "main": {"steps": [
+            {"call_child": {"workflow": "main", "retry": {"max_attempts": 2, "first_delay": 1}}},
+            {"if_patched": {"patch": "p", "then": [{"any": [{"timer": "1s"}, {"wait_event": "go"}]}]}},
+            {"continue_as_new": {"carry_events": True}}]},
+        "versioned": {"versions": {"v1": {"steps": [{"return": 1}]}}}}})
+    assert sorted(needs(bundle)) == sorted([
+        ("children", "$.programs.main.steps[0].call_child"),
+        ("retries", "$.programs.main.steps[0].call_child.retry"),
+        ("patching", "$.programs.main.steps[1].if_patched"),
+        ("timers", "$.programs.main.steps[1].if_patched.then[0].any[0].timer"),
+        ("events", "$.programs.main.steps[1].if_patched.then[0].any[1].wait_event"),
+        ("carry_events", "$.programs.main.steps[2].continue_as_new.carry_events"),
+        ("versions", "$.programs.versioned.versions")])
+    example = load_bundle(ROOT / "taskhub_programs" / "examples" / "bundle.yaml")
+    assert {cap for cap, _ in needs(example)} >= {"children", "timers", "events", "patching", "versions", "retries"}

@@ -1,0 +1,58 @@
+"""Errors before work: a target that is not installed stops the run before any scenario, with one
+message naming what is missing and the command that installs it from where the user is, exit 2."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conformance.targets.base import Pair, WorkerTarget
+from conformance.targets.preflight import command_from, not_installed
+from conformance.targets.registry import load_targets
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _library_without_installs(tmp_path: Path) -> Path:
+    """A library root with the shipped scenarios and drivers but nothing installed (.sdk/, .tools/ absent)."""
+    home = tmp_path / "lib"
+    home.mkdir()
+    for name in ("scenarios", "drivers", "scripts"):
+        (home / name).symlink_to(ROOT / name)
+    return home
+
+
+def test_a_missing_driver_is_one_message_with_the_install_command_and_exit_2(tmp_path):
+    home = _library_without_installs(tmp_path)
+    env = {**os.environ, "CONFORMANCE_HOME": str(home), "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "conformance", "run", "--worker", "dapr-ext-workflow",
+                           "--worker", "durabletask-go-worker", "--scenario", "timers/*", "--no-reports"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == "", done.stdout  # no scenario ran
+    assert f"worker dapr-ext-workflow is not installed ({home}/.sdk/dx/bin/python does not exist)" in done.stderr
+    # From tmp_path the library is lib/: the command is relative to where the user is.
+    assert "\n    lib/scripts/install-sdks.sh dx\n" in done.stderr + "\n"
+    assert "lib/scripts/install-go-driver.sh" in done.stderr
+
+
+def test_the_install_command_is_written_for_the_working_directory(tmp_path):
+    root = tmp_path / "lib"
+    root.mkdir()
+    assert command_from(root, "scripts/install-sdks.sh dx", cwd=root) == "scripts/install-sdks.sh dx"
+    assert command_from(root, "install.sh", cwd=root) == "./install.sh"
+    elsewhere = tmp_path / "other"
+    elsewhere.mkdir()
+    assert command_from(root, "scripts/install-js.sh", cwd=elsewhere) == f"{root}/scripts/install-js.sh"
+
+
+def test_an_installed_worker_and_the_reference_pass(tmp_path):
+    targets = load_targets()
+    assert not_installed([targets.pair("reference", "reference")], root=ROOT) == []
+    mine = WorkerTarget(name="mine", kind="command", capabilities=frozenset(), command="{python} -m fake_worker")
+    assert not_installed([Pair(sidecar=targets.sidecars["reference"], worker=mine)], root=ROOT) == []
+    gone = WorkerTarget(name="gone", kind="command", capabilities=frozenset(), command="/nonexistent/bin/x --y")
+    (problem,) = not_installed([Pair(sidecar=targets.sidecars["reference"], worker=gone)], root=ROOT)
+    assert "/nonexistent/bin/x does not exist" in problem and "--worker-command" in problem

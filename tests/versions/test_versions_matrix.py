@@ -1,0 +1,103 @@
+"""The version matrix's pure parts: the release catalogue, the cached environment's worker command,
+and where a FAILED scenario appears or disappears along releases."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conformance.events import Outcome, ScenarioFinished, to_json
+from conformance.versions.catalogue import ReleasesError, Toolchain, load_releases
+from conformance.versions.cells import CellResult, read_cell
+from conformance.versions.envs import Env
+from conformance.versions.matrix import changes, render_markdown
+from conformance.versions.matrix import to_json as matrix_json
+
+RELEASES = load_releases()
+
+
+def test_every_sdk_lists_at_most_three_releases_newest_first_with_a_known_worker() -> None:
+    from conformance.targets.registry import load_targets
+
+    workers = load_targets().workers
+    for name, rs in RELEASES.sdks.items():
+        assert 1 <= len(rs) <= 3, name
+        assert len({r.version for r in rs}) == len(rs), name
+        for r in rs:
+            assert r.worker in workers, f"{name} {r.version}: worker {r.worker} is not a target"
+    assert [r.version for r in RELEASES.sdks["dapr-python"]][0] == "1.19.0"
+    assert RELEASES.sdks["dapr-python"][0].worker == "dapr"
+
+
+def test_selection_names_unknown_sdks_and_releases() -> None:
+    assert [r.version for r in RELEASES.select_sdk("durabletask-dapr@0.17.2,0.17.4")] == ["0.17.4", "0.17.2"]
+    with pytest.raises(ReleasesError, match="unknown SDK 'nope'; known: dapr-python"):
+        RELEASES.select_sdk("nope")
+    with pytest.raises(ReleasesError, match="no release 9.9.9"):
+        RELEASES.select_engine("durabletask-go@9.9.9")
+
+
+@pytest.mark.parametrize(("sdk", "declared", "want"), [
+    ("durabletask-dapr", "{root}/.sdk/dd/bin/python {root}/drivers/durabletask_dapr/driver.py --sidecar {address} "
+                         "--programs {programs}",
+     "/c/bin/python {root}/drivers/durabletask_dapr/driver.py --sidecar {address} --programs {programs}"),
+    ("durabletask-js", "node {root}/drivers/durabletask_js/driver.js --sidecar {address} --canonical {canonical}",
+     "node /c/driver.js --sidecar {address} --canonical {canonical}"),
+    ("durabletask-go", "{root}/.tools/bin/durabletask-go-driver --sidecar {address} --canonical {canonical}",
+     "/c/durabletask-go-driver --sidecar {address} --canonical {canonical}"),
+    ("durabletask-java", "{root}/.tools/java-driver/bin/durabletask-java-driver --sidecar {address} --canonical {canonical}",
+     "/c/bin/durabletask-java-driver --sidecar {address} --canonical {canonical}"),
+])
+def test_the_worker_command_runs_the_cached_environment(sdk: str, declared: str, want: str) -> None:
+    env = Env(release=RELEASES.sdks[sdk][0], path=Path("/c"), reused=True, seconds=0.0)
+    assert env.worker_command(declared) == want
+
+
+def _cell(sdk: str, version: str, engine: str, failed: dict[str, tuple[str, ...]]) -> CellResult:
+    rel = next(r for r in RELEASES.sdks[sdk] if r.version == version)
+    eng = RELEASES.select_engine(engine)[0]
+    return CellResult(sdk=rel, engine=eng, counts={"PASSED": 3, "FAILED": len(failed)}, failed=failed,
+                      broken=tuple(sorted({x for v in failed.values() for x in v})))
+
+
+def test_a_failure_appears_and_disappears_along_the_sdk_releases() -> None:
+    # newest first, as the catalogue lists them
+    results = [_cell("durabletask-dapr", "0.17.4", "reference", {"a/x": ("R-1",)}),
+               _cell("durabletask-dapr", "0.17.3", "reference", {"a/x": ("R-1",), "a/y": ("R-2",)}),
+               _cell("durabletask-dapr", "0.17.2", "reference", {"a/y": ("R-2",), "a/z": ("R-3",)})]
+    got = {(c.scenario, c.kind, c.at) for c in changes(results) if c.axis == "sdk"}
+    assert got == {("a/x", "appears", "0.17.3"), ("a/y", "disappears", "0.17.4"), ("a/z", "disappears", "0.17.3")}
+    text = render_markdown(results, command="conformance versions --sdk durabletask-dapr")
+    assert "`a/x` on reference: appears at 0.17.3 (R-1)" in text
+    assert "FAILED `a/y`: R-2" in text
+    doc = json.loads(matrix_json(results, command="c"))
+    assert {c["scenario"] for c in doc["changes"]} == {"a/x", "a/y", "a/z"}
+    assert doc["cells"][0]["mustBroken"] == ["R-1"]
+
+
+def test_a_failure_on_every_release_is_called_so_and_one_release_has_no_axis() -> None:
+    results = [_cell("durabletask-dapr", "0.17.4", "reference", {"a/x": ("R-1",)}),
+               _cell("durabletask-dapr", "0.17.3", "reference", {"a/x": ("R-1",)})]
+    assert [(c.kind, c.at) for c in changes(results) if c.axis == "sdk"] == [("always", "0.17.3, 0.17.4")]
+    assert changes(results[:1]) == []
+
+
+def test_a_cell_is_read_from_its_run_events(tmp_path: Path) -> None:
+    events = tmp_path / "events.jsonl"
+    finished = [ScenarioFinished(scenario="a/ok", pair="reference+dd", sidecar="reference", worker="dd",
+                                 outcome=Outcome.PASSED, duration_s=1.0, requirements=("R-1",)),
+                ScenarioFinished(scenario="a/bad", pair="reference+dd", sidecar="reference", worker="dd",
+                                 outcome=Outcome.FAILED, duration_s=1.0, requirements=("R-1", "R-2"), broken=("R-2",)),
+                ScenarioFinished(scenario="a/gap", pair="reference+dd", sidecar="reference", worker="dd",
+                                 outcome=Outcome.KNOWN_FAILURE, duration_s=1.0, requirements=("R-3",), broken=("R-3",))]
+    events.write_text("".join(to_json(e) + "\n" for e in finished))
+    cell = read_cell(events, sdk=RELEASES.sdks["durabletask-dapr"][0], engine=RELEASES.select_engine("reference")[0],
+                     wall_s=2.0)
+    assert cell.counts == {"PASSED": 1, "FAILED": 1, "KNOWN_FAILURE": 1}
+    assert cell.failed == {"a/bad": ("R-2",)} and cell.broken == ("R-2",) and cell.known == ("R-3",)
+
+
+def test_toolchains_are_named_once() -> None:
+    assert {r.toolchain for rs in RELEASES.sdks.values() for r in rs} == set(Toolchain)
