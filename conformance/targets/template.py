@@ -48,6 +48,7 @@ SIDECAR_CAPABILITIES: dict[str, str] = {
     "unknown_is_not_found": "operations on an unknown instance answer NOT_FOUND",
     "history_not_found": "GetInstanceHistory of an unknown instance answers NOT_FOUND",
     "own_engine": "the engine holds only this scenario's instances (one engine per scenario), so listings are its own",
+    "detached_workflows": "CreateDetachedWorkflow (DetachedWorkflowInstanceCreated, R3.12)",
     # One per engine setting a scenario can ask for (`engine:`, conformance/scenario/engine.py).
     "engine_retention": "can be started with a retention of finished instances (daprd stateRetentionPolicy)",
     "engine_max_concurrent_workflows": "can be started with a limit of workflow turns in flight",
