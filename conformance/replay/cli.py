@@ -42,6 +42,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                           "environment cached like the version matrix's")
     rep.add_argument("--any-sdk", action="store_true",
                      help="with --corpus: also the histories other SDKs recorded (default: those of --sdk's line)")
+    rep.add_argument("--scenario", action="append", default=[], metavar="GLOB",
+                     help="with --corpus: only the histories of scenarios whose id matches (repeatable)")
     rep.add_argument("--worker-command", metavar="CMD",
                      help="start your worker with this command ({address} is replaced; DAPR_GRPC_ENDPOINT, "
                           "DAPR_GRPC_PORT and DAPR_RUNTIME_HOST are set to the replay sidecar); ended when done")

@@ -353,7 +353,7 @@ class _Harness:
         self.app_workers[app] = starter(start)
         ready = getattr(self.sidecar, "wait_until_workflows_ready", None)
         if ready is not None:
-            ready()
+            ready(app=app)
 
     def stop_app_worker(self, app: str) -> None:
         worker = self.app_workers.pop(app, None)

@@ -100,7 +100,7 @@ def run_corpus_replay(args: argparse.Namespace) -> int:
     reports = (args.reports or root / "reports" / "corpus-replay" / releases[0].key).resolve()
     reports.mkdir(parents=True, exist_ok=True)
     results = replay_corpus(args.corpus.resolve(), command=command, reports=reports, jobs=args.jobs,
-                            sdk=None if args.any_sdk else releases[0].sdk,
+                            sdk=None if args.any_sdk else releases[0].sdk, scenarios=tuple(args.scenario),
                             log=(lambda m: None) if args.quiet else (lambda m: print(m, flush=True)))
     text = render_replay(results, sdk=releases[0].label)
     (reports / "corpus-replay.md").write_text(text, encoding="utf-8")

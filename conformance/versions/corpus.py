@@ -101,16 +101,21 @@ class Group:
     histories: tuple[Path, ...]
 
 
-def groups(corpus: Path, *, sdk: str | None = None) -> list[Group]:
+def groups(corpus: Path, *, sdk: str | None = None, scenarios: Sequence[str] = ()) -> list[Group]:
     """The corpus's scenarios with their histories; with `sdk`, only those recorded with that SDK line
     (any release, any engine): forward compatibility is a line's promise, and another SDK's histories
     differ by what the contract leaves to each SDK (ids, optional timers)."""
+    import fnmatch
+
     out = []
     for bundle in sorted(corpus.rglob(BUNDLE)):
+        scenario = bundle.parent.relative_to(corpus).as_posix()
+        if scenarios and not any(fnmatch.fnmatch(scenario, g) for g in scenarios):
+            continue
         files = tuple(f for f in sorted(bundle.parent.rglob("*.history.json"))
                       if sdk is None or f.parent.name.startswith(f"{sdk}-"))
         if files:
-            out.append(Group(scenario=bundle.parent.relative_to(corpus).as_posix(), bundle=bundle, histories=files))
+            out.append(Group(scenario=scenario, bundle=bundle, histories=files))
     return out
 
 
@@ -130,7 +135,8 @@ class Replayed:
     headline: str
 
 
-def replay_corpus(corpus: Path, *, command: str, reports: Path, sdk: str | None, jobs: int = 4,
+def replay_corpus(corpus: Path, *, command: str, reports: Path, sdk: str | None, scenarios: Sequence[str] = (),
+                  jobs: int = 4,
                   log: Callable[[str], None] = print) -> list[Replayed]:
     """Every group of the corpus replayed by `conformance replay`, one driver per scenario (started with
     its bundle through `command`'s {programs}/{canonical}/{root} placeholders)."""
@@ -143,7 +149,7 @@ def replay_corpus(corpus: Path, *, command: str, reports: Path, sdk: str | None,
 
     root = find_library().root
     out: list[Replayed] = []
-    for g in groups(corpus, sdk=sdk):
+    for g in groups(corpus, sdk=sdk, scenarios=scenarios):
         work = reports / "groups" / g.scenario
         work.mkdir(parents=True, exist_ok=True)
         doc = json.loads(g.bundle.read_text(encoding="utf-8"))
