@@ -53,6 +53,8 @@ SIDECAR_CAPABILITIES: dict[str, str] = {
     "apps": "hosts several app ids, one address each, and routes by TaskRouter (workflows across apps)",
     "history_propagation": "delivers propagated history to activities and children (HistoryPropagationScope)",
     "access_policy": "enforces an app's workflow access policy on calls from other apps (the `schedule` operation)",
+    "purge_filter": "PurgeInstances with a PurgeInstanceFilter (many instances in one call)",
+    "start_tags": "keeps a start's tags on its ExecutionStarted",
     "detached_workflows": "CreateDetachedWorkflow (DetachedWorkflowInstanceCreated, R3.12)",
     # One per engine setting a scenario can ask for (`engine:`, conformance/scenario/engine.py).
     "engine_retention": "can be started with a retention of finished instances (daprd stateRetentionPolicy)",
