@@ -95,7 +95,8 @@ class TaskHubServicer:
             instance_id=req.instanceId, name=req.name,
             input=req.input.value if req.HasField("input") else None,
             scheduled_start_ns=scheduled if scheduled > 0 else None,
-            enforce_unique=req.enforceUniqueInstanceId, tags=dict(req.tags))
+            enforce_unique=req.enforceUniqueInstanceId, tags=dict(req.tags),
+            trace=req.parentTraceContext if req.HasField("parentTraceContext") else None)
         if scheduled <= self.engine.clock.now_ns():
             # R1.2: StartInstance returns once the first turn has been committed.
             _wait(self.engine, context, iid, lambda v: v.status != pb.ORCHESTRATION_STATUS_PENDING,
@@ -154,8 +155,12 @@ class TaskHubServicer:
     def PurgeInstances(self, req: pb.PurgeInstancesRequest, context: Call) -> Message:
         which = req.WhichOneof("request")
         if which == "purgeInstanceFilter":
-            raise _Abort(grpc.StatusCode.UNIMPLEMENTED,
-                         "multi-instance purge is not implemented; purge one instanceId at a time")
+            flt = req.purgeInstanceFilter
+            count = self.engine.purge_by_filter(
+                created_from_ns=ts_ns(flt.createdTimeFrom) if flt.HasField("createdTimeFrom") else None,
+                created_to_ns=ts_ns(flt.createdTimeTo) if flt.HasField("createdTimeTo") else None,
+                statuses=frozenset(flt.runtimeStatus))
+            return pb.PurgeInstancesResponse(deletedInstanceCount=count)
         if which is None or not req.instanceId:
             raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, "PurgeInstances needs an instanceId")
         count = self.engine.purge(iid=req.instanceId, recursive=req.recursive, force=req.force)
@@ -461,7 +466,8 @@ class SidecarServer:
               task_execution_id: str = "passthrough", apps: tuple[str, ...] = (),
               app_ports: dict[str, int] | None = None, max_concurrent_workflows: int | None = None,
               max_concurrent_activities: int | None = None, retention_s: Mapping[str, float] | None = None,
-              stateful_history: bool = True) -> "SidecarServer":
+              stateful_history: bool = True,
+              access_policies: tuple[tuple[str, tuple[Any, ...]], ...] = ()) -> "SidecarServer":
         """`engine_class` lets `conformance replay` refuse management calls; `policy` lets the
         harness's tests run deliberately broken engines (mutants, tests/mutants/variants.py);
         `task_execution_id` is `spec` (a fresh id per activity dispatch) or `passthrough` (the SDK's).
@@ -488,7 +494,7 @@ class SidecarServer:
                                                   max_message_bytes=max_message_bytes,
                                                   strict_tokens=strict_tokens,
                                                   task_execution_id=modes[task_execution_id],
-                                                  apps=tuple(apps),
+                                                  apps=tuple(apps), access_policies=access_policies,
                                                   max_concurrent_workflows=max_concurrent_workflows,
                                                   max_concurrent_activities=max_concurrent_activities,
                                                   retention_s=tuple(sorted((retention_s or {}).items())),

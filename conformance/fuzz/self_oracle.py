@@ -38,6 +38,7 @@ from typing import Any
 
 from taskhub_programs import Bundle
 from taskhub_wire import pb
+from taskhub_wire.kinds import EventKind
 
 from conformance.fuzz import programs as P
 from conformance.dialects.compare import EXACT, Comparison, compare, normalise
@@ -113,11 +114,11 @@ def perturbed(case: TurnCase) -> bool:
     suspended = False
     for ev in list(case.past) + list(case.new):
         kind = ev.WhichOneof("eventType")
-        if kind == "executionSuspended":
+        if kind == EventKind.EXECUTION_SUSPENDED.field:
             if suspended:
                 return True
             suspended = True
-        elif kind == "executionResumed":
+        elif kind == EventKind.EXECUTION_RESUMED.field:
             if not suspended:
                 return True
             suspended = False
@@ -147,7 +148,7 @@ class SelfOracleCampaign(WorkerCampaign):
     differential: DifferentialReport = field(default_factory=DifferentialReport)
     robustness: bool = True
     task_execution_ids: bool = True  # the target has the task_execution_id capability (ACT-TEID-002)
-    parallel: int = 4  # histories per example, run together (at most)
+    parallel: int = 8  # histories per example, run together (at most): turns in flight on every stream
 
     def _fresh_process(self, rnd: int, bundle: Bundle, pool_doc: dict[str, Any], worker: Any) -> None:
         if getattr(worker, "streams", 1) > 1:

@@ -26,6 +26,8 @@ import grpc
 from google.protobuf import json_format
 
 from taskhub_wire import pb
+from taskhub_core.delivery import suspended_after, terminates
+from taskhub_wire.kinds import PRODUCED_FIELDS
 from taskhub_wire.rpc import DAPR_WORKFLOW, TASKHUB, TaskHubClient
 
 from conformance.checks import ALWAYS, CHECKS, Observed
@@ -91,6 +93,9 @@ class _Client:
     began: float
     transcript: list[TranscriptEntry] = field(default_factory=list)
     claim: Callable[[Any], None] = lambda request: None  # runner/isolation.py
+    # Every call with its answer, polls included (`conformance engines-diff` compares them; the
+    # transcript leaves polls out): (t, rpc, request, response or None, "CODE: details" or None).
+    calls: list[tuple[float, str, Any, Any, str | None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.channel = grpc.insecure_channel(self.address)
@@ -104,7 +109,9 @@ class _Client:
             resp = self.client.call(rpc, request, timeout=timeout)
         except grpc.RpcError as exc:
             self._log(t, rpc, request, None, f"{exc.code().name}: {exc.details()}")
+            self.calls.append((t, rpc, request, None, f"{exc.code().name}: {exc.details()}"))
             raise
+        self.calls.append((t, rpc, request, resp, None))
         if rpc not in ("GetInstance", "GetInstanceHistory"):  # polling would drown the transcript
             self._log(t, rpc, request, resp, None)
         return resp
@@ -182,11 +189,13 @@ def _raw_call(run: "_Run", h: "_Harness", method: Any, request: Any, *, expect: 
         resp = call(request, timeout=timeout, metadata=h.client.metadata if metadata is None else metadata)
     except grpc.RpcError as exc:
         h.client._log(t, method.name, request, None, f"{exc.code().name}: {exc.details()}")
+        h.client.calls.append((t, method.name, request, None, f"{exc.code().name}: {exc.details()}"))
         if expect is not None:
             _expect_error(exc, expect, where)
             return None
         raise _step_failed(where, f"{where}: {method.name} failed: {exc.code().name}: {exc.details()}") from None
     h.client._log(t, method.name, request, resp, None)
+    h.client.calls.append((t, method.name, request, resp, None))
     if expect is not None:
         raise _step_failed(where, f"{where}: expected {method.name} to fail ({'/'.join(expect.codes) or 'non-OK'}), "
                          "but it succeeded")
@@ -254,6 +263,9 @@ class _Harness:
         options = dict(sc.sidecar)
         if sc.apps:
             options["apps"] = [app.name for app in sc.apps]
+            policies = {app.name: app.access_policy for app in sc.apps if app.access_policy is not None}
+            if policies:
+                options["access_policies"] = policies
         if sc.engine.asked():
             options["engine"] = sc.engine
         self.sidecar = run.pair.sidecar.start(options=options, work_dir=run.work_dir)
@@ -346,7 +358,7 @@ class _Harness:
         self.app_workers[app] = starter(start)
         ready = getattr(self.sidecar, "wait_until_workflows_ready", None)
         if ready is not None:
-            ready()
+            ready(app=app)
 
     def stop_app_worker(self, app: str) -> None:
         worker = self.app_workers.pop(app, None)
@@ -612,6 +624,13 @@ def _observe(run: _Run, h: _Harness) -> Observed:
     ledger = [json.loads(line) for line in h.ledger.read_text(encoding="utf-8").splitlines() if line.strip()]
     zombies = h.zombies + (getattr(h.worker, "zombies_sent", lambda: [])() if h.worker is not None else [])
     counters = h.sidecar.counters() if hasattr(h.sidecar, "counters") else {}
+    # The history corpus (conformance/versions/corpus.py): only with $CONFORMANCE_RECORD_HISTORIES set.
+    from conformance.versions.corpus import record_if_asked
+
+    record_if_asked(scenario_id=run.scenario.id, kind=run.scenario.kind, programs_doc=run.scenario.programs_doc,
+                    iids=raw, fetch=lambda iid: (h.client_for(iid).call(
+                        "GetInstance", pb.GetInstanceRequest(instanceId=iid, getInputsAndOutputs=True),
+                        timeout=10).workflowState, raw[iid]))
     return Observed(scenario=run.scenario, instances=run.instances, keys=ids, states=states,
                     histories={k: [event_dict(e, with_router=bool(run.scenario.apps)) for e in v]
                                for k, v in raw.items()}, raw_histories=raw,
@@ -645,8 +664,10 @@ def _replayer(run: _Run, bundle: Any, stack: ExitStack) -> Replayer | None:
 
 
 def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = None, reproduce: str = "",
-                 checks_only: Sequence[str] = ()) -> ScenarioFinished:
-    """Run `scenario` on `pair`; never raises for target misbehaviour (that is the outcome)."""
+                 checks_only: Sequence[str] = (), capture: Callable[..., None] | None = None) -> ScenarioFinished:
+    """Run `scenario` on `pair`; never raises for target misbehaviour (that is the outcome). `capture`,
+    if given, is called once with what a flow scenario saw (`conformance engines-diff`): instances,
+    observed (histories), calls (every client call with its answer) and transcript (the proxy's)."""
     began = time.monotonic()
     missing = sorted(set(scenario.requires) - pair.capabilities)
     base = dict(scenario=scenario.id, pair=pair.label, sidecar=pair.sidecar.name, worker=pair.worker.name,
@@ -706,6 +727,9 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
                 transcript = sorted([e for c in h.clients.values() for e in c.transcript]
                                     + [e for p in h.proxies.values() for e in p.transcript()], key=lambda e: e.t)
                 logs = [str(p) for p in getattr(h.sidecar, "log_paths", ())]
+                if capture is not None:
+                    capture(instances=dict(run.instances), observed=obs, calls=list(h.client.calls),
+                            transcript=list(h.proxy.transcript()))
     duration = time.monotonic() - began
     gap = pair.gap_for(scenario.id, scenario.requirements)
     if cannot is not None:
@@ -759,10 +783,6 @@ def _verdict(scenario: Scenario, failures: Sequence[TargetMisbehaved], gap: Gap 
                                        "remove it in the target's declaration" if stale and gap else "", **common)
 
 
-_ACTION_EVENTS = frozenset({"taskScheduled", "timerCreated", "childWorkflowInstanceCreated", "eventSent",
-                            "detachedWorkflowInstanceCreated"})
-
-
 def _has_wait(node: Any) -> bool:
     """Whether program documents hold a wait_event step anywhere."""
     if isinstance(node, Mapping):
@@ -804,16 +824,14 @@ def _run_vector(run: _Run, stack: ExitStack) -> Observed:
     # reference numbered them without ids for the waits, so the recorded ids do not line up for such a worker.
     own_wait_ids = "event_wait_ids" in run.pair.worker.capabilities
     waits_in_past = _has_wait(run.scenario.programs_doc) and any(
-        e.WhichOneof("eventType") in _ACTION_EVENTS for e in turn.past)
+        e.WhichOneof("eventType") in PRODUCED_FIELDS and not e.HasField("executionCompleted") for e in turn.past)
     foreign = (own_wait_ids and (vec.compare == "fuzz" or waits_in_past)) or vec.history == "impossible"
     # A turn that delivers ExecutionTerminated ends the instance whatever the answer: the engine drops the
     # turn's actions and the termination wins over a continue-as-new (R3.16), so no answer differs there.
-    terminated = any(e.WhichOneof("eventType") == "executionTerminated" for e in turn.new)
+    terminated = terminates(turn.new)
     # A turn that leaves the instance suspended may be answered with no actions: the worker holds what the
     # events before the suspension let the code do until the resume (EVT-SUSP-001; durabletask-go does).
-    markers = [e.WhichOneof("eventType") for e in turn.new
-               if e.WhichOneof("eventType") in ("executionSuspended", "executionResumed")]
-    held = bool(markers) and markers[-1] == "executionSuspended"
+    held = suspended_after(turn.new, suspended=False)
     return Observed(scenario=run.scenario, instances={}, states={}, histories={}, reproduce=run.reproduce,
                     vector_answer=answer, vector_expected=expected, vector_note=turn.note, vector_foreign=foreign,
                     vector_overridden=terminated, vector_held=held)

@@ -14,6 +14,7 @@ the engine commits them, and returns where each activity and child goes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from taskhub_core.turn import Decision
 from taskhub_wire import pb
@@ -129,6 +130,20 @@ def prepare(config: EngineConfig, inst: Instance, resp: pb.WorkflowResponse, dec
     return routes
 
 
+def unreachable(routes: Routes, inst: Instance, *, serves: Callable[[str], bool]) -> str | None:
+    """R11.5: the first other app the turn routes work to that no worker serves, or None.
+
+    daprd invokes the target app's actors while it commits the turn; with no worker connected there
+    the app's actor types are not registered, the invocation fails and the whole turn is run again
+    from its reminder (orchestrator/activity.go:133-135, messages/messages.go:169-170,
+    orchestrator/run.go:416-459): the caller makes no progress until that app is back.
+    """
+    for app in [a for a, _ in routes.activities.values()] + [a for a, _ in routes.children.values()]:
+        if app != inst.app and not serves(app):
+            return app
+    return None
+
+
 def assemble(*, scope: int, received: pb.PropagatedHistory | None, own: list[pb.HistoryEvent], app: str,
              iid: str) -> pb.PropagatedHistory:
     """runtimestate/propagation.go:43-98: LINEAGE first forwards the chunks received, verbatim; then the
@@ -160,3 +175,21 @@ def completion_router(config: EngineConfig, child: Instance, parent: Instance) -
     if not config.apps:
         return None
     return pb.TaskRouter(sourceAppID=config.app_name(child.app), targetAppID=config.app_name(parent.app))
+
+
+# What a caller sees when a policy refuses the call (orchestrator/messages/status.go:23-25).
+DENIED_TYPE, DENIED_MESSAGE = "WorkflowAccessPolicyDenied", "access denied by workflow access policy"
+
+
+def denial(*, child: bool, task_id: int, now: pb.Timestamp, task_execution_id: str = "") -> pb.HistoryEvent:
+    """R11.11: the TaskFailed / ChildWorkflowInstanceFailed daprd delivers for a refused call
+    (orchestrator/activity.go:146-162, childwf.go:126-146), without a router. daprd's TaskFailed also
+    lacks the TaskScheduled's taskExecutionId; the reference repeats it, as R2.5 says (R11.11 REF)."""
+    ev = pb.HistoryEvent(eventId=-1, timestamp=now)
+    failed = ev.childWorkflowInstanceFailed if child else ev.taskFailed
+    failed.taskScheduledId = task_id
+    if not child:
+        ev.taskFailed.taskExecutionId = task_execution_id
+    failed.failureDetails.errorType = DENIED_TYPE
+    failed.failureDetails.errorMessage = DENIED_MESSAGE
+    return ev

@@ -1,0 +1,97 @@
+"""Differences between two normalised recordings of one scenario, each with both sides."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+_ABSENT = "(absent)"
+
+
+class Aspect(enum.StrEnum):
+    OUTCOME = "outcome"
+    HISTORY = "history"
+    WORK_ITEMS = "work_items"
+    TRANSITIONS = "transitions"
+    CALLS = "calls"
+    INSTANCE = "instance"  # one engine has the instance, the other not
+
+
+@dataclass(frozen=True, kw_only=True)
+class Difference:
+    scenario: str
+    engine: str
+    instance: str  # the scenario's name for it ("" for calls and outcome)
+    aspect: Aspect
+    path: str  # where in the aspect: "[3].time", "[0].taskScheduled.taskExecutionId", ...
+    reference: Any
+    other: Any
+
+    @property
+    def shape(self) -> str:
+        """The path without indices: what kind of difference this is, for grouping and fates."""
+        import re
+
+        return re.sub(r"\[\d+\]", "[]", self.path)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"scenario": self.scenario, "engine": self.engine, "instance": self.instance,
+                "aspect": self.aspect.value, "path": self.path, "reference": self.reference, "other": self.other}
+
+
+def leaf_diffs(a: Any, b: Any, path: str = "") -> list[tuple[str, Any, Any]]:
+    """Every place two JSON values differ: (path, a's value, b's value); lists item by item."""
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        out: list[tuple[str, Any, Any]] = []
+        for k in dict.fromkeys([*a, *b]):
+            out += leaf_diffs(a.get(k, _ABSENT), b.get(k, _ABSENT), f"{path}.{k}")
+        return out
+    if isinstance(a, list) and isinstance(b, list):
+        out = []
+        for i in range(max(len(a), len(b))):
+            out += leaf_diffs(a[i] if i < len(a) else _ABSENT, b[i] if i < len(b) else _ABSENT, f"{path}[{i}]")
+        return out
+    return [] if a == b else [(path, a, b)]
+
+
+def _kinds(history: Sequence[Mapping[str, Any]]) -> list[str]:
+    return [next((k for k in e if k not in ("eventId", "timestamp", "time")), "?") for e in history]
+
+
+def compare(scenario: str, engine: str, ref: Mapping[str, Any], other: Mapping[str, Any]) -> list[Difference]:
+    """The differences of `other` (on `engine`) from `ref` (the reference engine's recording)."""
+    out: list[Difference] = []
+
+    def add(instance: str, aspect: Aspect, path: str, a: Any, b: Any) -> None:
+        out.append(Difference(scenario=scenario, engine=engine, instance=instance, aspect=aspect, path=path,
+                              reference=a, other=b))
+
+    if ref["outcome"] != other["outcome"]:
+        add("", Aspect.OUTCOME, "", ref["outcome"], other["outcome"])
+    for name in dict.fromkeys([*ref["instances"], *other["instances"]]):
+        a, b = ref["instances"].get(name), other["instances"].get(name)
+        if a is None or b is None:
+            add(name, Aspect.INSTANCE, "", "recorded" if a else _ABSENT, "recorded" if b else _ABSENT)
+            continue
+        # A history whose event kinds differ is one difference (both kind lists), not one per shifted event.
+        if _kinds(a["history"]) != _kinds(b["history"]):
+            add(name, Aspect.HISTORY, ".kinds", _kinds(a["history"]), _kinds(b["history"]))
+        else:
+            for path, x, y in leaf_diffs(a["history"], b["history"]):
+                add(name, Aspect.HISTORY, path, x, y)
+        if len(a["work_items"]) != len(b["work_items"]):
+            add(name, Aspect.WORK_ITEMS, ".count", len(a["work_items"]), len(b["work_items"]))
+        else:
+            for path, x, y in leaf_diffs(a["work_items"], b["work_items"]):
+                add(name, Aspect.WORK_ITEMS, path, x, y)
+        if a["transitions"] != b["transitions"]:
+            add(name, Aspect.TRANSITIONS, "", a["transitions"], b["transitions"])
+    ra, rb = ref["calls"], other["calls"]
+    if [c["rpc"] for c in ra] != [c["rpc"] for c in rb]:
+        add("", Aspect.CALLS, ".rpcs", [c["rpc"] for c in ra], [c["rpc"] for c in rb])
+    else:
+        for path, x, y in leaf_diffs(ra, rb):
+            add("", Aspect.CALLS, path, x, y)
+    return out

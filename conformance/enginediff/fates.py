@@ -1,0 +1,56 @@
+"""What became of each kind of difference: a rule where the engines legitimately differ, a defect of
+the other engine, a declared gap, or left unexplained (`fates.yaml`, one entry per kind)."""
+
+from __future__ import annotations
+
+import enum
+import fnmatch
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from conformance.enginediff.compare import Difference
+from conformance.errors import InputError
+
+FATES_FILE = Path(__file__).with_name("fates.yaml")
+
+
+class Fate(enum.StrEnum):
+    RULE = "rule"  # the engines legitimately differ: an R-number of docs/engine-rules.md
+    DEFECT = "defect"  # the other engine breaks the contract: its source lines
+    GAP = "gap"  # a declared gap of the other engine (targets.yaml)
+    TIMING = "timing"  # a race the scenario leaves open: either engine may show either side
+    UNEXPLAINED = "unexplained"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Explanation:
+    engine: str
+    aspect: str  # an Aspect value, or "*"
+    shape: str  # regex on Difference.shape
+    scenario: str  # glob on the scenario id
+    fate: Fate
+    cite: str  # the R-number, requirement or source lines
+    why: str
+
+    def explains(self, d: Difference) -> bool:
+        return (self.engine in ("*", d.engine) and self.aspect in ("*", d.aspect.value)
+                and fnmatch.fnmatch(d.scenario, self.scenario) and re.fullmatch(self.shape, d.shape) is not None)
+
+
+def load(path: Path = FATES_FILE) -> tuple[Explanation, ...]:
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or []
+        return tuple(Explanation(engine=e.get("engine", "*"), aspect=e.get("aspect", "*"), shape=e.get("shape", ".*"),
+                                 scenario=e.get("scenario", "*"), fate=Fate(e["fate"]), cite=e["cite"], why=e["why"])
+                     for e in doc)
+    except (OSError, yaml.YAMLError, KeyError, ValueError, TypeError, AttributeError) as exc:
+        raise InputError([f"{path}: {exc}; each entry needs fate ({', '.join(f.value for f in Fate)}), cite "
+                          "and why"], subject="engine-difference fates") from None
+
+
+def fate_of(d: Difference, table: Sequence[Explanation]) -> Explanation | None:
+    return next((e for e in table if e.explains(d)), None)
