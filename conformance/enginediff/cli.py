@@ -30,14 +30,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--scenarios", type=Path, default=None, help="scenario folder (default: the library's)")
     p.add_argument("--jobs", type=int, default=2, help="scenarios run at once (default 2)")
     p.add_argument("--reports", type=Path, default=None, metavar="DIR", help="default reports/")
+    p.add_argument("--recordings", type=Path, default=None, metavar="FILE",
+                   help="keep every recording in FILE (JSON lines); with --compare-only, read them from it")
+    p.add_argument("--compare-only", action="store_true",
+                   help="run nothing: compare the recordings of an earlier --recordings FILE")
     return p
 
 
 def run(args: argparse.Namespace) -> int:
     from conformance.enginediff import compare, fates, normalise, record, report
     from conformance.library import find_library
-    from conformance.runner.execute import run_scenario
-    from conformance.runner.isolation import engine_turn
     from conformance.scenario.loader import load_all
     from conformance.targets.preflight import not_installed
     from conformance.targets.registry import DEFAULT_TARGETS, load_targets
@@ -62,25 +64,15 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("no flow scenario matches the selection")
     recordings: dict[tuple[str, str], Any] = {}
     outcomes: dict[str, dict[str, str]] = {e: {} for e in pairs}
-    lock = threading.Lock()
-    locks: dict[str, Any] = {}
-
-    def one(item: tuple[Any, str]) -> None:
-        scenario, engine = item
-        pair = pairs[engine]
-        held: dict[str, Any] = {}
-        with engine_turn(pair, scenario, locks):
-            result = run_scenario(scenario, pair, capture=lambda **kw: held.update(kw))
-        rec = record.build(scenario=scenario.id, engine=engine, outcome=result.outcome.value,
-                           **held) if held else None
-        with lock:
-            outcomes[engine][scenario.id] = result.outcome.value
-            if rec is not None:
-                recordings[(engine, scenario.id)] = rec
-        print(f"{engine:15} {result.outcome.value:15} {scenario.id}", file=sys.stderr, flush=True)
-
-    with ThreadPoolExecutor(max_workers=max(1, min(args.jobs, 2)), thread_name_prefix="enginediff") as pool:
-        list(pool.map(one, plan))
+    if args.compare_only:
+        if args.recordings is None or not args.recordings.is_file():
+            raise InputError("--compare-only reads --recordings FILE, which does not exist")
+        for rec in record.load(args.recordings):
+            if rec.engine in pairs:
+                recordings[(rec.engine, rec.scenario)] = rec
+                outcomes[rec.engine][rec.scenario] = rec.outcome
+    else:
+        _run_all(plan, pairs, recordings, outcomes, jobs=args.jobs, keep=args.recordings)
     diffs = []
     for engine in engines:
         for sid in sorted(outcomes[engine]):
@@ -95,6 +87,40 @@ def run(args: argparse.Namespace) -> int:
     unexplained = sum(1 for d in diffs if fates.fate_of(d, table) is None)
     print(f"{len(diffs)} difference(s), {unexplained} unexplained; reports: " + ", ".join(map(str, paths.values())))
     return 1 if unexplained else 0
+
+
+def _run_all(plan: list[tuple[Any, str]], pairs: dict[str, Any], recordings: dict[tuple[str, str], Any],
+             outcomes: dict[str, dict[str, str]], *, jobs: int, keep: Path | None) -> None:
+    from conformance.enginediff import record
+    from conformance.runner.execute import run_scenario
+    from conformance.runner.isolation import engine_turn
+
+    lock = threading.Lock()
+    locks: dict[str, Any] = {}
+    sink = keep.open("w", encoding="utf-8") if keep is not None else None
+
+    def one(item: tuple[Any, str]) -> None:
+        scenario, engine = item
+        pair = pairs[engine]
+        held: dict[str, Any] = {}
+        with engine_turn(pair, scenario, locks):
+            result = run_scenario(scenario, pair, capture=lambda **kw: held.update(kw))
+        rec = record.build(scenario=scenario.id, engine=engine, outcome=result.outcome.value,
+                           **held) if held else None
+        with lock:
+            outcomes[engine][scenario.id] = result.outcome.value
+            if rec is not None:
+                recordings[(engine, scenario.id)] = rec
+                if sink is not None:
+                    record.dump(rec, sink)
+        print(f"{engine:15} {result.outcome.value:15} {scenario.id}", file=sys.stderr, flush=True)
+
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, min(jobs, 2)), thread_name_prefix="enginediff") as pool:
+            list(pool.map(one, plan))
+    finally:
+        if sink is not None:
+            sink.close()
 
 
 __all__: Sequence[str] = ("add_parser", "run")

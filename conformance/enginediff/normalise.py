@@ -167,8 +167,10 @@ def _instance(inst: InstanceRecord, namer: _Namer) -> dict[str, Any]:
         if isinstance(wr, dict):
             wr.pop("router", None)
             for part in ("pastEvents", "newEvents"):
-                for e in wr.get(part, []):
-                    e.pop("router", None)
+                events = wr.get(part, [])
+                if isinstance(events, list):  # the proxy's transcript cuts huge lists to a note
+                    wr[part] = [{k: v for k, v in e.items() if k != "router"} if isinstance(e, dict) else e
+                                for e in events]
         items.append(it)
     return {"history": history, "work_items": items, "transitions": list(inst.transitions)}
 
