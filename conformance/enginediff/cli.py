@@ -80,13 +80,27 @@ def run(args: argparse.Namespace) -> int:
             if ref is None or other is None:
                 continue
             diffs += compare.compare(sid, engine, normalise.normalise(ref), normalise.normalise(other))
-    command = shlex.join(["conformance", "engines-diff", *sys.argv[2:]]) if sys.argv[1:2] == ["engines-diff"] \
-        else "conformance engines-diff"
+    command = shlex.join(["conformance", "engines-diff", *_portable(sys.argv[2:])]) \
+        if sys.argv[1:2] == ["engines-diff"] else "conformance engines-diff"
     paths = report.write(out_dir=args.reports or library.reports, diffs=diffs, table=table, runs=outcomes,
                          command=command)
     unexplained = sum(1 for d in diffs if fates.fate_of(d, table) is None)
     print(f"{len(diffs)} difference(s), {unexplained} unexplained; reports: " + ", ".join(map(str, paths.values())))
     return 1 if unexplained else 0
+
+
+def _portable(argv: Sequence[str]) -> list[str]:
+    """The options without file locations (a report names no path of one machine)."""
+    out: list[str] = []
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word in ("--reports", "--recordings", "--scenarios"):
+            skip = True
+        elif not word.startswith(("--reports=", "--recordings=", "--scenarios=")):
+            out.append(word)
+    return out
 
 
 def _run_all(plan: list[tuple[Any, str]], pairs: dict[str, Any], recordings: dict[tuple[str, str], Any],
