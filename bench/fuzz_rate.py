@@ -1,26 +1,24 @@
-"""Fuzzing speed: histories per second through the pure executor and through each SDK driver over gRPC.
+"""Fuzzing speed: turns checked per second as a share of the loopback limit, today's code and the base side by side.
 
-Workload: a pool of 24 random programs (conformance/fuzz/programs.py, seed 1) and random schedules
-(conformance/fuzz/interleave.py, seeded), the way `conformance fuzz` makes them. One history is one
-schedule of one program; checking it means answering every turn a worker is sent in it (3 turns
-on average).
+The loopback limit (bench/loopback.py) is the number of serial unary gRPC round trips per second
+between two Python processes at the load of the moment; every turn a campaign checks is at least
+one such round trip to the SDK's worker, so the share of it is the figure that means the same on
+an idle and on a loaded machine. Measured in the same run as the campaigns, before and after each
+one (a campaign's share is against the mean of the two), so that the load cancels out.
 
-- pure executor: making the histories (each turn answered by `execute` while the schedule runs),
-  then replaying every turn again (what a determinism check costs);
-- each SDK driver (worker targets of drivers/*/target.yaml): the driver runs as its own process,
-  connected to an in-process reference sidecar; every turn goes to it with `engine.inject_turn`
-  (gRPC, one turn at a time) in the driver's history dialect, as the differential campaign sends
-  it. Start-up is timed separately. A driver that is not installed is skipped, with the command
-  that installs it; programs a driver cannot express are left out of its pool (counted).
+- campaigns (default): `conformance fuzz --worker W --budget B --seed S` as its own process, with
+  this checkout's code and with the base commit's (a `git worktree` in a temporary directory, the
+  SDKs linked in), one after the other. Printed: turns, seconds of search (start-up, warm-up and
+  shrinking left out; the base reports only its whole run), turns per second, the loopback limit,
+  the share, and the wall time against the budget.
+- `--drivers`: every installed worker target, one turn at a time and 8 at once through the
+  reference sidecar, with the CPU time each side spends per turn: the driver process's CPU per
+  turn is the SDK's own time per turn (a driver whose SDK alone takes more than a quarter-limit
+  turn's time is limited by its SDK, not by the harness).
+- `--executor`: the pure executor (making histories, replaying every turn).
 
-- campaigns, side by side in one run (the machine's load is the same for both): the differential
-  campaign as it was (`worker_fuzz.WorkerCampaign`, one driver process, each turn made by the
-  reference and sent once) and the self-oracle campaign (`self_oracle.SelfOracleCampaign` on a
-  `workers.DriverPool`: the SDK's answers drive the schedule, and every turn is replayed on the same
-  process and on another one at once). Turns checked per second counts every turn a driver
-  answered; Hypothesis, the engine model and the comparisons are included.
-
-    ./dev bench fuzz_rate [--quick] [--histories N] [--worker NAME ...] [--campaigns] [--examples N] [--streams N]
+    ./dev bench fuzz_rate [--worker NAME ...] [--budget 30s] [--seed 5] [--base REV | --no-base]
+    ./dev bench fuzz_rate --drivers [--histories N]
 """
 
 from __future__ import annotations
@@ -29,13 +27,20 @@ import argparse
 import logging
 import os
 import random
+import re
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.loopback import EchoServer, round_trips_per_second  # noqa: E402
 from taskhub_programs import parse_bundle  # noqa: E402
 from fake_worker.replay import execute  # noqa: E402
 
@@ -43,6 +48,9 @@ from conformance.fuzz import programs as P  # noqa: E402
 from conformance.dialects.history import Dialect  # noqa: E402
 from conformance.fuzz.interleave import RandomChooser, run_program  # noqa: E402
 from conformance.targets.registry import load_targets  # noqa: E402
+
+BASE = "1986ecf"  # main before issue 24: one turn waited 10 s twice, drivers restarted in line, shrinking unbounded
+SHARED = (".sdk", ".tools", "drivers/durabletask_js/node_modules")  # installed SDKs the base worktree borrows
 
 
 def histories(bundle, names, n: int, seed: int = 1):
@@ -70,123 +78,169 @@ def bench_executor(doc, n: int) -> dict:
     return {"histories": n, "turns": turns, "make_s": made, "replay_s": replayed}
 
 
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process `pid` (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def bench_driver(target, doc, n: int) -> dict:
+    """One driver: its start-up, then the same turns one at a time and 8 at once, with the CPU each
+    side (this process: the sidecar and the harness; the driver's process: the SDK) spends per turn."""
     from conformance.fuzz.workers import DriverWorker
 
     bundle = parse_bundle({"programs": doc})
     t0 = time.perf_counter()
     worker = DriverWorker(target, bundle, doc, dialect=Dialect.from_capabilities(target.capabilities))
     started = time.perf_counter() - t0
+    row = {"start_s": started, "refused": len(worker.refused)}
     try:
         names = sorted(k for k in worker.bundle_doc if k.startswith("p"))
-        runs = histories(worker.bundle, names, n)
-        turns = silent = 0
-        t0 = time.perf_counter()
-        for r in runs:
-            for c in r.cases:
-                turns += 1
-                if worker.answer(worker.dialect.turn(c)) is None:
-                    silent += 1
-        took = time.perf_counter() - t0
+        cases = [c for r in histories(worker.bundle, names, n) for c in r.cases]
+        for c in cases[:20]:  # warm-up: first calls of every code path
+            worker.answer(worker.dialect.turn(c))
+        pid = worker.handle.proc.pid
+        for label, conc in (("serial", 1), ("8 at once", 8)):
+            cpu0, own0, t0 = _cpu_s(pid), os.times(), time.perf_counter()
+            with ThreadPoolExecutor(conc) as ex:
+                got = list(ex.map(lambda c: worker.answer(worker.dialect.turn(c)), cases))
+            took, own1 = time.perf_counter() - t0, os.times()
+            row[label] = {"turns": len(cases), "s": took, "silent": sum(g is None for g in got),
+                          "sdk_ms": 1000 * (_cpu_s(pid) - cpu0) / len(cases),
+                          "harness_ms": 1000 * ((own1.user + own1.system) - (own0.user + own0.system)) / len(cases)}
     finally:
         worker.close()
-    return {"histories": n, "turns": turns, "start_s": started, "s": took, "silent": silent,
-            "refused": len(worker.refused)}
+    return row
 
 
-def bench_campaigns(target, examples: int, streams: int) -> list[tuple[str, int, int, float]]:
-    """(label, examples, turns, seconds) of the old differential campaign and the self-oracle one."""
-    from conformance.fuzz.common import Budget
-    from conformance.dialects.compare import profile_for
-    from conformance.fuzz.programs import Features
-    from conformance.fuzz.self_oracle import SelfOracleCampaign
-    from conformance.fuzz.worker_fuzz import WorkerCampaign
-    from conformance.fuzz.workers import DriverPool, DriverWorker
-
-    dialect = Dialect.from_capabilities(target.capabilities)
-    common = dict(target=target.name, features=Features.from_capabilities(target.capabilities),
-                  profile=profile_for(target.name, target.capabilities), dialect=dialect, seed=1,
-                  budget=Budget(examples=examples), database=None, derandomize=True, fresh_process=False, out=None)
-    rows = []
-    old = WorkerCampaign(make_worker=lambda bundle, doc: DriverWorker(target, bundle, doc, dialect=dialect), **common)
-    t0 = time.perf_counter()
-    old.run()
-    rows.append(("differential campaign, 1 process (before)", old.clock.examples,
-                 old.progress.counters.get("turns", 0), time.perf_counter() - t0))
-    for perturb in (True, False):
-        pools = []
-
-        def make(bundle, doc):
-            pools.append(DriverPool(lambda: DriverWorker(target, bundle, doc), streams=streams))
-            return pools[-1]
-
-        new = SelfOracleCampaign(make_worker=make, **common)
-        new._perturb = perturb
-        t0 = time.perf_counter()
-        new.run()
-        silent = sum(w.silent for p in pools for w in p.workers)
-        label = f"self-oracle, {streams} processes" + ("" if perturb else ", no perturbations") + " (after)"
-        rows.append((label + (f", {silent} unanswered" if silent else ""), new.clock.examples,
-                     new.progress.counters.get("turns", 0), time.perf_counter() - t0))
-    return rows
+# ---------------------------------------------------------------------- campaigns, side by side
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="a fifth of the histories")
-    ap.add_argument("--histories", type=int, default=None, help="histories per SDK driver (default 100)")
-    ap.add_argument("--worker", action="append", default=[], help="only these worker targets")
-    ap.add_argument("--campaigns", action="store_true",
-                    help="only the campaign comparison (before/after), on --worker (default dapr-ext-workflow)")
-    ap.add_argument("--examples", type=int, default=150, help="examples per campaign (default 150)")
-    ap.add_argument("--streams", type=int, default=3, help="driver processes of the self-oracle campaign (default 3)")
-    args = ap.parse_args(argv)
-    if args.campaigns:
-        logging.getLogger("fake_sidecar").setLevel(logging.ERROR)
-        print(f"fuzz campaigns (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs), "
-              f"{args.examples} examples each, start-up included")
-        print(f"  {'worker':<20}{'campaign':<58}{'examples/s':>11}{'turns/s':>9}{'turns':>7}{'s':>6}")
-        for name in args.worker or ["dapr-ext-workflow"]:
-            for label, ex, turns, took in bench_campaigns(load_targets().worker(name), args.examples, args.streams):
-                print(f"  {name:<20}{label:<58}{ex / took:>11.1f}{turns / took:>9.0f}{turns:>7}{took:>6.0f}")
-        return 0
-    logging.getLogger("fake_sidecar").setLevel(logging.ERROR)
-    scale = 5 if args.quick else 1
+@dataclass(frozen=True)
+class CampaignRun:
+    code: str  # "this checkout" | "base <rev>"
+    turns: int
+    seconds: float  # of search where the campaign says so, else of its whole run
+    wall: float
+    note: str
+
+
+def base_checkout(rev: str, where: Path) -> Path:
+    """A detached worktree of `rev` in `where`, with this checkout's installed SDKs linked in."""
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(where), rev], check=True,
+                   capture_output=True, text=True)
+    for rel in SHARED:
+        src = (ROOT / rel).resolve()
+        if src.exists() and not (where / rel).exists():
+            (where / rel).parent.mkdir(parents=True, exist_ok=True)
+            (where / rel).symlink_to(src)
+    return where
+
+
+def run_campaign(code_root: Path, label: str, worker: str, budget: str, seed: int) -> CampaignRun:
+    env = dict(os.environ, PYTHONPATH=str(code_root))
+    began = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "conformance", "fuzz", "--worker", worker, "--budget", budget,
+                           "--seed", str(seed), "--no-write", "--no-database", "--no-differential", "-q"],
+                          cwd=str(code_root), env=env, capture_output=True, text=True, timeout=3600)
+    wall = time.perf_counter() - began
+    out = done.stdout + done.stderr
+    m = re.search(r"(\d+) turns checked in ([\d.]+)s of search \(\d+/s\)(.*)", out)
+    if m:
+        return CampaignRun(label, int(m.group(1)), float(m.group(2)), wall, m.group(3).lstrip("; ").strip())
+    m = re.search(r"examples in (\d+)s.*?(\d+) turns checked \((\d+)/s\)", out, re.S)
+    if m:
+        return CampaignRun(label, int(m.group(2)), float(m.group(1)), wall, "whole run (start-up and shrinking in)")
+    tail = out.strip().splitlines()[-3:] if out.strip() else [f"exit {done.returncode}"]
+    return CampaignRun(label, 0, 0.0, wall, "no figures: " + " | ".join(tail))
+
+
+def campaigns(workers: list[str], budget: str, seed: int, base: str | None) -> None:
+    print(f"fuzz campaigns: conformance fuzz --worker W --budget {budget} --seed {seed} (load average "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs); loopback = serial unary gRPC round trips/s between "
+          "two Python processes, measured before and after each campaign")
+    print(f"  {'worker':<20}{'code':<16}{'turns':>7}{'s':>7}{'turns/s':>9}{'loopback/s':>12}{'share':>8}"
+          f"{'wall s':>8}  notes")
+    tmp = Path(tempfile.mkdtemp(prefix="fuzz-rate-base-"))
+    codes = [("this checkout", ROOT)]
+    try:
+        if base:
+            codes.append((f"base {base}", base_checkout(base, tmp / "base")))
+        server = EchoServer()
+        try:
+            loop = round_trips_per_second(server=server)
+            for worker in workers:
+                for label, code_root in codes:
+                    r = run_campaign(code_root, label, worker, budget, seed)
+                    after = round_trips_per_second(server=server)
+                    limit, loop = (loop + after) / 2, after
+                    rate = r.turns / r.seconds if r.seconds else 0.0
+                    print(f"  {worker:<20}{label:<16}{r.turns:>7}{r.seconds:>7.1f}{rate:>9.0f}{limit:>12.0f}"
+                          f"{100 * rate / limit:>7.1f}%{r.wall:>8.1f}  {r.note}", flush=True)
+        finally:
+            server.close()
+    finally:
+        if base:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tmp / "base")],
+                           capture_output=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def drivers(names: list[str], n: int) -> None:
     doc = P.sample_pool(1, 24)
-    print(f"fuzz rate (Python {sys.version.split()[0]}; load average {os.getloadavg()[0]:.1f} on "
-          f"{os.cpu_count()} CPUs); 24 random programs, random schedules")
-    row = bench_executor(doc, 2000 // scale)
-    print(f"\npure executor: {row['histories']} histories, {row['turns']} turns")
-    print(f"  making the histories (every turn answered): {row['histories'] / row['make_s']:8.0f} histories/s "
-          f"{row['turns'] / row['make_s']:8.0f} turns/s")
-    print(f"  replaying every turn again:                 {row['histories'] / row['replay_s']:8.0f} histories/s "
-          f"{row['turns'] / row['replay_s']:8.0f} turns/s")
+    limit = round_trips_per_second()
+    quarter_ms = 1000 / (0.25 * limit)
+    print(f"\nSDK drivers through the reference sidecar ({n} histories each; loopback limit {limit:.0f}/s, so a turn "
+          f"at a quarter of it takes {quarter_ms:.1f} ms); CPU ms per turn: harness (sidecar), SDK (driver process)")
+    print(f"  {'worker':<22}{'start s':>8}{'serial/s':>9}{'8 at once/s':>12}{'harness ms':>11}{'SDK ms':>8}  notes")
     targets = load_targets()
-    names = args.worker or [n for n, t in targets.workers.items() if not t.reference and t.starter is not None]
-    n = args.histories or max(10, 100 // scale)
-    print(f"\nSDK drivers over gRPC ({n} histories each, one turn at a time through the reference sidecar):")
-    print(f"  {'worker':<24}{'start s':>8}{'histories/s':>13}{'turns/s':>9}{'ms/turn':>9}  notes")
     for name in names:
         target = targets.worker(name)
         try:
             r = bench_driver(target, doc, n)
         except FileNotFoundError as exc:
-            print(f"  {name:<24}{'-':>8}{'-':>13}{'-':>9}{'-':>9}  skipped: not installed ({exc})")
+            print(f"  {name:<22}  skipped: not installed ({exc})")
             continue
         except Exception as exc:  # noqa: BLE001 - one driver failing does not end the benchmark
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            print(f"  {name:<24}{'-':>8}{'-':>13}{'-':>9}{'-':>9}  skipped: {first[:120]}")
+            print(f"  {name:<22}  skipped: {first[:120]}")
             continue
+        one, many = r["serial"], r["8 at once"]
         notes = []
+        if many["sdk_ms"] > quarter_ms:
+            notes.append(f"limited by its SDK ({many['sdk_ms']:.1f} ms of its own CPU per turn)")
         if r["refused"]:
             notes.append(f"{r['refused']} program(s) it cannot express left out")
-        if r["silent"]:
-            notes.append(f"{r['silent']} turn(s) unanswered in 10 s")
-        dialect = Dialect.from_capabilities(target.capabilities)
-        if not dialect.native:
-            notes.append(f"dialect: {dialect.describe()}")
-        print(f"  {name:<24}{r['start_s']:>8.1f}{r['histories'] / r['s']:>13.1f}{r['turns'] / r['s']:>9.0f}"
-              f"{1000 * r['s'] / max(1, r['turns']):>9.1f}  {'; '.join(notes)}")
+        if one["silent"] or many["silent"]:
+            notes.append(f"{one['silent'] + many['silent']} turn(s) unanswered")
+        print(f"  {name:<22}{r['start_s']:>8.1f}{one['turns'] / one['s']:>9.0f}{many['turns'] / many['s']:>12.0f}"
+              f"{many['harness_ms']:>11.2f}{many['sdk_ms']:>8.2f}  {'; '.join(notes)}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--worker", action="append", default=[], help="worker targets (default dapr-ext-workflow)")
+    ap.add_argument("--budget", default="30s", help="per campaign (default 30s)")
+    ap.add_argument("--seed", type=int, default=5)
+    ap.add_argument("--base", default=BASE, help=f"the commit to compare with (default {BASE}, before issue 24)")
+    ap.add_argument("--no-base", action="store_true", help="this checkout only")
+    ap.add_argument("--drivers", action="store_true", help="every installed driver, one turn at a time and 8 at once")
+    ap.add_argument("--histories", type=int, default=40, help="histories per driver with --drivers (default 40)")
+    ap.add_argument("--executor", action="store_true", help="the pure executor only")
+    args = ap.parse_args(argv)
+    logging.getLogger("fake_sidecar").setLevel(logging.ERROR)
+    if args.executor:
+        doc = P.sample_pool(1, 24)
+        row = bench_executor(doc, 400)
+        print(f"pure executor: {row['histories']} histories, {row['turns']} turns; making them "
+              f"{row['turns'] / row['make_s']:.0f} turns/s, replaying every turn {row['turns'] / row['replay_s']:.0f}/s")
+        return 0
+    if args.drivers:
+        targets = load_targets()
+        names = args.worker or [n for n, t in targets.workers.items() if not t.reference and t.starter is not None]
+        drivers(names, args.histories)
+        return 0
+    campaigns(args.worker or ["dapr-ext-workflow"], args.budget, args.seed, None if args.no_base else args.base)
     return 0
 
 

@@ -33,6 +33,7 @@ import pytest
 _PAIRS = pytest.StashKey[list]()
 _OPTIONS = pytest.StashKey[Any]()
 _EVENTS = pytest.StashKey[list]()
+_SELECTION = pytest.StashKey[Any]()
 _STARTED = pytest.StashKey[float]()
 _EVENTS_OUTPUT = "conformance_events"
 
@@ -42,15 +43,37 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
     group = parser.getgroup("conformance", "taskhub-conformance scenarios (the options of `conformance run`)")
     add_to_pytest(group.addoption)
+    group.addoption("--conformance-library", action="store_true", default=False,
+                    help="also collect the shipped scenario library (the folder `conformance targets` names), "
+                         "e.g. from an SDK's own repository where no scenarios/ folder is on the command line")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "requirement(id): the requirement ids a scenario covers")
     config.stash[_EVENTS] = []
     config.stash[_STARTED] = time.time()
+    if config.getoption("conformance_library", default=False):
+        from conformance.library import find_library
+
+        library = str(find_library().scenarios)
+        # Without paths of the user's, pytest would also collect the folder it runs in (or testpaths).
+        if config.args_source is pytest.Config.ArgsSource.ARGS:
+            config.args.append(library)
+        else:
+            config.args[:] = [library]
     # xdist's own grouping keeps the items that need an engine alone on one worker (see the docstring).
     if getattr(config.option, "dist", "no") == "load":
         config.option.dist = "loadgroup"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Check the options and prepare the targets (an SDK checkout's environment) once, in the controller,
+    before pytest-xdist starts its workers (which then find them ready)."""
+    config = session.config
+    if not hasattr(config, "workerinput") and _wants_conformance(config):
+        _pairs(config)
+        _selection(config)
 
 
 def _options(config: pytest.Config) -> Any:
@@ -65,7 +88,8 @@ def _wants_conformance(config: pytest.Config) -> bool:
     """Whether this session runs scenarios (so `-n auto` means scenario workers, not cores)."""
     given = any(config.getoption(f"conformance_{d}", default=None) not in (None, [], False)
                 for d in ("worker", "sidecar", "requirement", "scenario", "reports"))
-    return given or any(part == "scenarios" for arg in config.args for part in Path(str(arg)).parts)
+    return given or bool(config.getoption("conformance_library", default=False)) or any(
+        part == "scenarios" for arg in config.args for part in Path(str(arg)).parts)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -90,22 +114,34 @@ def _pairs(config: pytest.Config) -> list[Any]:
     """The pairs of the run, checked once (a mistake in the options stops the session before any item)."""
     if _PAIRS not in config.stash:
         from conformance.errors import InputError
-        from conformance.reporting.catalogue import load_catalogue
-        from conformance.run_options import CATALOGUE, build_pairs, check_requirements
+        from conformance.run_options import build_pairs
 
-        options = _options(config)
         try:
-            check_requirements(options, catalogue=load_catalogue(CATALOGUE))
-            config.stash[_PAIRS] = build_pairs(options)
+            config.stash[_PAIRS] = build_pairs(_options(config))
         except InputError as exc:
             raise pytest.UsageError(f"conformance: {exc.render()}") from None
     return config.stash[_PAIRS]
 
 
+def _selection(config: pytest.Config) -> Any:
+    """The selection options as one predicate, the CLI's (`conformance.run_options.Selection`)."""
+    if _SELECTION not in config.stash:
+        from conformance.errors import InputError
+        from conformance.library import find_library
+        from conformance.reporting.catalogue import load_catalogue
+        from conformance.run_options import CATALOGUE, selection
+
+        roots = [find_library().scenarios, *(r for a in config.args if (r := _scenario_root(Path(str(a)) / "x")))]
+        folders = {p.name for root in roots if root.is_dir() for p in root.iterdir() if p.is_dir()}
+        try:
+            config.stash[_SELECTION] = selection(_options(config), catalogue=load_catalogue(CATALOGUE), folders=folders)
+        except InputError as exc:
+            raise pytest.UsageError(f"conformance: {exc.render()}") from None
+    return config.stash[_SELECTION]
+
+
 class ScenarioFile(pytest.File):
     def collect(self):  # type: ignore[override]
-        from fnmatch import fnmatch
-
         from conformance.errors import InputError
         from conformance.scenario.loader import load_scenario
 
@@ -115,10 +151,7 @@ class ScenarioFile(pytest.File):
             scenario = load_scenario(self.path, root=root)
         except InputError as exc:
             raise CollectError(exc.render()) from None
-        options = _options(self.config)
-        if options.requirement and not set(options.requirement) & set(scenario.requirements):
-            return
-        if options.scenario and not any(fnmatch(scenario.id, g) for g in options.scenario):
+        if not _selection(self.config).selects(scenario):
             return
         for pair in _pairs(self.config):
             if pair.direction == "self" or pair.direction in scenario.applies_to:

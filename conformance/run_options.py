@@ -187,22 +187,47 @@ def select_scenarios(options: RunOptions, *, catalogue: Any) -> list[Any]:
     folder = scenario_folder(options)
     if not folder.is_dir():
         raise UsageError(f"scenario folder {folder} does not exist")
-    check_requirements(options, catalogue=catalogue)
     scenarios = load_all(folder, patterns=list(options.scenario))
-    if options.requirement:
-        scenarios = [s for s in scenarios if set(s.requirements) & set(options.requirement)]
+    chosen = selection(options, catalogue=catalogue, folders={s.id.split("/", 1)[0] for s in scenarios})
+    return [s for s in scenarios if chosen.selects(s)]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Selection:
+    """Which scenarios the selection options choose, as one predicate (the CLI filters what it loaded,
+    the pytest path what it collected)."""
+
+    globs: tuple[str, ...] = ()
+    requirements: frozenset[str] = frozenset()
+    areas: frozenset[str] = frozenset()
+    of_areas: frozenset[str] = frozenset()  # the requirement ids of those areas
+    failed: frozenset[str] | None = None  # --last-failed: the scenarios that failed last time
+
+    def selects(self, scenario: Any) -> bool:
+        from fnmatch import fnmatch
+
+        if self.globs and not any(fnmatch(scenario.id, g) for g in self.globs):
+            return False
+        if self.requirements and not self.requirements & set(scenario.requirements):
+            return False
+        if self.areas and not (scenario.id.split("/", 1)[0] in self.areas or self.of_areas & set(scenario.requirements)):
+            return False
+        return self.failed is None or scenario.id in self.failed
+
+
+def selection(options: RunOptions, *, catalogue: Any, folders: Any = ()) -> Selection:
+    """The options' selection, checked: an unknown requirement or area is an error naming the known ones."""
+    check_requirements(options, catalogue=catalogue)
     if options.area:
-        areas = {r.area for r in catalogue} | {s.id.split("/", 1)[0] for s in scenarios}
+        areas = {r.area for r in catalogue} | set(folders)
         unknown = [a for a in options.area if a not in areas]
         if unknown:
             raise UsageError("; ".join(f"unknown area {a!r}{did_you_mean(a, areas)}" for a in unknown)
                              + f"; known: {', '.join(sorted(areas))}")
-        of_area = {r.id for r in catalogue if r.area in options.area}
-        scenarios = [s for s in scenarios if s.id.split("/", 1)[0] in options.area or set(s.requirements) & of_area]
-    if options.last_failed:
-        failed = last_failed(options.reports or library().reports)
-        scenarios = [s for s in scenarios if s.id in failed]
-    return scenarios
+    failed = frozenset(last_failed(options.reports or library().reports)) if options.last_failed else None
+    return Selection(globs=options.scenario, requirements=frozenset(options.requirement),
+                     areas=frozenset(options.area),
+                     of_areas=frozenset(r.id for r in catalogue if r.area in options.area), failed=failed)
 
 
 def did_you_mean(word: str, choices: Any) -> str:

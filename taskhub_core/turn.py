@@ -84,12 +84,22 @@ def decide_turn(state: InstanceState, new_events: Sequence[pb.HistoryEvent], res
         return Decision(kind=TurnKind.STALL, stall=stall)
     events = delivered_events(new_events, resp, state.facts)
     terminate = next((e for e in events if e.HasField("executionTerminated")), None)
-    ctx = Context(iid=state.iid, name=state.name, execution_id=state.execution_id, now_ns=now_ns, new_id=new_id)
+    ctx = Context(iid=state.iid, name=state.name, execution_id=state.execution_id, now_ns=now_ns, new_id=new_id,
+                  trace=_trace_context(state.history, events))
     made = _Turn(events=events, custom_status=resp.customStatus.value if resp.HasField("customStatus") else None)
     record_actions(made, actions_, ctx, terminated=terminate is not None)
     if terminate is not None:
         enforce_termination(made, terminate.executionTerminated, now_ns=now_ns)
     return made.decision()
+
+
+def _trace_context(history: Sequence[pb.HistoryEvent], events: Sequence[pb.HistoryEvent]) -> pb.TraceContext | None:
+    """The parentTraceContext of the generation's ExecutionStarted (in history, or in this turn's events)."""
+    for ev in (*history, *events):
+        if ev.HasField("executionStarted"):
+            es = ev.executionStarted
+            return es.parentTraceContext if es.HasField("parentTraceContext") else None
+    return None
 
 
 # ----------------------------------------------------------------------------- the rules, in order

@@ -16,6 +16,8 @@ from taskhub_programs.language import (
 # Step kind -> the capability every step of that kind needs.
 STEP_NEEDS: dict[type, str] = {CallChild: "children", Timer: "timers", WaitEvent: "events", IfPatched: "patching"}
 VERSIONS, RETRIES, CARRY_EVENTS = "versions", "retries", "carry_events"
+# Workflows across apps (`app:`) and history propagation (`propagation:`, the `propagated` built-in).
+CROSSAPP, PROPAGATION = "crossapp", "propagation"
 
 
 def needs(bundle: Bundle) -> Iterator[tuple[str, str]]:
@@ -35,6 +37,12 @@ def _steps(steps: Sequence[Step], path: str) -> Iterator[tuple[str, str]]:
             yield STEP_NEEDS[type(step)], here
         if isinstance(step, (CallActivity, CallChild)) and step.retry is not None:
             yield RETRIES, f"{here}.retry"
+        if isinstance(step, (CallActivity, CallChild)) and step.app is not None:
+            yield CROSSAPP, f"{here}.app"
+        if isinstance(step, (CallActivity, CallChild)) and step.propagation is not None:
+            yield PROPAGATION, f"{here}.propagation"
+        if isinstance(step, CallActivity) and step.name == "propagated":
+            yield PROPAGATION, f"{here}.name"
         if isinstance(step, ContinueAsNew) and step.carry_events:
             yield CARRY_EVENTS, f"{here}.carry_events"
         if isinstance(step, (All, AnyOf)):

@@ -209,8 +209,7 @@ def _worker_campaign(args: argparse.Namespace, target: Any, budget: Any, databas
         result.findings = campaign.findings
     result.seconds = time.monotonic() - began
     result.examples = campaign.clock.examples
-    turns = campaign.progress.counters.get("turns", 0)
-    result.notes.append(f"{turns} turns checked ({turns / max(result.seconds, 1e-9):.0f}/s)")
+    result.notes.append(campaign.timeline.describe())
     result.differential = getattr(campaign, "differential", None)
     return result
 

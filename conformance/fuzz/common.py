@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import re
 import sys
@@ -53,6 +54,7 @@ class Clock:
     budget: Budget
     began: float = field(default_factory=time.monotonic)
     examples: int = 0
+    grace: float | None = None  # seconds past a time budget for the shrink in progress (None: 30 s or a quarter)
 
     @property
     def elapsed(self) -> float:
@@ -72,7 +74,48 @@ class Clock:
         """Past the budget plus a grace for the shrink in progress: examples then pass at once."""
         if self.budget.seconds is None:
             return False
-        return self.elapsed >= self.budget.seconds + max(30.0, 0.25 * self.budget.seconds)
+        grace = max(30.0, 0.25 * self.budget.seconds) if self.grace is None else self.grace
+        return self.elapsed >= self.budget.seconds + grace
+
+
+class Stage(enum.Enum):
+    """Where a campaign's time goes. Only SEARCH turns count towards its rate."""
+
+    STARTUP = "start-up"  # program pools, driver processes (and their restarts between rounds)
+    WARMUP = "warm-up"  # the first example on freshly started processes (imports, first calls)
+    SEARCH = "search"  # generating histories and checking every turn of them
+    SHRINK = "after a finding"  # shrinking, and Hypothesis' search around a finding
+
+
+@dataclass
+class Timeline:
+    """Seconds and turns per `Stage`, and the counts of what made the waits (process start-ups,
+    waits that timed out, turns failed over to another process)."""
+
+    seconds: dict[Stage, float] = field(default_factory=dict)
+    turns: dict[Stage, int] = field(default_factory=dict)
+    costs: dict[str, float] = field(default_factory=dict)
+
+    def add(self, phase: Stage, *, seconds: float, turns: int = 0) -> None:
+        self.seconds[phase] = self.seconds.get(phase, 0.0) + seconds
+        self.turns[phase] = self.turns.get(phase, 0) + turns
+
+    def rate(self) -> float:
+        """Turns checked per second of search."""
+        took = self.seconds.get(Stage.SEARCH, 0.0)
+        return self.turns.get(Stage.SEARCH, 0) / took if took > 0 else 0.0
+
+    def describe(self) -> str:
+        parts = [f"{self.turns.get(Stage.SEARCH, 0)} turns checked in {self.seconds.get(Stage.SEARCH, 0.0):.1f}s of "
+                 f"search ({self.rate():.0f}/s)"]
+        for phase in (Stage.STARTUP, Stage.WARMUP, Stage.SHRINK):
+            if phase in self.seconds:
+                turns = self.turns.get(phase, 0)
+                parts.append(f"{phase.value} {self.seconds[phase]:.1f}s" + (f" ({turns} turns)" if turns else ""))
+        if self.costs:
+            parts.append(", ".join(f"{k} {v:.1f}" if isinstance(v, float) and not v.is_integer() else f"{k} {int(v)}"
+                                   for k, v in sorted(self.costs.items())))
+        return "; ".join(parts)
 
 
 def _clock(seconds: float) -> str:

@@ -147,7 +147,7 @@ class SelfOracleCampaign(WorkerCampaign):
     differential: DifferentialReport = field(default_factory=DifferentialReport)
     robustness: bool = True
     task_execution_ids: bool = True  # the target has the task_execution_id capability (ACT-TEID-002)
-    parallel: int = 4  # histories per example, run together (at most)
+    parallel: int = 8  # histories per example, run together (at most): turns in flight on every stream
 
     def _fresh_process(self, rnd: int, bundle: Bundle, pool_doc: dict[str, Any], worker: Any) -> None:
         if getattr(worker, "streams", 1) > 1:

@@ -40,7 +40,8 @@ from taskhub_wire import pb
 from conformance.targets.reference import execute
 from conformance.fuzz import programs as P
 from conformance.fuzz.common import (
-    Budget, Clock, FindingError, Progress, finding_error, hypothesis_settings, key, other_errors, seed_for,
+    Budget, Clock, FindingError, Progress, Stage, Timeline, finding_error, hypothesis_settings, key, other_errors,
+    seed_for,
 )
 from conformance.dialects.compare import EXACT, Comparison, Profile, compare
 from conformance.dialects.history import NATIVE, Dialect
@@ -109,7 +110,10 @@ class WorkerCampaign:
     def __post_init__(self) -> None:
         self.findings: list[Finding] = []
         self.progress = Progress(self.target, self.out)
-        self.clock = Clock(self.budget)
+        self.clock = Clock(self.budget, grace=0.0)  # the budget includes start-up; a shrink stops at its end
+        self.timeline = Timeline()
+        self._warm = False  # the first example of a round runs on freshly started processes
+        self._first_finding: tuple[float, int] | None = None  # (when, turns by then) in the current chunk
         self._pending: dict[str, Finding] = {}
         self.refused: dict[str, str] = {}
         self._sample: list[tuple[TurnCase, pb.WorkflowResponse | None, str]] = []
@@ -131,7 +135,10 @@ class WorkerCampaign:
         bundle = parse_bundle({"programs": pool_doc})
         pool = sorted(n for n in pool_doc if n.startswith("p"))
         self.progress.say(f"round {rnd}: {len(pool)} programs (pool {P.digest(pool_doc)}), starting {self.target}")
+        began = time.monotonic()
         worker = self.make_worker(bundle, pool_doc)
+        self.timeline.add(Stage.STARTUP, seconds=time.monotonic() - began)
+        self._warm = False
         refused = getattr(worker, "refused", {})
         if refused:  # the target cannot express some programs: fuzz the others
             pool_doc = dict(worker.bundle_doc)  # type: ignore[attr-defined]
@@ -153,6 +160,9 @@ class WorkerCampaign:
             if self.fresh_process and not self.clock.hard_stop():
                 self._fresh_process(rnd, bundle, pool_doc, worker)
         finally:
+            counters = getattr(worker, "counters", None)
+            for k, v in (counters() if counters is not None else {}).items():
+                self.timeline.costs[k] = self.timeline.costs.get(k, 0) + v
             worker.close()
 
     def _chunk(self, rnd: int, chunk_no: int, bundle: Bundle, pool_doc: dict[str, Any], pool: list[str],
@@ -160,13 +170,25 @@ class WorkerCampaign:
         self._pending = {}
         reference = ReferenceWorker(bundle)
 
+        self._first_finding = None
+        chunk_began, turns_before = time.monotonic(), self._turns()
+
         @hypothesis_settings(max_examples=n, database=self.database, derandomize=self.derandomize, shrink=self.shrink)
         @given(st.data())
         def example(data: Any) -> None:
             if self.clock.hard_stop():
                 return
             self.clock.examples += 1
-            self._example(DataChooser(data), data, bundle, pool_doc, pool, worker, reference, rnd)
+            began, turns = time.monotonic(), self._turns()
+            try:
+                self._example(DataChooser(data), data, bundle, pool_doc, pool, worker, reference, rnd)
+            finally:
+                if not self._warm:  # the first example on fresh processes: warm-up, not search
+                    self._warm = True
+                    self.timeline.add(Stage.WARMUP, seconds=time.monotonic() - began, turns=self._turns() - turns)
+                    self.timeline.add(Stage.SEARCH, seconds=began - time.monotonic(), turns=turns - self._turns())
+                if self._pending and self._first_finding is None:
+                    self._first_finding = (time.monotonic(), self._turns())
             self.progress.tick(self.clock, findings=len(self.findings), extra=f"round {rnd}")
 
         example.hypothesis.inner_test._hypothesis_internal_add_digest = key(  # type: ignore[attr-defined]
@@ -178,6 +200,7 @@ class WorkerCampaign:
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # noqa: BLE001 - Hypothesis' report; the findings are in _pending
+            self._chunk_time(chunk_began, turns_before)
             flaky = "Flaky" in type(exc).__name__ or "flaky" in str(exc).lower()[:200]
             if not self._pending and flaky:
                 # A worker whose answers drive the schedule (self_oracle) answered one choice sequence
@@ -193,9 +216,23 @@ class WorkerCampaign:
                 self.progress.say(f"error while fuzzing (not a finding): {type(err).__name__}: {err}")
             for f in self._pending.values():
                 f.flaky = f.flaky or flaky
+        else:
+            self._chunk_time(chunk_began, turns_before)
         for f in sorted(self._pending.values(), key=lambda f: len(f.signature)):
             if not self._is_known(f):
                 self._found(f)
+
+    def _turns(self) -> int:
+        return self.progress.counters.get("turns", 0)
+
+    def _chunk_time(self, began: float, turns_before: int) -> None:
+        """A chunk's wall time (Hypothesis included) as search, up to its first finding; after it
+        (shrinking, Hypothesis' search around it) on its own. Warm-up was already moved out."""
+        end, turns = time.monotonic(), self._turns()
+        cut, cut_turns = self._first_finding or (end, turns)
+        self.timeline.add(Stage.SEARCH, seconds=cut - began, turns=cut_turns - turns_before)
+        if self._first_finding is not None:
+            self.timeline.add(Stage.SHRINK, seconds=end - cut, turns=turns - cut_turns)
 
     def _is_known(self, f: "Finding") -> bool:
         """Known when this exact kind of difference was found, or when every part of it was (a

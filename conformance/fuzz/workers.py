@@ -21,6 +21,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -33,7 +34,37 @@ from conformance.dialects.history import NATIVE, Dialect
 from conformance.dialects.turn import TurnCase
 from conformance.targets.reference import TurnResult, execute
 
-INJECT_TIMEOUT_S = 10.0
+INJECT_TIMEOUT_S = 10.0  # the longest a driver is waited for, on a fresh process, before "no answer"
+
+
+class Latency:
+    """The answer times of one driver process in this run. A hang is judged against them (many
+    times the slowest recent answer), not against a fixed wait: a driver that answers in 20 ms is
+    not waited on for 10 s before its turn goes to a fresh process. Until enough answers are
+    seen (warm-up), and never beyond, the wait is `cap`."""
+
+    WARM = 20  # answers seen before the driver's own times are trusted
+
+    def __init__(self, *, cap: float) -> None:
+        self.cap = cap
+        self._times: deque[float] = deque(maxlen=200)
+        self._lock = threading.Lock()
+
+    def add(self, seconds: float) -> None:
+        with self._lock:
+            self._times.append(seconds)
+
+    def slowest(self) -> float | None:
+        """The 99th percentile of the recent answer times (None during warm-up)."""
+        with self._lock:
+            if len(self._times) < self.WARM:
+                return None
+            times = sorted(self._times)
+        return times[min(len(times) - 1, int(0.99 * len(times)))]
+
+    def patience(self, *, factor: float, floor: float) -> float:
+        slow = self.slowest()
+        return self.cap if slow is None else min(self.cap, max(floor, factor * slow))
 
 
 class WorkerUnderTest(Protocol):
@@ -138,6 +169,9 @@ class DriverWorker:
         self.transient = 0  # turns answered only on a second try (by a fresh process)
         self.refused: dict[str, str] = {}  # programs the target cannot express -> its message
         self.unechoed = 0  # answers that came back without the work item's completion token
+        self.timeouts = 0  # waits that ended without an answer
+        self.latency = Latency(cap=timeout)
+        self.start_s = 0.0  # seconds spent starting this driver's processes
         self._restart_lock = threading.Lock()
         try:
             self._start_pruning()
@@ -177,38 +211,52 @@ class DriverWorker:
         from conformance.targets.base import WorkerStart
 
         self.starts += 1
-        self.handle = self.target.start(WorkerStart(
-            address=self.sidecar.address, bundle=self.bundle, bundle_doc=self.bundle_doc, work_dir=self.work_dir,
-            ledger=self.work_dir / "ledger.jsonl"))
+        began = time.perf_counter()
+        try:
+            self.handle = self.target.start(WorkerStart(
+                address=self.sidecar.address, bundle=self.bundle, bundle_doc=self.bundle_doc, work_dir=self.work_dir,
+                ledger=self.work_dir / "ledger.jsonl"))
+        finally:
+            self.start_s += time.perf_counter() - began
 
     def alive(self) -> bool:
         proc = getattr(self.handle, "proc", None)
         return proc is None or proc.is_running()
 
+    def try_answer(self, case: TurnCase, *, timeout: float) -> pb.WorkflowResponse | None:
+        """One attempt: the worker's answer to `case` within `timeout` seconds, or None (no retry).
+        Safe to call from several threads at once: the sidecar matches answers to turns by token."""
+        sent = self.dialect.to_worker(case)
+        began = time.perf_counter()
+        resp = self.sidecar.engine.inject_turn(instance_id=sent.instance_id, past=sent.past, new=sent.new,
+                                               timeout=timeout)
+        if resp is None:
+            self.timeouts += 1
+            return None
+        self.latency.add(time.perf_counter() - began)
+        if not resp.completionToken.startswith("vector-"):
+            self.unechoed += 1  # matched by instance id (a worker without the token field)
+        return self.dialect.from_worker(resp, case)
+
     def answer(self, case: TurnCase) -> pb.WorkflowResponse | None:
-        """The worker's answer to `case` (None: none in time, twice). Safe to call from several
-        threads at once: the sidecar matches answers to turns by completion token."""
+        """The worker's answer to `case` (None: none in time, twice: the second time on a fresh
+        process, waited for longer). Safe to call from several threads at once."""
         handle = self.handle
         if not self.alive():
             self._restart_if(handle)
-        sent = self.dialect.to_worker(case)
         handle = self.handle
-        resp = self.sidecar.engine.inject_turn(instance_id=sent.instance_id, past=sent.past, new=sent.new,
-                                               timeout=self.timeout)
-        if resp is None:
+        got = self.try_answer(case, timeout=self.latency.patience(factor=10, floor=0.5))
+        if got is None:
             # No answer: once more on a fresh driver process, so that a slow machine is not a finding.
             self._restart_if(handle)
             handle = self.handle
-            resp = self.sidecar.engine.inject_turn(instance_id=sent.instance_id, past=sent.past, new=sent.new,
-                                                   timeout=self.timeout)
-            if resp is None:
+            got = self.try_answer(case, timeout=self.latency.patience(factor=40, floor=2.0))
+            if got is None:
                 self.silent += 1
                 self._restart_if(handle)  # a wedged driver: a fresh one for the next turn
             else:
                 self.transient += 1
-        if resp is not None and not resp.completionToken.startswith("vector-"):
-            self.unechoed += 1  # matched by instance id (a worker without the token field)
-        return self.dialect.from_worker(resp, case)
+        return got
 
     def _restart_if(self, handle: Any) -> None:
         """Restart the driver unless another thread already did since `handle` was current."""
@@ -252,7 +300,12 @@ class DriverPool:
     fuzzer checks "the same answer in a fresh process" without re-spawning a process per example.
 
     `concurrency`: turns in flight at once on one stream (1 for a worker that answers without the
-    completion token: the sidecar could not tell two of its answers apart)."""
+    completion token: the sidecar could not tell two of its answers apart).
+
+    A turn not answered in time (judged against the process's own answer times, `Latency`) goes at
+    once to another stream's warm process, waited for longer; the silent process is replaced in
+    the background, and its turns go to the other streams meanwhile: no turn waits for a process
+    to start, and a hang costs one patient wait, not two plus two start-ups."""
 
     def __init__(self, make: Callable[[], DriverWorker], *, streams: int = 2, concurrency: int = 8) -> None:
         self.workers: list[DriverWorker] = []
@@ -272,6 +325,11 @@ class DriverPool:
         self._pool = ThreadPoolExecutor(max_workers=len(self.workers) * self.concurrency,
                                         thread_name_prefix="fuzz-turn")
         self._slots = [threading.Semaphore(self.concurrency) for _ in self.workers]
+        self._down: dict[int, threading.Thread] = {}  # streams whose process is being replaced
+        self._down_lock = threading.Lock()
+        self.silent = 0  # turns no process answered
+        self.transient = 0  # turns answered only by another process
+        self.failovers = 0
 
     @property
     def streams(self) -> int:
@@ -293,9 +351,74 @@ class DriverPool:
     def unechoed(self) -> int:
         return sum(w.unechoed for w in self.workers)
 
+    def _live(self, stream: int) -> int:
+        """`stream`, or the next one whose process is not being replaced (waits when all are)."""
+        n = len(self.workers)
+        with self._down_lock:
+            for k in range(n):
+                if (stream + k) % n not in self._down:
+                    return (stream + k) % n
+            thread = self._down.get(stream)
+        if thread is not None:
+            thread.join()
+        return stream
+
+    def _replace(self, stream: int, handle: Any) -> None:
+        """Restart the process of `stream` in the background (unless already done since `handle`)."""
+        worker = self.workers[stream]
+
+        def run() -> None:
+            try:
+                worker._restart_if(handle)
+            finally:
+                with self._down_lock:
+                    self._down.pop(stream, None)
+
+        with self._down_lock:
+            if stream in self._down or worker.handle is not handle:
+                return
+            thread = threading.Thread(target=run, name=f"fuzz-restart-{stream}", daemon=True)
+            self._down[stream] = thread
+        thread.start()
+
     def answer(self, case: TurnCase, *, stream: int = 0) -> pb.WorkflowResponse | None:
+        if len(self.workers) == 1:
+            with self._slots[0]:
+                return self.workers[0].answer(case)
+        stream = self._live(stream)
+        worker = self.workers[stream]
+        handle = worker.handle
+        if not worker.alive():
+            self._replace(stream, handle)
+            stream = self._live(stream)
+            worker, handle = self.workers[stream], self.workers[stream].handle
         with self._slots[stream]:
-            return self.workers[stream].answer(case)
+            got = worker.try_answer(case, timeout=worker.latency.patience(factor=10, floor=0.5))
+        if got is not None:
+            return got
+        # Silent: a fresh process (another stream's, warm; it never saw this instance) gets the
+        # turn at once, waited for longer, while this one is replaced.
+        self._replace(stream, handle)
+        self.failovers += 1
+        other = self._live((stream + 1) % len(self.workers))
+        helper = self.workers[other]
+        handle = helper.handle
+        with self._slots[other]:
+            got = helper.try_answer(case, timeout=helper.latency.patience(factor=40, floor=2.0))
+        if got is None:
+            self.silent += 1
+            helper.silent += 1
+            self._replace(other, handle)
+        else:
+            self.transient += 1
+            helper.transient += 1
+        return got
+
+    def counters(self) -> dict[str, float]:
+        """What the processes cost: start-ups, their seconds, waits that timed out, failovers."""
+        return {"starts": sum(w.starts for w in self.workers), "start_s": sum(w.start_s for w in self.workers),
+                "timeouts": sum(w.timeouts for w in self.workers), "failovers": self.failovers,
+                "silent": self.silent}
 
     def answer_many(self, jobs: Sequence[tuple[int, TurnCase]]) -> list[pb.WorkflowResponse | None]:
         """Answers to (stream, turn) pairs, all in flight at once (up to `concurrency` per stream)."""
@@ -316,6 +439,10 @@ class DriverPool:
         pool = getattr(self, "_pool", None)
         if pool is not None:
             pool.shutdown(wait=True)
+        with getattr(self, "_down_lock", threading.Lock()):
+            restarting = list(getattr(self, "_down", {}).values())
+        for thread in restarting:
+            thread.join()
         for w in self.workers:
             w.close()
 

@@ -32,8 +32,18 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                                      "application, connected to the printed address as it connects to daprd) and "
                                      "check its answers against what the history recorded. Exit 0 only if every "
                                      "instance replays cleanly. Writes nothing but its report.")
-    rep.add_argument("histories", nargs="+", type=Path, metavar="HISTORY",
+    rep.add_argument("histories", nargs="*", type=Path, metavar="HISTORY",
                      help="history files, or folders of them (as `conformance capture` writes)")
+    rep.add_argument("--corpus", type=Path, metavar="DIR",
+                     help="replay a recorded corpus (histories/ of the library: conformance/versions/corpus.py) "
+                          "against --sdk: one driver per scenario, started with that scenario's programs")
+    rep.add_argument("--sdk", metavar="NAME@VERSION",
+                     help="with --corpus: the SDK release to replay on (`conformance versions --list`), its "
+                          "environment cached like the version matrix's")
+    rep.add_argument("--any-sdk", action="store_true",
+                     help="with --corpus: also the histories other SDKs recorded (default: those of --sdk's line)")
+    rep.add_argument("--scenario", action="append", default=[], metavar="GLOB",
+                     help="with --corpus: only the histories of scenarios whose id matches (repeatable)")
     rep.add_argument("--worker-command", metavar="CMD",
                      help="start your worker with this command ({address} is replaced; DAPR_GRPC_ENDPOINT, "
                           "DAPR_GRPC_PORT and DAPR_RUNTIME_HOST are set to the replay sidecar); ended when done")
@@ -78,6 +88,13 @@ def run_capture(args: argparse.Namespace) -> int:
 
 
 def run_replay(args: argparse.Namespace) -> int:
+    if args.corpus is not None or args.sdk is not None:
+        from conformance.versions.cli import run_corpus_replay
+
+        return run_corpus_replay(args)
+    if not args.histories:
+        print("conformance replay: give history files or folders (or --corpus DIR --sdk NAME@VERSION)", file=sys.stderr)
+        return EXIT_BAD_INPUT
     from conformance.replay import report
     from conformance.replay.history import HistoryFileError, expand, load
     from conformance.replay.session import Mode, ReplayError, ReplaySidecar, WorkerProcess, replay_all

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
 
-from conformance.events import Event, Outcome
+from conformance.events import Event, Outcome, ScenarioFinished
 from conformance.reporting.catalogue import Catalogue
 from conformance.reporting.model import Cell, CellStatus, Row, RunView, reason
 
@@ -107,10 +107,39 @@ OUTCOME_ORDER_WORST_FIRST = (Outcome.FAILED, Outcome.ERROR, Outcome.KNOWN_FAILUR
                              Outcome.OBSERVATION, Outcome.PASSED, Outcome.NOT_APPLICABLE)
 
 
+def _why(result: ScenarioFinished) -> str:
+    """reason(), without the outcome it would repeat ("WARNING: WARNING: ...")."""
+    why = reason(result)
+    for prefix in (f"{result.outcome.value}: ", f"{result.outcome.value} "):
+        if why.startswith(prefix):
+            return why[len(prefix):]
+    return why
+
+
 def _result_lines(cell: Cell) -> list[tuple[str, str, str]]:
     """(scenario, outcome, why) for each result of a cell, worst outcomes first."""
     rank = {o: i for i, o in enumerate(OUTCOME_ORDER_WORST_FIRST)}
-    return [(r.scenario, r.outcome.value, reason(r)) for r in sorted(cell.results, key=lambda r: rank[r.outcome])]
+    return [(r.scenario, r.outcome.value, _why(r)) for r in sorted(cell.results, key=lambda r: rank[r.outcome])]
+
+
+def _grouped(lines: list[tuple[str, str, str]]) -> list[tuple[list[str], str, str]]:
+    """Results that share their outcome and reason, said once with every scenario named (a gap's reason
+    is the same for each scenario it covers)."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for scenario, outcome, why in lines:
+        out.setdefault((outcome, why), []).append(scenario)
+    return [(scenarios, outcome, why) for (outcome, why), scenarios in out.items()]
+
+
+def _count(cell: Cell) -> str:
+    """How many of the covering scenarios gave the cell its status: "2 of 82 scenarios"."""
+    total = len(cell.results)
+    if cell.status in (CellStatus.PASSED, CellStatus.UNCOVERED) or not total:
+        return f"{total} scenario{'s' if total != 1 else ''}" if total else ""
+    worst = {r.outcome for r in cell.results if r.outcome is not Outcome.PASSED}
+    bad = sum(1 for r in cell.results if r.outcome in worst and r.outcome.value == cell.status.value) or \
+        sum(1 for r in cell.results if r.outcome is not Outcome.PASSED)
+    return f"{bad} of {total} scenario{'s' if total != 1 else ''}"
 
 
 def _run_line(view: RunView) -> str:
@@ -119,7 +148,8 @@ def _run_line(view: RunView) -> str:
         parts.append(f"run {view.run_id}")
     if view.started_at is not None:
         parts.append(datetime.fromtimestamp(view.started_at, UTC).strftime("%Y-%m-%d %H:%M UTC"))
-    parts.append(f"{len(view.results)} scenario results on {len(view.pairs)} pairs")
+    n = len(view.pairs)
+    parts.append(f"{len(view.results)} scenario results on {n} pair{'s' if n != 1 else ''}")
     return " · ".join(parts)
 
 
@@ -159,12 +189,14 @@ def render_matrix_md(matrix: Matrix) -> str:
                 text = f"{ICON[cell.status]} {LABEL[cell.status]}"
                 if cell.gap_passed:
                     text += " (declared gap passed)"
-                cells.append(text)
                 if cell.status is not CellStatus.PASSED and cell.results:
-                    details.append(f"- **{row.id}** on `{pair}`: {LABEL[cell.status]}")
-                    details += [f"  - `{s}` {o}" + (f": {_md(why)}" if why else "") for s, o, why in _result_lines(cell)]
+                    text += f" ({_count(cell)})"
+                    details.append(f"- **{row.id}** on `{pair}`: {LABEL[cell.status]}, {_count(cell)}")
+                    details += [f"  - {', '.join(f'`{s}`' for s in names)} {o}" + (f": {_md(why)}" if why else "")
+                                for names, o, why in _grouped(_result_lines(cell))]
                 elif cell.gap_passed:
                     details.append(f"- **{row.id}** on `{pair}`: declared gap passed, remove it from targets.yaml")
+                cells.append(text)
             title = _md(row.title) if row.requirement else "_(not in the catalogue)_"
             out.append(f"| {row.id} | {row.level} | {title} | " + " | ".join(cells) + " |")
         if details:
@@ -202,7 +234,9 @@ td.UNCOVERED { background-image: repeating-linear-gradient(135deg, #ffffff 0 6px
 tfoot td { border-top: 2px solid #9ca3af; font-size: 11px; vertical-align: top; }
 tfoot td.counts { text-align: left; }
 tfoot .n { display: inline-block; min-width: 20px; text-align: right; font-weight: 700; margin-right: 4px; }
-.repro { display: block; font-size: 10px; color: #374151; white-space: normal; }
+.repro { display: block; font-size: 10px; color: #374151; white-space: pre-wrap; overflow-wrap: anywhere;
+  word-break: break-all; max-width: 100%; }
+td.cell a { color: inherit; }
 .gap { display: block; font-size: 10px; font-weight: 400; color: #92400e; }
 """
 
@@ -219,25 +253,37 @@ def _cell_html(cell: Cell) -> str:
     style = f' style="background-color:{bg};color:{fg}"'
     attrs = f'class="cell {status.value}"{style} title="{escape(tooltip)}" data-status="{status.value}"'
     gap = '<span class="gap">declared gap passed</span>' if cell.gap_passed else ""
-    if status in (CellStatus.PASSED, CellStatus.UNCOVERED) or not lines:
+    if status is CellStatus.UNCOVERED or not lines:
         return f"<td {attrs}>{LABEL[status]}{gap}</td>"
+    if status is CellStatus.PASSED:  # the scenarios that show it, each linked to its file
+        names = "".join(f"<li>{_scenario_link(r)}</li>" for r in cell.results)
+        return (f"<td {attrs}><details><summary>{LABEL[status]} · {escape(_count(cell))}</summary>"
+                f"<ul>{names}</ul></details>{gap}</td>")
     # What to act on first, each with the command that runs it again; the passing scenarios folded away.
     rank = {o: i for i, o in enumerate(OUTCOME_ORDER_WORST_FIRST)}
     results = sorted(cell.results, key=lambda r: rank[r.outcome])
     problems = [r for r in results if r.outcome is not Outcome.PASSED]
     passed = [r for r in results if r.outcome is Outcome.PASSED]
     items = "".join(
-        f"<li><code>{escape(r.scenario)}</code> {escape(r.outcome.value)}"
-        + (f'<span class="why">{escape(why)}</span>' if (why := reason(r)) else "")
+        f"<li>{_scenario_link(r)} {escape(r.outcome.value)}"
+        + (f'<span class="why">{escape(why)}</span>' if (why := _why(r)) else "")
         + (f'<code class="repro">{escape(r.reproduce)}</code>' if r.reproduce else "") + "</li>"
         for r in problems
     )
     if passed:
-        names = "".join(f"<li><code>{escape(r.scenario)}</code></li>" for r in passed)
+        names = "".join(f"<li>{_scenario_link(r)}</li>" for r in passed)
         items += f"<li><details><summary>{len(passed)} passed</summary><ul>{names}</ul></details></li>"
-    summary = LABEL[status] + (f" · {len(lines)}" if len(lines) > 1 else "")
+    summary = f"{LABEL[status]} · {_count(cell)}"
     opened = " open" if status in (CellStatus.FAILED, CellStatus.ERROR) else ""  # the ones to act on
     return f"<td {attrs}><details{opened}><summary>{escape(summary)}</summary><ul>{items}</ul></details>{gap}</td>"
+
+
+def _scenario_link(result: ScenarioFinished) -> str:
+    """The scenario's id, linked to its YAML file when the run knew where that is."""
+    name = f"<code>{escape(result.scenario)}</code>"
+    if not result.source:
+        return name
+    return f'<a href="{escape(Path(result.source).resolve().as_uri())}">{name}</a>'
 
 
 def render_matrix_html(matrix: Matrix) -> str:

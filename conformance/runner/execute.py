@@ -353,7 +353,7 @@ class _Harness:
         self.app_workers[app] = starter(start)
         ready = getattr(self.sidecar, "wait_until_workflows_ready", None)
         if ready is not None:
-            ready()
+            ready(app=app)
 
     def stop_app_worker(self, app: str) -> None:
         worker = self.app_workers.pop(app, None)
@@ -619,6 +619,13 @@ def _observe(run: _Run, h: _Harness) -> Observed:
     ledger = [json.loads(line) for line in h.ledger.read_text(encoding="utf-8").splitlines() if line.strip()]
     zombies = h.zombies + (getattr(h.worker, "zombies_sent", lambda: [])() if h.worker is not None else [])
     counters = h.sidecar.counters() if hasattr(h.sidecar, "counters") else {}
+    # The history corpus (conformance/versions/corpus.py): only with $CONFORMANCE_RECORD_HISTORIES set.
+    from conformance.versions.corpus import record_if_asked
+
+    record_if_asked(scenario_id=run.scenario.id, kind=run.scenario.kind, programs_doc=run.scenario.programs_doc,
+                    iids=raw, fetch=lambda iid: (h.client_for(iid).call(
+                        "GetInstance", pb.GetInstanceRequest(instanceId=iid, getInputsAndOutputs=True),
+                        timeout=10).workflowState, raw[iid]))
     return Observed(scenario=run.scenario, instances=run.instances, keys=ids, states=states,
                     histories={k: [event_dict(e, with_router=bool(run.scenario.apps)) for e in v]
                                for k, v in raw.items()}, raw_histories=raw,

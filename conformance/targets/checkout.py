@@ -279,7 +279,10 @@ def _js_env(c: Checkout, *, driver: Path) -> tuple[Path, bool]:
     build = c.root / "build"
     _run([str(c.root / "node_modules" / ".bin" / "tsc"), "--outDir", str(build), "--incremental",
           "--tsBuildInfoFile", str(build / ".tsbuildinfo")], cwd=c.root, what=f"tsc in {c.root}", log=log)
+    # As its build.sh: the package.json and the generated protobuf modules (plain .js, which tsc leaves out).
     shutil.copy2(c.root / "package.json", build / "package.json")
+    if (c.root / "src" / "proto").is_dir():
+        shutil.copytree(c.root / "src" / "proto", build / "proto", dirs_exist_ok=True)
     stamp = _digest((*c.deps, *sorted(driver.glob("package*.json"))), _RECIPE)
     copy = env / "driver"
     if not (_fresh(env, stamp) and (copy / "node_modules" / "@dapr" / "durabletask-js").exists()):

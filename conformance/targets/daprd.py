@@ -222,15 +222,19 @@ class DaprdSidecar:
     """One daprd (unique app id, its own SQLite actor store) for one scenario; restartable on its ports."""
 
     def __init__(self, *, options: Mapping[str, Any], work_dir: Path, binaries: DaprBinaries | None = None,
-                 ready_timeout: float = 60.0, stop_timeout: float = 15.0) -> None:
+                 ready_timeout: float = 60.0, stop_timeout: float = 15.0, app_id: str | None = None,
+                 namespace: str | None = None, folder: str = "daprd") -> None:
         self.binaries = binaries or DaprBinaries.find()
         self.version = self.binaries.version
         self.plane = shared_control_plane(self.binaries)
-        self.dir = work_dir / "daprd"
+        self.dir = work_dir / folder
         resources = self.dir / "resources"
         resources.mkdir(parents=True, exist_ok=True)
         (resources / "statestore.yaml").write_text(_COMPONENT.format(db=self.dir / "state.db"), encoding="utf-8")
-        self.app_id = f"conformance-{uuid.uuid4().hex[:12]}"
+        self.app_id = app_id or f"conformance-{uuid.uuid4().hex[:12]}"
+        # One namespace per scenario: the apps of a scenario share it (cross-app calls stay inside one
+        # namespace, engine-rules R11.1), and scenarios running at once never see each other's apps.
+        self.namespace = namespace or self.app_id
         self.api_token = options.get("api_token")
         settings = settings_of(options)
         self.max_payload = settings.max_body_size or options.get("max_payload")
@@ -278,7 +282,7 @@ class DaprdSidecar:
         env = {k: v for k, v in os.environ.items() if k != "DAPR_API_TOKEN"}
         # Placement disseminates actor types per namespace to every daprd in it: with one namespace
         # per daprd, scenarios starting and stopping do not hold up each other's actor registration.
-        env["NAMESPACE"] = self.app_id
+        env["NAMESPACE"] = self.namespace
         if self.api_token:
             env["DAPR_API_TOKEN"] = str(self.api_token)
         return env
@@ -320,7 +324,58 @@ class DaprdSidecar:
         return f"<DaprdSidecar {self.version} {self.app_id} {self.address}>"
 
 
-def start_daprd(*, options: Mapping[str, Any], work_dir: Path) -> DaprdSidecar:
+class DaprdApps:
+    """Several apps (workflows across apps): one daprd per app id, under the run's placement and
+    scheduler, in one namespace of their own; the first app's daprd is `address` (R11.1)."""
+
+    def __init__(self, *, apps: list[str], options: Mapping[str, Any], work_dir: Path) -> None:
+        namespace = f"conformance-{uuid.uuid4().hex[:12]}"
+        self.apps: dict[str, DaprdSidecar] = {}
+        try:
+            for app in apps:
+                self.apps[app] = DaprdSidecar(options=options, work_dir=work_dir, app_id=app, namespace=namespace,
+                                              folder=f"daprd-{app}")
+        except BaseException:
+            self.stop()
+            raise
+        self.first = self.apps[apps[0]]
+        self.version = self.first.version
+
+    @property
+    def address(self) -> str:
+        return self.first.address
+
+    @property
+    def app_addresses(self) -> dict[str, str]:
+        return {app: d.address for app, d in self.apps.items()}
+
+    @property
+    def log_paths(self) -> list[Path]:
+        return [p for d in self.apps.values() for p in d.log_paths]
+
+    def wait_until_workflows_ready(self, *, app: str | None = None, timeout: float = 60.0) -> None:
+        (self.apps[app] if app is not None else self.first).wait_until_workflows_ready(timeout=timeout)
+
+    def stop(self) -> None:
+        for d in self.apps.values():
+            d.stop()
+
+    def kill(self) -> None:
+        for d in self.apps.values():
+            d.kill()
+
+    def restart(self) -> None:
+        for d in self.apps.values():
+            d.restart()
+
+    def __repr__(self) -> str:
+        return f"<DaprdApps {self.version} {', '.join(self.apps)}>"
+
+
+def start_daprd(*, options: Mapping[str, Any], work_dir: Path) -> DaprdSidecar | DaprdApps:
+    apps = list(options.get("apps") or ())
+    if apps:
+        return DaprdApps(apps=apps, options=options, work_dir=work_dir)
     return DaprdSidecar(options=options, work_dir=work_dir)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
@@ -72,7 +73,6 @@ def start_command_worker(spec: WorkerStart, *, name: str, command: Sequence[str]
     {ledger} (the ledger file), {python} (this interpreter), {root} (the library root: the checkout, or the installed
     package data; conformance/library.py).
     """
-    import os
 
     from conformance.library import find_library
 
@@ -89,7 +89,7 @@ def start_command_worker(spec: WorkerStart, *, name: str, command: Sequence[str]
         hint = f"; install it with {install}" if install else ""
         raise FileNotFoundError(f"{name}: {program} does not exist{hint}")
     full_env = dict(os.environ)
-    full_env.update({"CONFORMANCE_LEDGER": str(spec.ledger), "PYTHONPATH": str(root)})
+    full_env.update({"CONFORMANCE_LEDGER": str(spec.ledger), "PYTHONPATH": driver_path(root)})
     if spec.api_token:
         full_env["DAPR_API_TOKEN"] = spec.api_token
     full_env.update(env or {})
@@ -104,6 +104,32 @@ def start_command_worker(spec: WorkerStart, *, name: str, command: Sequence[str]
                                     ) from None
             raise
     return ProcessWorker(proc=proc)
+
+
+def driver_path(root: Path) -> str:
+    """PYTHONPATH for a driver: the library root and the program language (`taskhub_programs`, pure Python).
+
+    From a checkout the root holds both. From an installed package the language sits in the harness's
+    site-packages, beside our grpc and protobuf, which must not reach an SDK's environment; so a folder in
+    the user cache holds a link to the language package alone.
+    """
+    import hashlib
+
+    import taskhub_programs
+
+    package = Path(taskhub_programs.__file__).resolve().parent
+    if package.parent == Path(root).resolve():
+        return str(root)
+    from conformance.targets.checkout import cache_root
+
+    shim = cache_root() / "driver-path" / hashlib.sha256(str(package).encode()).hexdigest()[:12]
+    link = shim / "taskhub_programs"
+    if not link.exists():
+        shim.mkdir(parents=True, exist_ok=True)
+        tmp = shim / f".taskhub_programs.{os.getpid()}"
+        tmp.symlink_to(package, target_is_directory=True)
+        os.replace(tmp, link)  # atomic: parallel workers may make it at once
+    return os.pathsep.join([str(root), str(shim)])
 
 
 # Drivers exit with 3 when a program uses a step their SDK cannot express (drivers/*/README.md), and

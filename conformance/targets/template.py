@@ -30,6 +30,8 @@ WORKER_CAPABILITIES: dict[str, str] = {
     "all_fails_fast": "an `all` fails as soon as one of its tasks fails (not only once the earlier ones are done)",
     "stateful_history": "announces WORKER_CAPABILITY_STATEFUL_HISTORY and takes cachedHistory deltas",
     "adversary": "can misbehave on purpose (the reference worker only)",
+    "crossapp": "calls an activity or child workflow on another app (`app:`, WorkflowAction.router.targetAppID)",
+    "propagation": "asks for history propagation (`propagation:`) and hands an activity what it received",
 }
 SIDECAR_CAPABILITIES: dict[str, str] = {
     "restart": "the harness can kill and restart it on the same store",
@@ -48,6 +50,11 @@ SIDECAR_CAPABILITIES: dict[str, str] = {
     "unknown_is_not_found": "operations on an unknown instance answer NOT_FOUND",
     "history_not_found": "GetInstanceHistory of an unknown instance answers NOT_FOUND",
     "own_engine": "the engine holds only this scenario's instances (one engine per scenario), so listings are its own",
+    "apps": "hosts several app ids, one address each, and routes by TaskRouter (workflows across apps)",
+    "history_propagation": "delivers propagated history to activities and children (HistoryPropagationScope)",
+    "purge_filter": "PurgeInstances with a PurgeInstanceFilter (many instances in one call)",
+    "start_tags": "keeps a start's tags on its ExecutionStarted",
+    "detached_workflows": "CreateDetachedWorkflow (DetachedWorkflowInstanceCreated, R3.12)",
     # One per engine setting a scenario can ask for (`engine:`, conformance/scenario/engine.py).
     "engine_retention": "can be started with a retention of finished instances (daprd stateRetentionPolicy)",
     "engine_max_concurrent_workflows": "can be started with a limit of workflow turns in flight",

@@ -25,6 +25,7 @@ class CellResult:
     wall_s: float = 0.0
     setup_error: str = ""  # the environment or engine could not be made: no run
     reports: str = ""  # the cell's report folder
+    outcomes: dict[str, str] = field(default_factory=dict)  # scenario -> outcome value
 
     @property
     def ran(self) -> bool:
@@ -36,12 +37,14 @@ def read_cell(events: Path, *, sdk: SdkRelease, engine: EngineRelease, wall_s: f
     failed: dict[str, tuple[str, ...]] = {}
     errors: dict[str, str] = {}
     known: set[str] = set()
+    outcomes: dict[str, str] = {}
     for line in events.read_text(encoding="utf-8").splitlines():
         if not line.strip():
             continue
         ev = from_json(line)
         if isinstance(ev, ScenarioFinished):
             counts[ev.outcome.value] += 1
+            outcomes[ev.scenario] = ev.outcome.value
             if ev.outcome is Outcome.FAILED:
                 failed[ev.scenario] = tuple(ev.broken) or tuple(ev.requirements)
             elif ev.outcome is Outcome.ERROR:
@@ -53,4 +56,4 @@ def read_cell(events: Path, *, sdk: SdkRelease, engine: EngineRelease, wall_s: f
     broken = sorted({r for reqs in failed.values() for r in reqs})
     return CellResult(sdk=sdk, engine=engine, counts=dict(counts), failed=failed, errors=errors,
                       broken=tuple(broken), known=tuple(sorted(known)), wall_s=wall_s,
-                      reports=str(events.parent))
+                      reports=str(events.parent), outcomes=outcomes)

@@ -30,6 +30,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--reports", type=Path, default=None, metavar="DIR",
                    help="report folder (default reports/versions/)")
     p.add_argument("--list", action="store_true", help="print the releases and exit")
+    p.add_argument("--record-histories", type=Path, default=None, metavar="DIR",
+                   help="also record the corpus: each PASSED flow scenario's terminal histories, filed under "
+                        "DIR/<scenario>/<engine>-<version>/<sdk>-<version>/ (the library's corpus is histories/)")
 
 
 def run_versions(args: argparse.Namespace) -> int:
@@ -56,7 +59,8 @@ def run_versions(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     reports = (args.reports or root / "reports" / "versions").resolve()
     reports.mkdir(parents=True, exist_ok=True)
-    plan = Plan(sdks=sdks, engines=engines, scenarios=tuple(args.scenario), jobs=args.jobs, reports=reports)
+    plan = Plan(sdks=sdks, engines=engines, scenarios=tuple(args.scenario), jobs=args.jobs, reports=reports,
+                corpus=args.record_histories.resolve() if args.record_histories else None)
     command = shlex.join(["conformance", "versions", *sys.argv[2:]]) if sys.argv[1:2] == ["versions"] else \
         "conformance versions"
     results = run_matrix(plan, root=root, log=lambda m: print(m, flush=True))
@@ -65,3 +69,41 @@ def run_versions(args: argparse.Namespace) -> int:
     print("reports: " + ", ".join(str(p) for p in written))
     bad = any(r.failed or r.errors or not r.ran for r in results)
     return EXIT_FAILED if bad else EXIT_OK
+
+
+def run_corpus_replay(args: argparse.Namespace) -> int:
+    """`conformance replay --corpus DIR --sdk NAME@VERSION`."""
+    from conformance.library import find_library
+    from conformance.versions.catalogue import ReleasesError, load_releases
+    from conformance.versions.corpus import groups, render_replay, replay_corpus
+    from conformance.versions.envs import EnvError, ensure
+    from conformance.versions.run import declared_command
+
+    if args.corpus is None or not args.sdk or "@" not in args.sdk:
+        print("conformance replay: --corpus DIR and --sdk NAME@VERSION go together (e.g. --corpus histories "
+              "--sdk dapr-python@1.19.0; releases: conformance versions --list)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if not args.corpus.is_dir() or not groups(args.corpus):
+        print(f"conformance replay: --corpus {args.corpus}: no recorded histories there (a folder with "
+              "<scenario>/bundle.json and *.history.json below it)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    root = find_library().root
+    try:
+        releases = load_releases().select_sdk(args.sdk)
+        if len(releases) != 1:
+            raise ReleasesError(f"--sdk {args.sdk}: name one release")
+        env = ensure(releases[0], root=root, log=lambda m: print(m, flush=True))
+        command = env.worker_command(declared_command(root, releases[0].worker))
+    except (ReleasesError, EnvError) as exc:
+        print(f"conformance replay: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    reports = (args.reports or root / "reports" / "corpus-replay" / releases[0].key).resolve()
+    reports.mkdir(parents=True, exist_ok=True)
+    results = replay_corpus(args.corpus.resolve(), command=command, reports=reports, jobs=args.jobs,
+                            sdk=None if args.any_sdk else releases[0].sdk, scenarios=tuple(args.scenario),
+                            log=(lambda m: None) if args.quiet else (lambda m: print(m, flush=True)))
+    text = render_replay(results, sdk=releases[0].label)
+    (reports / "corpus-replay.md").write_text(text, encoding="utf-8")
+    print(text)
+    print(f"reports: {reports / 'corpus-replay.md'}")
+    return EXIT_OK if all(r.verdict == "CLEAN" for r in results) else EXIT_FAILED

@@ -107,9 +107,12 @@ def ensure(release: SdkRelease, *, root: Path, log=print) -> Env:
 
 
 def _run(argv: list[str], *, cwd: Path, what: str, env: dict[str, str] | None = None) -> str:
+    # Without PYTHONPATH: the library root on it holds this project's own metadata (egg-info), which
+    # the SDK environment's `pip check` would read as installed there.
+    clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     try:
         done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S,
-                              env=None if env is None else {**os.environ, **env})
+                              env={**clean, **(env or {})})
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise EnvError(f"{what}: {shlex.join(argv)} could not run: {exc}") from None
     if done.returncode != 0:

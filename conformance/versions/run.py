@@ -19,7 +19,8 @@ import yaml
 
 from conformance.versions.catalogue import EngineRelease, SdkRelease
 from conformance.versions.cells import CellResult, read_cell
-from conformance.versions.envs import EnvError, cache_root, ensure
+from conformance.versions.corpus import RECORD_ENV, Recorded, assemble
+from conformance.versions.envs import Env, EnvError, cache_root, ensure
 
 PINNED_ENGINES = {"durabletask-go": "v0.14.0", "daprd": "v1.18.2"}  # what .tools/ holds (install scripts)
 CELL_TIMEOUT_S = 3 * 3600
@@ -32,16 +33,39 @@ class Plan:
     scenarios: tuple[str, ...] = ()  # globs (--scenario); empty: the whole library
     jobs: int = 2
     reports: Path = Path("reports/versions")
+    corpus: Path | None = None  # also record the history corpus there (corpus.py)
 
 
-def declared_command(root: Path, worker: str) -> str:
-    """The worker target's command as its drivers/<sdk>/target.yaml declares it."""
+def declared_target(root: Path, worker: str) -> dict:
+    """The worker target as its drivers/<sdk>/target.yaml declares it (anchors resolved)."""
     for f in sorted((root / "drivers").glob("*/target.yaml")):
         doc = yaml.safe_load(f.read_text(encoding="utf-8")) or {}
         raw = (doc.get("workers") or {}).get(worker)
         if raw and raw.get("command"):
-            return str(raw["command"])
+            return dict(raw)
     raise EnvError(f"no worker target {worker!r} with a command in drivers/*/target.yaml")
+
+
+def declared_command(root: Path, worker: str) -> str:
+    return str(declared_target(root, worker)["command"])
+
+
+def release_target(root: Path, sdk: SdkRelease, env: Env, out: Path) -> tuple[str, Path]:
+    """A targets file with the release as a worker target of its own, `<worker>@<version>`: the declared
+    target's capabilities and gaps, its command and probe on the cached environment, its version. The
+    matrix columns and reproduce lines then name the release."""
+    raw = declared_target(root, sdk.worker)
+    raw["command"] = env.worker_command(str(raw["command"]))
+    if raw.get("probe"):
+        raw["probe"] = env.worker_command(str(raw["probe"]))
+    raw["version"] = sdk.version
+    raw["install"] = f"conformance versions --sdk {sdk.sdk}@{sdk.version}"  # what makes the environment
+    raw.pop("installed", None)  # the pin's marker; the cached environment is checked when it is made
+    name = f"{sdk.worker}@{sdk.version}"
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{sdk.key}.target.yaml"
+    path.write_text(yaml.safe_dump({"workers": {name: raw}}, sort_keys=False), encoding="utf-8")
+    return name, path
 
 
 def engine_env(root: Path, engine: EngineRelease, *, log: Callable[[str], None]) -> dict[str, str]:
@@ -66,7 +90,7 @@ def engine_env(root: Path, engine: EngineRelease, *, log: Callable[[str], None])
 
 def run_matrix(plan: Plan, *, root: Path, log: Callable[[str], None] = print) -> list[CellResult]:
     results: list[CellResult] = []
-    envs: dict[str, object] = {}
+    envs: dict[str, Env] = {}
     for engine in plan.engines:
         try:
             extra_env = engine_env(root, engine, log=log)
@@ -80,26 +104,33 @@ def run_matrix(plan: Plan, *, root: Path, log: Callable[[str], None] = print) ->
             try:
                 env = envs.get(sdk.key) or ensure(sdk, root=root, log=log)
                 envs[sdk.key] = env
-                command = env.worker_command(declared_command(root, sdk.worker))  # type: ignore[attr-defined]
+                worker, targets = release_target(root, sdk, env, plan.reports / "targets")
             except EnvError as exc:
                 results.append(CellResult(sdk=sdk, engine=engine, setup_error=str(exc)))
-                log(f"versions: {sdk.label}: {str(exc).splitlines()[0]}")
+                log(f"versions: {sdk.label}: {exc}")
                 continue
-            results.append(_run_cell(plan, root=root, sdk=sdk, engine=engine, command=command, env=extra_env, log=log))
+            results.append(_run_cell(plan, root=root, sdk=sdk, engine=engine, worker=worker, targets=targets,
+                                     env=extra_env, log=log))
     return results
 
 
-def _run_cell(plan: Plan, *, root: Path, sdk: SdkRelease, engine: EngineRelease, command: str,
+def _run_cell(plan: Plan, *, root: Path, sdk: SdkRelease, engine: EngineRelease, worker: str, targets: Path,
               env: dict[str, str], log: Callable[[str], None]) -> CellResult:
     out = plan.reports / "cells" / f"{sdk.key}@{engine.engine}-{engine.version}"
-    argv = [sys.executable, "-m", "conformance", "run", "--sidecar", engine.sidecar, "--worker", sdk.worker,
-            "--worker-command", command, "--jobs", str(plan.jobs), "--reports", str(out)]
+    argv = [sys.executable, "-m", "conformance", "run", "--sidecar", engine.sidecar, "--worker", worker,
+            "--targets", str(targets), "--jobs", str(plan.jobs), "--reports", str(out)]
     for g in plan.scenarios:
         argv += ["--scenario", g]
     log(f"versions: {sdk.label} on {engine.label}: {shlex.join(argv[1:])}")
     began = time.monotonic()
     child_env = {**os.environ, **env, "PYTHONPATH": os.pathsep.join(
         [str(root), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    staging = plan.reports / "recorded" / f"{sdk.key}@{engine.engine}-{engine.version}"
+    if plan.corpus is not None:
+        import shutil
+
+        shutil.rmtree(staging, ignore_errors=True)
+        child_env[RECORD_ENV] = str(staging)
     with open(plan.reports / f"{sdk.key}@{engine.engine}-{engine.version}.log", "w", encoding="utf-8") as fh:
         done = subprocess.run(argv, cwd=root, stdout=fh, stderr=subprocess.STDOUT, env=child_env,
                               timeout=CELL_TIMEOUT_S)
@@ -109,6 +140,11 @@ def _run_cell(plan: Plan, *, root: Path, sdk: SdkRelease, engine: EngineRelease,
         return CellResult(sdk=sdk, engine=engine, wall_s=wall,
                           setup_error=f"the run wrote no events (exit {done.returncode}; log {fh.name})")
     cell = read_cell(events, sdk=sdk, engine=engine, wall_s=wall)
+    if plan.corpus is not None and staging.is_dir():
+        passed = {s for s, o in cell.outcomes.items() if o == "PASSED"}
+        written = assemble(staging, passed=passed, corpus=plan.corpus, recorded=Recorded(
+            engine=engine.engine, engine_version=engine.version, sdk=sdk.sdk, sdk_version=sdk.version))
+        log(f"versions: {len(written)} histories of {sdk.label} on {engine.label} filed in {plan.corpus}")
     log(f"versions: {sdk.label} on {engine.label}: {cell.counts} in {wall:.0f} s")
     return cell
 

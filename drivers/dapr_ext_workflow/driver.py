@@ -12,6 +12,11 @@ either way, so one adapter serves both. What a release lacks is found by probing
 - all_fails_fast: a `when_all` over two fresh tasks, one failed: dapr 1.19.0's `when_all` waits for
   every task before it fails (its docstring: "surfacing the first failure only after every task
   has finished").
+- crossapp: `call_activity(..., app_id=)` / `call_child_workflow(..., app_id=)` (1.18: the action's
+  router.targetAppID);
+- propagation: `call_activity(..., propagation=)` with `dapr.ext.workflow.propagation.PropagationScope`
+  and `WorkflowActivityContext.get_propagated_history()` (its scope and chunks give the `propagated`
+  built-in's value).
 - A wait with a timeout uses `wait_for_external_event(name, timeout=)` where the release takes one,
   else the when_any([event, timer]) pattern of the driver.
 
@@ -89,7 +94,31 @@ class DaprWorkflowAdapter:
             out["task_execution_id"] = out["teid_uuid5"] = "the activity context has no task_execution_id"
         if self._fails_fast() is False:
             out["all_fails_fast"] = "when_all waits for every task before it fails"
+        params = inspect.signature(wf.DaprWorkflowContext.call_activity).parameters
+        if "app_id" not in params:
+            out["crossapp"] = "call_activity takes no app_id"
+        if "propagation" not in params or not hasattr(wf.WorkflowActivityContext, "get_propagated_history"):
+            out["propagation"] = "call_activity takes no propagation, or the activity context has no get_propagated_history"
         return out
+
+    def _routing(self, app: str | None, propagation: str | None) -> dict[str, Any]:
+        """Keyword arguments only where the step sets them: a release without them is never passed one."""
+        out: dict[str, Any] = {}
+        if app is not None:
+            out["app_id"] = app
+        if propagation is not None:
+            from dapr.ext.workflow.propagation import PropagationScope
+
+            out["propagation"] = {"own": PropagationScope.OWN_HISTORY, "lineage": PropagationScope.LINEAGE}[propagation]
+        return out
+
+    def propagated(self, ctx: Any) -> Any:
+        history = ctx.get_propagated_history()
+        if history is None:
+            return None
+        scope = {"OWN_HISTORY": "own", "LINEAGE": "lineage"}.get(history.scope.name, history.scope.name.lower())
+        return {"scope": scope, "chunks": [{"app": w.app_id, "instance": w.instance_id, "workflow": w.name}
+                                           for w in history.get_workflows()]}
 
     def retry_policy(self, retry: Any) -> Any:
         if retry is None:
@@ -99,12 +128,15 @@ class DaprWorkflowAdapter:
             backoff_coefficient=retry.backoff,
             max_retry_interval=None if retry.max_delay is None else timedelta(seconds=retry.max_delay))
 
-    def call_activity(self, ctx: Any, name: str, input: Any, retry: Any) -> Any:  # noqa: A002
-        return ctx.call_activity(name, input=input, retry_policy=self.retry_policy(retry))
+    def call_activity(self, ctx: Any, name: str, input: Any, retry: Any, *, app: str | None,  # noqa: A002
+                      propagation: str | None) -> Any:
+        return ctx.call_activity(name, input=input, retry_policy=self.retry_policy(retry),
+                                 **self._routing(app, propagation))
 
-    def call_child(self, ctx: Any, workflow: str, input: Any, instance_id: str | None, retry: Any) -> Any:  # noqa: A002
+    def call_child(self, ctx: Any, workflow: str, input: Any, instance_id: str | None, retry: Any, *,  # noqa: A002
+                   app: str | None, propagation: str | None) -> Any:
         return ctx.call_child_workflow(workflow, input=input, instance_id=instance_id,
-                                       retry_policy=self.retry_policy(retry))
+                                       retry_policy=self.retry_policy(retry), **self._routing(app, propagation))
 
     def timer(self, ctx: Any, delay: timedelta) -> Any:
         return ctx.create_timer(delay)

@@ -55,6 +55,8 @@ class DurableTaskDaprAdapter:
             first.cancel(RuntimeError("probe"))
             if not both.is_complete:
                 out["all_fails_fast"] = "when_all waits for every task before it fails"
+        if "app_id" not in inspect.signature(task.OrchestrationContext.call_activity).parameters:
+            out["crossapp"] = "call_activity takes no app_id"
         return out
 
     def retry_policy(self, retry: Any) -> Any:
@@ -65,12 +67,21 @@ class DurableTaskDaprAdapter:
             backoff_coefficient=retry.backoff,
             max_retry_interval=None if retry.max_delay is None else timedelta(seconds=retry.max_delay))
 
-    def call_activity(self, ctx: Any, name: str, input: Any, retry: Any) -> Any:  # noqa: A002
-        return ctx.call_activity(name, input=input, retry_policy=self.retry_policy(retry))
+    def call_activity(self, ctx: Any, name: str, input: Any, retry: Any, *, app: str | None,  # noqa: A002
+                      propagation: str | None) -> Any:
+        # `propagation` never arrives: the target does not declare it (0.17.4's call_activity has no
+        # propagation scope and its activity context no received history).
+        extra = {"app_id": app} if app is not None else {}
+        return ctx.call_activity(name, input=input, retry_policy=self.retry_policy(retry), **extra)
 
-    def call_child(self, ctx: Any, workflow: str, input: Any, instance_id: str | None, retry: Any) -> Any:  # noqa: A002
+    def call_child(self, ctx: Any, workflow: str, input: Any, instance_id: str | None, retry: Any, *,  # noqa: A002
+                   app: str | None, propagation: str | None) -> Any:
+        extra = {"app_id": app} if app is not None else {}
         return ctx.call_sub_orchestrator(workflow, input=input, instance_id=instance_id,
-                                         retry_policy=self.retry_policy(retry))
+                                         retry_policy=self.retry_policy(retry), **extra)
+
+    def propagated(self, ctx: Any) -> Any:
+        return None  # never asked: the target does not declare propagation
 
     def timer(self, ctx: Any, delay: timedelta) -> Any:
         return ctx.create_timer(delay)

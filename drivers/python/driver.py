@@ -48,8 +48,13 @@ class Adapter(Protocol):
     wait_timeout: bool  # the SDK's event wait takes a timeout (else: when_any([event, timer]))
 
     def absent(self) -> dict[str, str]: ...  # capability -> why this release lacks it (probed)
-    def call_activity(self, ctx: Any, name: str, input: Any, retry: Any) -> Any: ...
-    def call_child(self, ctx: Any, workflow: str, input: Any, instance_id: str | None, retry: Any) -> Any: ...
+    # `app` (another app's id) and `propagation` ("own" / "lineage") are None unless the step sets
+    # them; a release without them declares crossapp / propagation absent, so they never arrive.
+    def call_activity(self, ctx: Any, name: str, input: Any, retry: Any, *, app: str | None,
+                      propagation: str | None) -> Any: ...
+    def call_child(self, ctx: Any, workflow: str, input: Any, instance_id: str | None, retry: Any, *,
+                   app: str | None, propagation: str | None) -> Any: ...
+    def propagated(self, ctx: Any) -> Any: ...  # the activity's received history as the `propagated` built-in says
     def timer(self, ctx: Any, delay: timedelta) -> Any: ...
     def wait_event(self, ctx: Any, name: str, timeout: timedelta | None) -> Any: ...
     def when_all(self, tasks: list[Any]) -> Any: ...
@@ -106,10 +111,6 @@ def problems(bundle: Any, adapter: Adapter, lang: Language) -> list[dict[str, st
                             "newer than this driver"})
                 continue
             here = f"{here}.{P.STEP_NAMES[type(step)]}"
-            for name in ("app", "propagation"):  # workflows across apps, history propagation: not mapped yet
-                if getattr(step, name, None) is not None:
-                    out.append({"path": f"{here}.{name}", "capability": "", "reason": "not expressible in this "
-                                "driver yet"})
             if isinstance(step, P.WaitEvent) and step.timeout is not None and not adapter.wait_timeout:
                 if inside == "all":  # it would have to fail the when_all when its timer wins
                     out.append({"path": here, "capability": "", "reason": "a wait with a timeout inside all: "
@@ -163,11 +164,13 @@ class Interpreter:
     def task(self, ctx: Any, step: Any, env: dict[str, Any]) -> Any:
         a, P = self.adapter, self.lang.P
         if isinstance(step, P.CallActivity):
-            return a.call_activity(ctx, step.name, P.evaluate(step.input, env), step.retry)
+            return a.call_activity(ctx, step.name, P.evaluate(step.input, env), step.retry, app=step.app,
+                                   propagation=step.propagation)
         if isinstance(step, P.CallChild):
             iid = P.evaluate(step.instance_id, env) if step.instance_id is not None else None
             return a.call_child(ctx, step.workflow, P.evaluate(step.input, env),
-                                None if iid is None else P.display(iid), step.retry)
+                                None if iid is None else P.display(iid), step.retry, app=step.app,
+                                propagation=step.propagation)
         if isinstance(step, P.Timer):
             return a.timer(ctx, timedelta(seconds=step.duration))
         if step.timeout is None or a.wait_timeout:  # WaitEvent
@@ -220,7 +223,8 @@ class Interpreter:
             instance_id, task_id, teid = self.adapter.activity_ids(ctx)
             try:
                 return runner.run(name=name, input=input, instance_id=instance_id, task_id=task_id,
-                                  task_execution_id=teid)
+                                  task_execution_id=teid,
+                                  propagated=self.adapter.propagated(ctx) if name == "propagated" else None)
             except self.lang.A.ActivityFailure as exc:
                 raise error_class(exc.error_type)(str(exc)) from None
 

@@ -114,6 +114,14 @@ def complete_turn(eng: Engine, resp: pb.WorkflowResponse) -> CompletionOutcome:
             eng.table.stall(inst, outcome.stall)
             return CompletionOutcome.STALLED
         routes = crossapp.prepare(eng.config, inst, resp, outcome)
+        # A first turn commits (daprd saves its state without the undispatched events and retries; the
+        # reference keeps the work queued for the app instead: engine-rules R11.5 REF).
+        absent = crossapp.unreachable(routes, inst, serves=eng.dispatcher.serves) if inst.history else None
+        if absent is not None:
+            # R11.5: daprd cannot invoke the target app's actors, fails the run and retries it whole.
+            abandon(eng, inst, f"app '{eng.config.app_name(absent)}' has no connected worker to take the work "
+                               "routed to it (engine-rules R11.5); the turn is retried")
+            return CompletionOutcome.ABANDONED
         payload = eng.config.payload_limit()
         if payload:
             for req in outcome.activities:

@@ -14,6 +14,7 @@ the engine commits them, and returns where each activity and child goes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from taskhub_core.turn import Decision
 from taskhub_wire import pb
@@ -127,6 +128,20 @@ def prepare(config: EngineConfig, inst: Instance, resp: pb.WorkflowResponse, dec
                       app=app, iid=inst.iid)
         routes.next_incoming = wire(ph)
     return routes
+
+
+def unreachable(routes: Routes, inst: Instance, *, serves: Callable[[str], bool]) -> str | None:
+    """R11.5: the first other app the turn routes work to that no worker serves, or None.
+
+    daprd invokes the target app's actors while it commits the turn; with no worker connected there
+    the app's actor types are not registered, the invocation fails and the whole turn is run again
+    from its reminder (orchestrator/activity.go:133-135, messages/messages.go:169-170,
+    orchestrator/run.go:416-459): the caller makes no progress until that app is back.
+    """
+    for app in [a for a, _ in routes.activities.values()] + [a for a, _ in routes.children.values()]:
+        if app != inst.app and not serves(app):
+            return app
+    return None
 
 
 def assemble(*, scope: int, received: pb.PropagatedHistory | None, own: list[pb.HistoryEvent], app: str,

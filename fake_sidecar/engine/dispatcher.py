@@ -151,6 +151,11 @@ class Dispatcher:
     def connected_streams(self) -> int:
         return len(self._streams)
 
+    def serves(self, app: str) -> bool:
+        """Whether a worker of `app` is connected (daprd registers an app's workflow actor types only
+        while one is, pkg/runtime/wfengine/wfengine.go:197-232)."""
+        return any(stream.app == app for stream in self._streams.values())
+
     def _redeliver(self, inst: Instance, ref: WorkRef, sid: int) -> None:
         if ref.kind is WorkKind.TURN:
             if inst.turn is None or inst.turn.stream != sid:

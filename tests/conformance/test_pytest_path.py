@@ -170,3 +170,17 @@ def test_an_engine_held_alone_waits_for_the_scenarios_running_on_it():
     assert alone_in.wait(30)
     released.set()
     t.join(30)
+
+
+def test_selection_options_choose_the_same_scenarios_and_mistakes_stop_the_session(tmp_path):
+    scenarios = _library(tmp_path)
+    chosen = _run("-m", "pytest", str(scenarios), "-p", "no:cacheprovider", "--collect-only", "-q",
+                  "--conformance-scenario", "mine/g*", cwd=tmp_path)
+    assert chosen.returncode == 0 and "good.yaml" in chosen.stdout and "bad.yaml" not in chosen.stdout
+    typo = _run("-m", "pytest", str(scenarios), "-p", "no:cacheprovider", "-q", "--conformance-area", "evnts",
+                cwd=tmp_path)
+    assert typo.returncode == 4, typo.stdout + typo.stderr  # pytest's usage error, before any item
+    assert "unknown area 'evnts' (did you mean 'events'?)" in typo.stderr and "Traceback" not in typo.stderr
+    unknown = _run("-m", "pytest", str(scenarios), "-p", "no:cacheprovider", "-q", "--conformance-worker", "nosuch",
+                   cwd=tmp_path)
+    assert unknown.returncode == 4 and "nosuch" in unknown.stderr and "Traceback" not in unknown.stderr

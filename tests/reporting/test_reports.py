@@ -552,6 +552,33 @@ def test_the_differential_report_gathers_a_runs_observations(tmp_path):
 
 def test_a_failed_html_cell_lists_failures_first_with_their_reproduce_line(reports):
     html = reports["matrix_html"].read_text(encoding="utf-8")
-    cell = html[html.index("activities/at-least-once</code> FAILED"):]
+    # The scenario's id links to its file.
+    cell = html[html.index("activities/at-least-once</code></a> FAILED"):]
     cell = cell[:cell.index("</td>")]
     assert '<code class="repro">python -m conformance run scenarios/activities/at-least-once.yaml --pair ' in cell
+
+
+def test_matrix_cells_count_failed_of_covering_say_a_gap_once_and_link_passing_scenarios(catalogue, tmp_path):
+    from conformance.events import RunStarted
+    from conformance.reporting.matrix import Matrix, render_matrix_html, render_matrix_md
+
+    def result(name: str, outcome: Outcome, **kw) -> ScenarioFinished:
+        return ScenarioFinished(scenario=name, pair="reference+sdk", sidecar="reference", worker="sdk",
+                                outcome=outcome, duration_s=0.1, requirements=("RPL-DET-001",),
+                                source=str(tmp_path / f"{name}.yaml"), **kw)
+
+    events = [RunStarted(run_id="r", started_at=0.0, pairs=("reference+sdk",), scenario_count=5, command="c"),
+              result("a", Outcome.FAILED, message="FAILED: breaks RPL-DET-001 (MUST)", reproduce="x " * 80),
+              *(result(n, Outcome.KNOWN_FAILURE, gap_reason="declared gap RPL-DET-001: the same reason")
+                for n in ("b", "c", "d")),
+              result("e", Outcome.PASSED), result("f", Outcome.WARNING, message="WARNING: does not meet X")]
+    matrix = Matrix.build(events, catalogue=catalogue)
+    md = render_matrix_md(matrix)
+    assert "1 pair" in md and "1 pairs" not in md
+    assert "FAILED (1 of 6 scenarios)" in md
+    assert md.count("the same reason") == 1 and "`b`, `c`, `d` KNOWN_FAILURE" in md
+    assert "WARNING: WARNING" not in md and "`f` WARNING: does not meet X" in md
+    html = render_matrix_html(matrix)
+    assert "FAILED · 1 of 6 scenarios" in html
+    assert f'<a href="{(tmp_path / "e.yaml").as_uri()}"><code>e</code></a>' in html
+    assert "overflow-wrap: anywhere" in html  # long reproduce commands wrap inside their cell

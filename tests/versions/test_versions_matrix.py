@@ -101,3 +101,22 @@ def test_a_cell_is_read_from_its_run_events(tmp_path: Path) -> None:
 
 def test_toolchains_are_named_once() -> None:
     assert {r.toolchain for rs in RELEASES.sdks.values() for r in rs} == set(Toolchain)
+
+
+def test_each_release_is_a_worker_target_of_its_own(tmp_path: Path) -> None:
+    import yaml
+
+    from conformance.targets.registry import load_targets
+    from conformance.versions.run import release_target
+
+    root = Path(__file__).resolve().parents[2]
+    rel = RELEASES.select_sdk("dapr-python@1.18.1")[0]
+    env = Env(release=rel, path=tmp_path / "env", reused=True, seconds=0.0)
+    name, path = release_target(root, rel, env, tmp_path)
+    assert name == "dapr-ext-workflow@1.18.1"
+    raw = yaml.safe_load(path.read_text())["workers"][name]
+    assert raw["command"].startswith(str(tmp_path / "env" / "bin" / "python") + " {root}/drivers/")
+    target = load_targets(extra=[path]).workers[name]
+    declared = load_targets().workers["dapr-ext-workflow"]
+    assert target.version == "1.18.1" and target.capabilities == declared.capabilities
+    assert target.gaps == declared.gaps

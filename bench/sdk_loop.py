@@ -1,0 +1,120 @@
+"""An SDK author's loop, edit to verdict, on a local checkout: today's (`conformance run --sdk-path`, the
+environment made once in the user cache and following the checkout) beside the one before it (the install
+script's `--sdk-path`, which recreated the SDK's environment, or rebuilt the driver, on every run, then
+`--worker-command`), in one run, as a ratio.
+
+Each round "edits" the checkout (appends a comment to one of its source files, removed afterwards), then
+times each loop from the command to the verdict on the same selection of scenarios. The first round of
+today's loop may create the environment (reported apart as cold); the rounds after are warm. Also timed:
+the whole library on the checkout, warm (--library).
+
+    .venv/bin/python bench/sdk_loop.py --sdk-path ~/src/python-sdk [--area events] [--rounds 2] [--library]
+
+Goals (issue 22): warm edit to verdict <= 60 s for a Python SDK, <= 90 s for JS, Go and Java (build
+included); the whole library <= 3 minutes. Say the machine's load with the figures (printed here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from conformance.targets.checkout import detect  # noqa: E402
+
+GOALS = {"dapr-ext-workflow": 60, "dapr": 60, "durabletask-dapr": 60}  # others: 90
+# The loop before: the install script with --sdk-path and the command it installed (none for Java).
+BEFORE = {
+    "dapr-ext-workflow": ("scripts/install-sdks.sh dx --sdk-path {ext}",
+                          "{root}/.sdk/dx-custom/bin/python {root}/drivers/dapr_ext_workflow/driver.py "
+                          "--sidecar {address} --programs {programs}"),
+    "durabletask-dapr": ("scripts/install-sdks.sh dd --sdk-path {path}",
+                         "{root}/.sdk/dd-custom/bin/python {root}/drivers/durabletask_dapr/driver.py "
+                         "--sidecar {address} --programs {programs}"),
+    "durabletask-go-worker": ("scripts/install-go-driver.sh --sdk-path {path}",
+                              "{root}/.tools/custom/durabletask-go-driver --sidecar {address} --canonical {canonical}"),
+    "durabletask-js": ("scripts/install-js.sh --sdk-path {path}",
+                       "node {root}/.sdk/js-custom/driver.js --sidecar {address} --canonical {canonical}"),
+}
+EDITED = {"dapr-ext-workflow": "dapr/ext/workflow/__init__.py", "dapr": "dapr/ext/workflow/__init__.py",
+          "durabletask-dapr": "durabletask/__init__.py", "durabletask-go-worker": "task/orchestrator.go",
+          "durabletask-js": "src/index.ts", "durabletask-java": "client/src/main/java/io/dapr/durabletask/Task.java"}
+COMMENT = {".py": "# sdk_loop bench edit\n", ".go": "// sdk_loop bench edit\n", ".ts": "// sdk_loop bench edit\n",
+           ".java": "// sdk_loop bench edit\n"}
+
+
+def timed(argv: list[str], *, log: Path) -> tuple[float, int]:
+    began = time.monotonic()
+    with open(log, "ab") as out:
+        out.write(f"\n$ {shlex.join(argv)}\n".encode())
+        out.flush()
+        rc = subprocess.run(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT).returncode
+    return time.monotonic() - began, rc
+
+
+def edit(path: Path) -> bytes:
+    before = path.read_bytes()
+    path.write_bytes(before + COMMENT.get(path.suffix, "\n").encode())
+    return before
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sdk-path", type=Path, required=True)
+    ap.add_argument("--worker", default=None)
+    ap.add_argument("--area", default="events", help="the selection both loops run (default: events)")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--jobs", type=int, default=6)
+    ap.add_argument("--library", action="store_true", help="also time the whole library on the checkout (warm)")
+    ap.add_argument("--log", type=Path, default=Path("/tmp") / "sdk_loop.log")
+    args = ap.parse_args()
+
+    c = detect(args.sdk_path, worker=args.worker)
+    python = [sys.executable, "-m", "conformance", "run"]
+    select = ["--area", args.area, "--jobs", str(args.jobs), "--no-reports"]
+    now = [*python, "--sdk-path", str(c.root), "--worker", c.worker, *select]
+    edited = c.root / EDITED[c.worker]
+    print(f"sdk_loop: {c.worker} from {c.root} ({c.layout}); selection --area {args.area}; "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; log {args.log}")
+    cold = not c.env_dir.exists()
+    rows: list[tuple[str, float, int]] = []
+    for n in range(args.rounds):
+        before_bytes = edit(edited)
+        try:
+            seconds, rc = timed(now, log=args.log)
+            rows.append((f"today  round {n + 1}{' (cold: creates the environment)' if cold and n == 0 else ''}",
+                         seconds, rc))
+            if c.worker in BEFORE:
+                install, command = BEFORE[c.worker]
+                ext = c.root / "ext" / "dapr-ext-workflow"
+                install_argv = shlex.split(install.format(path=c.root, ext=ext))
+                t1, rc1 = timed([str(ROOT / install_argv[0]), *install_argv[1:]], log=args.log)
+                t2, rc2 = timed([*python, "--worker", c.worker, "--worker-command", command, *select], log=args.log)
+                rows.append((f"before round {n + 1} (install {t1:.0f} s + run {t2:.0f} s)", t1 + t2, rc1 or rc2))
+        finally:
+            edited.write_bytes(before_bytes)
+    for label, seconds, rc in rows:
+        print(f"  {label:<58} {seconds:7.1f} s   exit {rc}")
+    warm = [s for label, s, _ in rows if label.startswith("today") and "cold" not in label]
+    old = [s for label, s, _ in rows if label.startswith("before")]
+    goal = GOALS.get(c.worker, 90)
+    if warm:
+        print(f"today, warm edit to verdict: {min(warm):.1f} s (goal <= {goal} s)")
+    if warm and old:
+        print(f"before / today (warm): {min(old) / min(warm):.1f}x")
+    if args.library:
+        seconds, rc = timed([*python, "--sdk-path", str(c.root), "--worker", c.worker, "--jobs", str(args.jobs),
+                             "--no-reports"], log=args.log)
+        print(f"whole library on the checkout, warm: {seconds:.1f} s, exit {rc} (goal <= 180 s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
