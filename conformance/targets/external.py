@@ -106,29 +106,35 @@ def start_command_worker(spec: WorkerStart, *, name: str, command: Sequence[str]
     return ProcessWorker(proc=proc)
 
 
-def driver_path(root: Path) -> str:
-    """PYTHONPATH for a driver: the library root and the program language (`taskhub_programs`, pure Python).
+# What the Python drivers import of ours (drivers/python/driver.py): pure Python, no protobuf.
+DRIVER_PACKAGES = ("taskhub_programs", "fake_worker")
 
-    From a checkout the root holds both. From an installed package the language sits in the harness's
+
+def driver_path(root: Path) -> str:
+    """PYTHONPATH for a driver: the library root and the packages of ours a driver imports.
+
+    From a checkout the root holds them. From an installed package they sit in the harness's
     site-packages, beside our grpc and protobuf, which must not reach an SDK's environment; so a folder in
-    the user cache holds a link to the language package alone.
+    the user cache holds links to those packages alone.
     """
     import hashlib
+    import importlib.util
 
-    import taskhub_programs
-
-    package = Path(taskhub_programs.__file__).resolve().parent
-    if package.parent == Path(root).resolve():
+    packages = [Path(importlib.util.find_spec(name).origin).resolve().parent  # type: ignore[arg-type, union-attr]
+                for name in DRIVER_PACKAGES]
+    if all(p.parent == Path(root).resolve() for p in packages):
         return str(root)
     from conformance.targets.checkout import cache_root
 
-    shim = cache_root() / "driver-path" / hashlib.sha256(str(package).encode()).hexdigest()[:12]
-    link = shim / "taskhub_programs"
-    if not link.exists():
-        shim.mkdir(parents=True, exist_ok=True)
-        tmp = shim / f".taskhub_programs.{os.getpid()}"
-        tmp.symlink_to(package, target_is_directory=True)
-        os.replace(tmp, link)  # atomic: parallel workers may make it at once
+    key = hashlib.sha256("|".join(map(str, packages)).encode()).hexdigest()[:12]
+    shim = cache_root() / "driver-path" / key
+    shim.mkdir(parents=True, exist_ok=True)
+    for package in packages:
+        link = shim / package.name
+        if not link.exists():
+            tmp = shim / f".{package.name}.{os.getpid()}"
+            tmp.symlink_to(package, target_is_directory=True)
+            os.replace(tmp, link)  # atomic: parallel workers may make it at once
     return os.pathsep.join([str(root), str(shim)])
 
 
