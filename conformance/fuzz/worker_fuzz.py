@@ -226,6 +226,10 @@ class WorkerCampaign:
             if not self._is_known(f):
                 self._found(f)
 
+    def _same_answer(self, kind: str) -> Callable[[pb.WorkflowResponse | None, pb.WorkflowResponse | None], bool]:
+        """How a finding of `kind` compares two answers to one turn (a campaign may judge less)."""
+        return same_answer
+
     def _judge_flaky(self, f: "Finding", worker: WorkerUnderTest) -> bool:
         """A finding Hypothesis could not reproduce on every replay is judged by asking the worker the
         same turn again (FLAKY_REPLAYS times): two different answers are the SDK answering one history
@@ -233,7 +237,7 @@ class WorkerCampaign:
         reproduces (the flakiness was in the schedule around it); another answer every time means the
         recorded one was lost or delayed on the way: the harness's, not a finding (False)."""
         answers = [worker.answer(f.case) for _ in range(FLAKY_REPLAYS)]
-        same = same_answer(f.kind)
+        same = self._same_answer(f.kind)
         if any(not same(answers[0], a) for a in answers[1:]):
             other = next(a for a in answers[1:] if not same(answers[0], a))
             f.kind, f.requirement, f.level = "self-determinism", "RPL-DET-001", "MUST"
@@ -387,19 +391,11 @@ def _gist(resp: pb.WorkflowResponse | None) -> str:
     return "[" + ", ".join(kinds) + "]"
 
 
-def same_answer(kind: str) -> Callable[[pb.WorkflowResponse | None, pb.WorkflowResponse | None], bool]:
-    """How a finding of `kind` compares two answers of the worker to one turn: by how they end the
-    workflow for a semantics finding (its history is the reference's renumbering), else exactly."""
-    def exact(a: pb.WorkflowResponse | None, b: pb.WorkflowResponse | None) -> bool:
-        if a is None or b is None:
-            return a is b
-        return a.SerializeToString(deterministic=True) == b.SerializeToString(deterministic=True)
-
-    if kind not in ("semantics", "stray-resume"):
-        return exact
-    from conformance.fuzz.self_oracle import completion
-
-    return lambda a, b: (a is None and b is None) or (a is not None and b is not None and completion(a) == completion(b))
+def same_answer(a: pb.WorkflowResponse | None, b: pb.WorkflowResponse | None) -> bool:
+    """Two answers of the worker to one turn are the same answer (exactly)."""
+    if a is None or b is None:
+        return a is b
+    return a.SerializeToString(deterministic=True) == b.SerializeToString(deterministic=True)
 
 
 def _stale(resp: pb.WorkflowResponse, case: TurnCase) -> bool:

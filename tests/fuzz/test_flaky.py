@@ -7,7 +7,7 @@ import io
 from taskhub_wire import pb
 
 from conformance.dialects.compare import Comparison
-from conformance.fuzz.self_oracle import stray_resume
+from conformance.fuzz.self_oracle import SelfOracleCampaign, stray_resume
 from conformance.fuzz.worker_fuzz import FLAKY_REPLAYS, Finding, WorkerCampaign
 from conformance.fuzz.interleave import TurnCase
 
@@ -35,7 +35,7 @@ def _finding(got: pb.WorkflowResponse, kind: str = "semantics") -> Finding:
 
 
 def _campaign() -> WorkerCampaign:
-    return WorkerCampaign(target="sdk", make_worker=lambda *a: None, out=io.StringIO())
+    return SelfOracleCampaign(target="sdk", make_worker=lambda *a: None, out=io.StringIO())
 
 
 FAILED = pb.ORCHESTRATION_STATUS_FAILED
