@@ -13,6 +13,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from google.protobuf.wrappers_pb2 import StringValue
 
 from taskhub_wire import pb
+from taskhub_wire.kinds import ActionKind
 
 from taskhub_core.timestamps import ts
 
@@ -218,12 +219,12 @@ def complete(a: pb.WorkflowAction, ctx: Context) -> Made:
 
 
 RULES: dict[str, Callable[[pb.WorkflowAction, Context], Made]] = {
-    "scheduleTask": schedule_task,
-    "createTimer": create_timer,
-    "createChildWorkflow": create_child,
-    "createDetachedWorkflow": create_detached,
-    "sendEvent": send_event,
-    "terminateWorkflow": terminate_other,
+    ActionKind.SCHEDULE_TASK.field: schedule_task,
+    ActionKind.CREATE_TIMER.field: create_timer,
+    ActionKind.CREATE_CHILD_WORKFLOW.field: create_child,
+    ActionKind.CREATE_DETACHED_WORKFLOW.field: create_detached,
+    ActionKind.SEND_EVENT.field: send_event,
+    ActionKind.TERMINATE_WORKFLOW.field: terminate_other,
 }
 
 

@@ -14,20 +14,24 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from taskhub_wire.kinds import EventKind
+
 from conformance.checks import Observed, check, fail
-from conformance.verdict import Mismatch
+from conformance.verdict import Break
 
 Event = dict[str, Any]  # conformance.scenario.wire.event_dict: {kind, eventId, timestamp, ...fields}
+K = EventKind
 
-ACTION_EVENTS = {"TaskScheduled": "task", "TimerCreated": "timer", "ChildWorkflowInstanceCreated": "child",
-                 "EventSent": "event", "DetachedWorkflowInstanceCreated": "detached"}
-RESOLUTIONS = {"TaskCompleted": "task", "TaskFailed": "task", "TimerFired": "timer",
-               "ChildWorkflowInstanceCompleted": "child", "ChildWorkflowInstanceFailed": "child"}
-# The operations whose ids share one sequence (R3.14): a TaskScheduled and a TimerCreated with one id collide.
-_OPENING = frozenset({"TaskScheduled", "TimerCreated", "ChildWorkflowInstanceCreated"})
+# From the one kind table (taskhub_wire/kinds.py): events an answer's action makes, keyed by the id
+# space their eventId is unique in (a completion is checked on its own, once and last) ...
+ACTION_EVENTS = {k.value: k.value for k in EventKind if k.made_by is not None and k is not K.EXECUTION_COMPLETED}
+# ... the results, with the event that opened their operation ...
+RESOLUTIONS = {k.value: k.resolves.opened_by.value for k in EventKind if k.resolves is not None}
+# ... and the operations whose ids share one sequence (R3.14): a TaskScheduled and a TimerCreated collide.
+_OPENING = frozenset(set(RESOLUTIONS.values()))
 # Events an answer makes (R2.1: after the turn's delivered events); ExecutionStalled is neither.
-MADE = frozenset(ACTION_EVENTS) | {"ExecutionCompleted"}
-_NEUTRAL = frozenset({"WorkflowStarted", "ExecutionStalled"})
+MADE = frozenset(k.value for k in EventKind if k.made_by is not None)
+_NEUTRAL = frozenset({K.WORKFLOW_STARTED.value, K.EXECUTION_STALLED.value})
 _SENTINEL = "9999-12-31T23:59:59.999999999Z"
 
 
@@ -38,14 +42,6 @@ class Family(enum.Enum):
 
 def family_of(engine_kind: str) -> Family:
     return Family.STANDALONE if engine_kind == "durabletask-go" else Family.DAPR
-
-
-@dataclass(frozen=True, kw_only=True)
-class Break:
-    rule: str  # engine-rules R-number
-    requirement: str
-    index: int  # the event's position in the history as GetInstanceHistory returned it
-    text: str
 
 
 @dataclass(frozen=True)
@@ -179,8 +175,9 @@ def correlation(h: _History) -> Iterator[Break]:
             yield _break("R2.5", i, f"{kind} for id {key[1]} has no {key[0]} operation in this history (R2.8)")
         elif kind in ("TaskCompleted", "TaskFailed") and e.get("taskExecutionId", "") != \
                 source.get("taskExecutionId", ""):
-            yield _break("R2.5", i, f"{kind} taskExecutionId {e.get('taskExecutionId')!r} is not its "
-                                    f"TaskScheduled's {source.get('taskExecutionId')!r}")
+            yield Break(rule="R2.5", requirement="ACT-TEID-001", index=i,
+                        text=f"{kind} taskExecutionId {e.get('taskExecutionId')!r} is not its TaskScheduled's "
+                             f"{source.get('taskExecutionId')!r}")
         elif kind == "TimerFired" and e.get("fireAt") != source.get("fireAt"):
             yield _break("R2.5", i, f"TimerFired fireAt {e.get('fireAt')} is not its TimerCreated's "
                                     f"{source.get('fireAt')}")
@@ -343,7 +340,7 @@ def breaks(history: Sequence[Event], *, family: Family = Family.DAPR) -> list[Br
     target = next((i for i, e in enumerate(history) if "rerunParentInstanceInfo" in e), 0)
     h = _History(events=history, family=family, lead=lead, copied=target)
     out = [b for _req, fn in RULES.values() for b in fn(h)]
-    return sorted(out, key=lambda b: (b.index, b.rule))
+    return sorted(out, key=lambda b: (b.index if b.index is not None else -1, b.rule))
 
 
 def invariants(history: Sequence[Event], *, family: Family = Family.DAPR) -> list[str]:
@@ -355,7 +352,6 @@ def invariants(history: Sequence[Event], *, family: Family = Family.DAPR) -> lis
 def history_well_formed(obs: Observed) -> None:
     """The engine's history rules; each break names its rule, requirement and event."""
     family = family_of(obs.engine)
-    out = [Mismatch(text=f"{iid}: event #{b.index}: {b.text} ({b.rule})", requirement=b.requirement,
-                    field=f"history.{b.rule}")
-           for iid, history in obs.histories.items() for b in breaks(history, family=family)]
+    out = [b.mismatch(instance=f"{iid}: event #{b.index}") for iid, history in obs.histories.items()
+           for b in breaks(history, family=family)]
     fail(obs, "history_well_formed", out)

@@ -18,6 +18,8 @@ from typing import Any
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from taskhub_wire.kinds import PRODUCED_FIELDS, EventKind
+
 from conformance.enginediff.record import Call, InstanceRecord, Recording
 
 # Keys whose values are times, opaque tokens, or names an engine picks; compared only by equality.
@@ -29,12 +31,10 @@ OPAQUE_KEYS = frozenset({"continuationToken", "executionId", "taskExecutionId",
 # opaque) and the app ids a deployment names (daprd and durabletask-go stamp parentInstance.appID).
 DROPPED_KEYS = frozenset({"completionToken", "sourceAppID", "targetAppID", "appID", "appId", "sourceAppId",
                           "targetAppId", "router"})
-_RESOLVES = {"taskCompleted": ("taskScheduled", "taskScheduledId"), "taskFailed": ("taskScheduled", "taskScheduledId"),
-             "timerFired": ("timerCreated", "timerId"),
-             "childWorkflowInstanceCompleted": ("childWorkflowInstanceCreated", "taskScheduledId"),
-             "childWorkflowInstanceFailed": ("childWorkflowInstanceCreated", "taskScheduledId")}
-_MADE = frozenset({"taskScheduled", "timerCreated", "childWorkflowInstanceCreated", "eventSent",
-                   "executionCompleted", "detachedWorkflowInstanceCreated"})
+# A resolution's field -> (the field of the event that opened its operation, the id field naming it);
+# both from the one kind table (taskhub_wire/kinds.py).
+_RESOLVES = {k.field: (k.resolves.opened_by.field, k.ref_field) for k in EventKind if k.resolves is not None}
+_MADE = PRODUCED_FIELDS
 
 
 class Order(enum.StrEnum):

@@ -68,9 +68,18 @@ class Recorded:
                 "sdkVersion": self.sdk_version}
 
 
-def assemble(staging: Path, *, passed: set[str], corpus: Path, recorded: Recorded) -> list[Path]:
+def scrub(text: str, places: Mapping[str, Path]) -> str:
+    """`text` with each machine path of `places` (longest first) written as its name, e.g. <cache>: the
+    stack traces an SDK records name the files it ran from, and the corpus is kept in the repository."""
+    for name, path in sorted(places.items(), key=lambda kv: -len(str(kv[1]))):
+        text = text.replace(str(path), f"<{name}>")
+    return text
+
+
+def assemble(staging: Path, *, passed: set[str], corpus: Path, recorded: Recorded,
+             places: Mapping[str, Path] | None = None) -> list[Path]:
     """Files the staged histories of the PASSED scenarios under `corpus` (replacing what this engine and
-    SDK release recorded before for them) and returns the files written."""
+    SDK release recorded before for them, machine paths scrubbed) and returns the files written."""
     written: list[Path] = []
     for bundle in sorted(staging.rglob(BUNDLE)):
         scenario = bundle.parent.relative_to(staging).as_posix()
@@ -87,7 +96,8 @@ def assemble(staging: Path, *, passed: set[str], corpus: Path, recorded: Recorde
             doc["recorded"] = {**recorded.as_dict(), "scenario": scenario}
             doc["capturedAt"] = ""  # the corpus changes only when what was recorded changes
             target = dest / f.name
-            target.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+            target.write_text(scrub(json.dumps(doc, indent=1, ensure_ascii=False), places or {}) + "\n",
+                              encoding="utf-8")
             written.append(target)
     return written
 
