@@ -105,7 +105,7 @@ def rule(rule_id: str, requirement: str) -> Callable[[Rule], Rule]:
 
 
 def _break(rule_id: str, index: int, text: str) -> Break:
-    return Break(rule=rule_id, requirement=RULES[rule_id][0], index=index, text=text)
+    return Break(rule=rule_id, requirement=RULES[rule_id][0], index=index, text=f"{text} ({rule_id})")
 
 
 # ------------------------------------------------------------------------------------------- §2
@@ -177,7 +177,7 @@ def correlation(h: _History) -> Iterator[Break]:
                 source.get("taskExecutionId", ""):
             yield Break(rule="R2.5", requirement="ACT-TEID-001", index=i,
                         text=f"{kind} taskExecutionId {e.get('taskExecutionId')!r} is not its TaskScheduled's "
-                             f"{source.get('taskExecutionId')!r}")
+                             f"{source.get('taskExecutionId')!r} (R2.5)")
         elif kind == "TimerFired" and e.get("fireAt") != source.get("fireAt"):
             yield _break("R2.5", i, f"TimerFired fireAt {e.get('fireAt')} is not its TimerCreated's "
                                     f"{source.get('fireAt')}")
@@ -345,7 +345,7 @@ def breaks(history: Sequence[Event], *, family: Family = Family.DAPR) -> list[Br
 
 def invariants(history: Sequence[Event], *, family: Family = Family.DAPR) -> list[str]:
     """The breaks as lines ("event #i: text (rule)"), for people."""
-    return [f"event #{b.index}: {b.text} ({b.rule})" for b in breaks(history, family=family)]
+    return [f"event #{b.index}: {b.text}" for b in breaks(history, family=family)]
 
 
 @check("history_well_formed", always=True)
