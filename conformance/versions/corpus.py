@@ -31,6 +31,8 @@ def record_if_asked(*, scenario_id: str, kind: str, programs_doc: Mapping[str, A
                     fetch: Callable[[str], tuple[Any, Sequence[Any]]]) -> None:
     """Writes the terminal instances' histories of a flow scenario when $CONFORMANCE_RECORD_HISTORIES is
     set. `fetch(iid)` is (WorkflowState, history events) as GetInstance/GetInstanceHistory report them.
+    Only "flow": a vector's history is the scenario's own, and a "redeployed" flow (a worker restarted with
+    other programs or versions) has no one bundle its histories replay against.
     Never raises: recording must not change a run's verdict (a failure leaves a note file instead)."""
     out = os.environ.get(RECORD_ENV)
     if not out or kind != "flow":
