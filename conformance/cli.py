@@ -53,6 +53,8 @@ def _parser() -> argparse.ArgumentParser:
     lst.add_argument("--requirements", action="store_true", help="list the requirement catalogue with coverage")
 
     val = sub.add_parser("validate", help="check scenario files and the catalogue; exit 2 on any problem")
+    val.add_argument("paths", nargs="*", type=Path, metavar="DIR|FILE",
+                     help="scenario folders and files to check (default: --scenarios, else the shipped library)")
     selection(val)
     val.add_argument("--coverage", action="store_true",
                      help="also require every catalogue requirement to be covered (always so for the shipped library)")
@@ -104,12 +106,23 @@ def declared(sp: argparse.ArgumentParser) -> None:
 
 
 def _version() -> str:
+    """The version, and where the scenario library, drivers and install scripts are (conformance/library.py)."""
     from importlib.metadata import PackageNotFoundError, version
 
+    from conformance.library import LibraryError, find_library
+
     try:
-        return f"conformance {version('taskhub-conformance')}"
+        head = f"conformance {version('taskhub-conformance')}"
     except PackageNotFoundError:  # run from a checkout that is not installed
-        return "conformance (not installed)"
+        head = "conformance (not installed)"
+    try:
+        lib = find_library()
+        where = (f"library: {lib.root} ({'a checkout' if lib.checkout else 'installed package data'})\n"
+                 f"  scenarios: {lib.scenarios}\n  drivers:   {lib.drivers}\n  scripts:   {lib.scripts}\n"
+                 f"  reports:   {lib.reports} (default)")
+    except LibraryError as exc:
+        where = f"library: none found ({exc})"
+    return f"{head}\n{where}"
 
 
 def _library():
@@ -187,6 +200,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     from conformance.run_options import coverage_problems
 
+    if args.paths:
+        return _validate_paths(args)
     scenarios, catalogue = _load(args)
     problems = coverage_problems(scenarios, catalogue)
     covered = {r for s in scenarios for r in s.requirements}
@@ -198,6 +213,33 @@ def cmd_validate(args: argparse.Namespace) -> int:
                      if r.id not in covered and r.level != "INFO"]
     if problems:
         raise InputError(problems, subject="scenario files")
+    print(f"{len(scenarios)} scenario(s) valid; {len(covered)} of {len(catalogue)} requirements covered")
+    return EXIT_OK
+
+
+def _validate_paths(args: argparse.Namespace) -> int:
+    """`validate DIR|FILE...`: every folder and file given, their problems listed together."""
+    from conformance.errors import Problem
+    from conformance.reporting.catalogue import load_catalogue
+    from conformance.run_options import coverage_problems
+    from conformance.scenario.loader import load_all, load_scenario
+
+    catalogue = load_catalogue(CATALOGUE)
+    scenarios, problems = [], []
+    for path in args.paths:
+        try:
+            if path.is_dir():
+                scenarios += load_all(path, patterns=args.scenario)
+            elif path.is_file():
+                scenarios.append(load_scenario(path, root=path.parent))
+            else:
+                problems.append(Problem(what="no such file or folder", file=str(path)))
+        except InputError as exc:
+            problems += exc.problems
+    problems += [Problem(what=p) for p in coverage_problems(scenarios, catalogue)]
+    if problems:
+        raise InputError(problems, subject="scenario files")
+    covered = {r for s in scenarios for r in s.requirements}
     print(f"{len(scenarios)} scenario(s) valid; {len(covered)} of {len(catalogue)} requirements covered")
     return EXIT_OK
 

@@ -253,7 +253,9 @@ def last_failed(reports: Path) -> set[str]:
 def check_requirements(options: RunOptions, *, catalogue: Any) -> None:
     unknown = [r for r in options.requirement if r not in catalogue]
     if unknown:
-        raise UsageError(f"unknown requirement(s) {', '.join(unknown)}; see `conformance list --requirements`")
+        ids = [q.id for q in catalogue]
+        raise UsageError(f"unknown requirement(s) {', '.join(f'{r}{did_you_mean(r, ids)}' for r in unknown)}; "
+                         "see `conformance list --requirements`")
 
 
 def coverage_problems(scenarios: Sequence[Any], catalogue: Any) -> list[str]:
@@ -262,7 +264,7 @@ def coverage_problems(scenarios: Sequence[Any], catalogue: Any) -> list[str]:
         for r in s.requirements:
             if r not in catalogue:
                 out.append(f"{s.requirements_span or s.source}: requirement {r!r} is not in "
-                           "conformance/requirements.yaml")
+                           f"conformance/requirements.yaml{did_you_mean(r, [q.id for q in catalogue])}")
     return out
 
 

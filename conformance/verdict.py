@@ -16,6 +16,7 @@ import enum
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 
 class Level(str, enum.Enum):
@@ -47,6 +48,17 @@ _OF_LEVEL = {Level.MUST: Verdict.FAILED, Level.SHOULD: Verdict.WARNING, Level.OB
 CROSS_WORKER = "RPL-XREF-001"
 
 
+class MismatchKind(enum.StrEnum):
+    """What sort of difference a mismatch is (decided where it is found, never read back from its text)."""
+
+    MISSING = "missing"  # expected there, absent
+    UNEXPECTED = "unexpected"  # expected absent, there
+    DIFFERENT = "different"  # there, with another value
+    COUNT = "count"  # another number of items
+    SHAPE = "shape"  # another sort of value (a mapping, a list, a pattern's match)
+    RULE = "rule"  # a rule of the contract broken, not a comparison with a stated value
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Mismatch:
     """One thing a check found wrong (or different)."""
@@ -58,6 +70,42 @@ class Mismatch:
     location: str = ""  # the scenario's `file:line` the mismatch is about, when the check knows it
     expected: str | None = None  # what the scenario (or the contract) expects, when the check knows it apart
     got: str | None = None  # what the target did
+    path: str = ""  # where in the observed data, e.g. "actions[0].ScheduleTask.input" or "history[3]"
+    kind: MismatchKind | None = None  # None: a check that does not say
+    rule: str = ""  # the engine rule broken (docs/engine-rules.md, e.g. "R2.4"), for a history break
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Diff:
+    """One difference between a pattern and observed data, as the matcher finds it: where, what sort,
+    and both values (`expected` the pattern's, `got` the data's; None where there is none)."""
+
+    path: str  # e.g. "actions[0].ScheduleTask.input"
+    kind: MismatchKind
+    expected: Any = None
+    got: Any = None
+    text: str  # "path: expected X, got Y", for a reader
+
+    @property
+    def segments(self) -> tuple[str, ...]:
+        """The path's names without list indexes: ("actions", "ScheduleTask", "input")."""
+        return tuple(re.sub(r"\[\d+\]", "", self.path).split("."))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Break:
+    """One engine rule a history breaks, as data: the rule, the requirement it falls under, and the
+    event it shows at (None: the history as a whole). A history check returns these; the verdict
+    reads `requirement`, never the text."""
+
+    rule: str  # e.g. "R2.4"
+    requirement: str  # e.g. "HIST-EVENTID-001"
+    index: int | None
+    text: str
+
+    def mismatch(self, *, instance: str) -> Mismatch:
+        return Mismatch(text=f"{instance}: {self.text}", requirement=self.requirement, rule=self.rule,
+                        kind=MismatchKind.RULE, path=f"history[{self.index}]" if self.index is not None else "history")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -155,7 +203,6 @@ def group(marks: Iterable[tuple[Verdict, str, str]]) -> tuple[Section, ...]:
 _LAYOUT_FIELDS = frozenset({"id", "instanceId", "taskExecutionId", "router", "origin", "timestamp", "errorType",
                             "errorMessage", "stackTrace", "isNonRetriable", "innerFailure",
                             "retryParentInstanceInfo"})  # a child retry's link to its first attempt (durabletask-go)
-_PATH = re.compile(r"^(?P<path>[^\s:]+): (?P<rest>.*)$", re.S)
 
 
 def answer_field(path: str) -> str:
@@ -166,33 +213,30 @@ def answer_field(path: str) -> str:
     return ".".join(parts[:2]) if len(parts) >= 2 else ".".join(parts)
 
 
-def classify_answer_mismatch(text: str) -> Mismatch:
-    """A Matcher mismatch of a vector's actions, with the level the contract gives it."""
-    m = _PATH.match(text)
-    if not m:
-        return Mismatch(text=text, field="actions")  # e.g. a different number of actions: the scenario's level
-    path, rest = m.group("path"), m.group("rest")
-    fld = answer_field(path)
-    leaf = path.rsplit(".", 1)[-1]
-    segments = set(re.sub(r"\[\d+\]", "", path).split("."))
-    layout = bool(segments & _LAYOUT_FIELDS) or (fld.startswith("CreateTimer.") and leaf == "name")
-    empty_vs_unset = rest.startswith(("missing (expected ''", 'missing (expected ""', "expected absent, got ''",
-                                      'expected absent, got ""')) or rest in ("expected '', got None",
-                                                                          'expected "", got None')
-    if layout or empty_vs_unset or (leaf == "fireAt" and _within_a_millisecond(rest)):
-        return Mismatch(text=text, level=Level.OBSERVATION, field=fld)
-    return Mismatch(text=text, field=fld)
+def classify_answer_mismatch(diff: Diff) -> Mismatch:
+    """A difference in a vector's actions, with the level the contract gives it (decided from the
+    difference's path, sort and values; its text is only carried along)."""
+    fld = answer_field(diff.path)
+    names = diff.segments
+    leaf = names[-1]
+    layout = bool(set(names) & _LAYOUT_FIELDS) or (fld.startswith("CreateTimer.") and leaf == "name")
+    empty_vs_unset = ((diff.kind is MismatchKind.MISSING and diff.expected == "")
+                      or (diff.kind is MismatchKind.UNEXPECTED and diff.got == "")
+                      or (diff.kind is MismatchKind.DIFFERENT and diff.expected == "" and diff.got is None))
+    rounded = leaf == "fireAt" and diff.kind is MismatchKind.DIFFERENT and _within_a_millisecond(diff.expected,
+                                                                                                     diff.got)
+    level = Level.OBSERVATION if layout or empty_vs_unset or rounded else None
+    return Mismatch(text=diff.text, level=level, field=fld, path=diff.path, kind=diff.kind)
 
 
-def _within_a_millisecond(rest: str) -> bool:
-    """`expected '...00.000500Z', got '...00.000Z'`: a due time the worker rounded to milliseconds."""
+def _within_a_millisecond(expected: Any, got: Any) -> bool:
+    """Two RFC 3339 due times less than a millisecond apart: a due time the worker rounded."""
     from datetime import datetime
 
-    stamps = re.findall(r"""['"](\d{4}-\d\d-\d\dT[^'"]+)['"]""", rest)  # the Matcher shows values as JSON
-    if len(stamps) != 2:
+    if not (isinstance(expected, str) and isinstance(got, str)):
         return False
     try:
-        a, b = (datetime.fromisoformat(s.replace("Z", "+00:00")) for s in stamps)
+        a, b = (datetime.fromisoformat(s.replace("Z", "+00:00")) for s in (expected, got))
     except ValueError:
         return False
     return abs((a - b).total_seconds()) < 0.001

@@ -95,7 +95,8 @@ class TaskHubServicer:
             instance_id=req.instanceId, name=req.name,
             input=req.input.value if req.HasField("input") else None,
             scheduled_start_ns=scheduled if scheduled > 0 else None,
-            enforce_unique=req.enforceUniqueInstanceId, tags=dict(req.tags))
+            enforce_unique=req.enforceUniqueInstanceId, tags=dict(req.tags),
+            trace=req.parentTraceContext if req.HasField("parentTraceContext") else None)
         if scheduled <= self.engine.clock.now_ns():
             # R1.2: StartInstance returns once the first turn has been committed.
             _wait(self.engine, context, iid, lambda v: v.status != pb.ORCHESTRATION_STATUS_PENDING,
@@ -154,8 +155,12 @@ class TaskHubServicer:
     def PurgeInstances(self, req: pb.PurgeInstancesRequest, context: Call) -> Message:
         which = req.WhichOneof("request")
         if which == "purgeInstanceFilter":
-            raise _Abort(grpc.StatusCode.UNIMPLEMENTED,
-                         "multi-instance purge is not implemented; purge one instanceId at a time")
+            flt = req.purgeInstanceFilter
+            count = self.engine.purge_by_filter(
+                created_from_ns=ts_ns(flt.createdTimeFrom) if flt.HasField("createdTimeFrom") else None,
+                created_to_ns=ts_ns(flt.createdTimeTo) if flt.HasField("createdTimeTo") else None,
+                statuses=frozenset(flt.runtimeStatus))
+            return pb.PurgeInstancesResponse(deletedInstanceCount=count)
         if which is None or not req.instanceId:
             raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, "PurgeInstances needs an instanceId")
         count = self.engine.purge(iid=req.instanceId, recursive=req.recursive, force=req.force)

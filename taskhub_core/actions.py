@@ -13,6 +13,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from google.protobuf.wrappers_pb2 import StringValue
 
 from taskhub_wire import pb
+from taskhub_wire.kinds import ActionKind
 
 from taskhub_core.timestamps import ts
 
@@ -39,6 +40,9 @@ class Context:
     execution_id: str
     now_ns: int
     new_id: Callable[[], str]
+    # The instance's trace context (its ExecutionStarted's parentTraceContext), passed on to what it
+    # schedules and creates, as durabletask-go's applier passes the current one (applier.go:237, 276, 295).
+    trace: pb.TraceContext | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,6 +71,8 @@ def activity_request(*, iid: str, task_id: int, scheduled: pb.TaskScheduledEvent
         req.version.CopyFrom(scheduled.version)
     if scheduled.HasField("input"):
         req.input.CopyFrom(scheduled.input)
+    if scheduled.HasField("parentTraceContext"):
+        req.parentTraceContext.CopyFrom(scheduled.parentTraceContext)
     req.workflowInstance.instanceId = iid
     return req
 
@@ -104,6 +110,8 @@ def child_start(*, child_id: str, name: str, input: StringValue | None, parent_t
     es.parentInstance.name.value = ctx.name
     es.parentInstance.workflowInstance.instanceId = ctx.iid
     es.parentInstance.workflowInstance.executionId.value = ctx.execution_id
+    if ctx.trace is not None:
+        es.parentTraceContext.CopyFrom(ctx.trace)
     return start
 
 
@@ -117,6 +125,8 @@ def schedule_task(a: pb.WorkflowAction, ctx: Context) -> Made:
     if st.HasField("input"):
         rec.input.CopyFrom(st.input)
     rec.taskExecutionId = st.taskExecutionId
+    if ctx.trace is not None:
+        rec.parentTraceContext.CopyFrom(ctx.trace)
     if st.HasField("historyPropagationScope"):
         rec.historyPropagationScope = st.historyPropagationScope
     return Made(event=ev, activity=activity_request(iid=ctx.iid, task_id=a.id, scheduled=rec))
@@ -148,6 +158,10 @@ def create_child(a: pb.WorkflowAction, ctx: Context) -> Made:
         ce.input.CopyFrom(cc.input)
     if cc.HasField("historyPropagationScope"):
         ce.historyPropagationScope = cc.historyPropagationScope
+    if cc.HasField("retryParentInstanceInfo"):  # a retry's link to its first attempt (applier.go:278)
+        ce.retryParentInstanceInfo.CopyFrom(cc.retryParentInstanceInfo)
+    if ctx.trace is not None:
+        ce.parentTraceContext.CopyFrom(ctx.trace)
     start = child_start(child_id=child_id, name=cc.name, input=cc.input if cc.HasField("input") else None,
                         parent_task_id=a.id, ctx=ctx)
     return Made(event=ev, child=ChildStart(iid=child_id, start=start, parent_task_id=a.id))
@@ -205,12 +219,12 @@ def complete(a: pb.WorkflowAction, ctx: Context) -> Made:
 
 
 RULES: dict[str, Callable[[pb.WorkflowAction, Context], Made]] = {
-    "scheduleTask": schedule_task,
-    "createTimer": create_timer,
-    "createChildWorkflow": create_child,
-    "createDetachedWorkflow": create_detached,
-    "sendEvent": send_event,
-    "terminateWorkflow": terminate_other,
+    ActionKind.SCHEDULE_TASK.field: schedule_task,
+    ActionKind.CREATE_TIMER.field: create_timer,
+    ActionKind.CREATE_CHILD_WORKFLOW.field: create_child,
+    ActionKind.CREATE_DETACHED_WORKFLOW.field: create_detached,
+    ActionKind.SEND_EVENT.field: send_event,
+    ActionKind.TERMINATE_WORKFLOW.field: terminate_other,
 }
 
 

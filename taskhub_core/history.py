@@ -6,13 +6,13 @@ sidecar applies it to its mutable record, `Facts` to a frozen copy.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType, SimpleNamespace
 from typing import Any, NamedTuple, Protocol
 
 from taskhub_wire import pb
+from taskhub_wire.kinds import OPENING_FIELDS, RESOLVING_FIELDS, EventKind, Operation
 
 from taskhub_core.timestamps import MAX_TIMESTAMP_NS
 
@@ -24,40 +24,18 @@ TERMINAL = frozenset({
 })
 
 
-class Operation(enum.StrEnum):
-    """The operations a turn opens and a later event resolves; one id sequence for all (R3.14)."""
-
-    TASK = "task"
-    TIMER = "timer"
-    CHILD = "child"
-
-
 class ResolutionKey(NamedTuple):
     operation: Operation
     id: int
 
 
-# The event that opens each operation, and the events that resolve one (with the id they name).
-OPENED_BY = {"taskScheduled": Operation.TASK, "timerCreated": Operation.TIMER,
-             "childWorkflowInstanceCreated": Operation.CHILD}
-_RESOLVED_BY = {
-    "taskCompleted": (Operation.TASK, "taskScheduledId"),
-    "taskFailed": (Operation.TASK, "taskScheduledId"),
-    "timerFired": (Operation.TIMER, "timerId"),
-    "childWorkflowInstanceCompleted": (Operation.CHILD, "taskScheduledId"),
-    "childWorkflowInstanceFailed": (Operation.CHILD, "taskScheduledId"),
-}
-# Events a turn's own actions produce (never delivered to a worker, dropped by an enforced termination).
-PRODUCED = frozenset(OPENED_BY) | {"eventSent", "detachedWorkflowInstanceCreated"}
-
-
 def resolution_key(ev: pb.HistoryEvent) -> ResolutionKey | None:
     """The operation `ev` resolves, or None (it resolves nothing)."""
-    kind = ev.WhichOneof("eventType")
-    rule = _RESOLVED_BY.get(kind or "")
-    if rule is None:
+    field = ev.WhichOneof("eventType")
+    if field not in RESOLVING_FIELDS:
         return None
-    return ResolutionKey(rule[0], getattr(getattr(ev, kind), rule[1]))
+    kind = EventKind.from_field(field)
+    return ResolutionKey(kind.resolves, getattr(getattr(ev, field), kind.ref_field))
 
 
 def first_version_name(history: Iterable[pb.HistoryEvent]) -> str:
@@ -133,27 +111,27 @@ def absorb(rec: HistoryRecord, ev: pb.HistoryEvent) -> None:
     """Update the derived facts of `rec` for one committed history event (the caller keeps the
     history itself)."""
     kind = ev.WhichOneof("eventType")
-    if kind == "executionStarted":
+    if kind == EventKind.EXECUTION_STARTED.field:
         rec.started = True
         rec.continuing = False
-    elif kind == "executionCompleted":
+    elif kind == EventKind.EXECUTION_COMPLETED.field:
         rec.completed = ev
-    elif kind == "executionSuspended":
+    elif kind == EventKind.EXECUTION_SUSPENDED.field:
         rec.suspended = True
-    elif kind == "executionResumed":
+    elif kind == EventKind.EXECUTION_RESUMED.field:
         rec.suspended = False
-    elif kind in OPENED_BY:
-        rec.opened[OPENED_BY[kind]].add(ev.eventId)
-        if kind == "timerCreated" and (name := timeout_event_name(ev)) is not None:
+    elif kind in OPENING_FIELDS:
+        rec.opened[EventKind.from_field(kind).opens].add(ev.eventId)
+        if kind == EventKind.TIMER_CREATED.field and (name := timeout_event_name(ev)) is not None:
             rec.timer_event_names[ev.eventId] = name
-        elif kind == "childWorkflowInstanceCreated":
+        elif kind == EventKind.CHILD_WORKFLOW_INSTANCE_CREATED.field:
             rec.children.append(ev.childWorkflowInstanceCreated.instanceId)
-    elif kind == "workflowStarted" and ev.workflowStarted.HasField("version"):
+    elif kind == EventKind.WORKFLOW_STARTED.field and ev.workflowStarted.HasField("version"):
         rec.patches.extend(ev.workflowStarted.version.patches)
     key = resolution_key(ev)
     if key is not None:
         rec.resolved.add(key)
-    if kind != "executionStalled":
+    if kind != EventKind.EXECUTION_STALLED.field:
         rec.stalled = None  # any committed event other than a stall clears it (R1.4)
 
 

@@ -12,6 +12,7 @@ from typing import Protocol, TypeVar
 from taskhub_wire import pb
 
 from taskhub_core.actions import execution_started
+from taskhub_core.delivery import suspended_after
 from taskhub_core.timestamps import NEVER_NS, ts_ns
 
 
@@ -59,12 +60,7 @@ def without_timers(entries: Iterable[E]) -> tuple[list[E], list[E]]:
 def will_be_suspended(entries: Iterable[Entry], *, suspended: bool) -> bool:
     """Suspended once the markers queued in `entries` are committed: the last queued one decides
     (`suspended`: what history says now)."""
-    for e in entries:
-        if e.event.HasField("executionSuspended"):
-            suspended = True
-        elif e.event.HasField("executionResumed"):
-            suspended = False
-    return suspended
+    return suspended_after((e.event for e in entries), suspended=suspended)
 
 
 def next_generation(start: pb.HistoryEvent, carry: Sequence[pb.HistoryEvent],

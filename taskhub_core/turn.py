@@ -15,19 +15,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from taskhub_wire import pb
+from taskhub_wire.kinds import OPENING_ACTION_FIELDS, OPENING_FIELDS, PRODUCED_FIELDS, ActionKind
 
 from taskhub_core import actions
 from taskhub_core.actions import ChildStart, Context
-from taskhub_core.history import (
-    OPENED_BY, PRODUCED, TERMINAL, Facts, first_version_name, is_optional_timer, resolution_key, status_name,
-)
+from taskhub_core.history import TERMINAL, Facts, first_version_name, is_optional_timer, resolution_key, status_name
 from taskhub_core.patches import Stall, patch_stall, record_version, version_stall
 from taskhub_core.state import InstanceState
 from taskhub_core.timestamps import copy_event, ts
 
 # Completion statuses a worker may report; anything else is a malformed action.
 _COMPLETION_STATUSES = TERMINAL | {pb.ORCHESTRATION_STATUS_CONTINUED_AS_NEW}
-_OPENING = ("scheduleTask", "createTimer", "createChildWorkflow")
+_OPENING = OPENING_ACTION_FIELDS
 
 
 class TurnKind(enum.Enum):
@@ -84,12 +83,22 @@ def decide_turn(state: InstanceState, new_events: Sequence[pb.HistoryEvent], res
         return Decision(kind=TurnKind.STALL, stall=stall)
     events = delivered_events(new_events, resp, state.facts)
     terminate = next((e for e in events if e.HasField("executionTerminated")), None)
-    ctx = Context(iid=state.iid, name=state.name, execution_id=state.execution_id, now_ns=now_ns, new_id=new_id)
+    ctx = Context(iid=state.iid, name=state.name, execution_id=state.execution_id, now_ns=now_ns, new_id=new_id,
+                  trace=_trace_context(state.history, events))
     made = _Turn(events=events, custom_status=resp.customStatus.value if resp.HasField("customStatus") else None)
     record_actions(made, actions_, ctx, terminated=terminate is not None)
     if terminate is not None:
         enforce_termination(made, terminate.executionTerminated, now_ns=now_ns)
     return made.decision()
+
+
+def _trace_context(history: Sequence[pb.HistoryEvent], events: Sequence[pb.HistoryEvent]) -> pb.TraceContext | None:
+    """The parentTraceContext of the generation's ExecutionStarted (in history, or in this turn's events)."""
+    for ev in (*history, *events):
+        if ev.HasField("executionStarted"):
+            es = ev.executionStarted
+            return es.parentTraceContext if es.HasField("parentTraceContext") else None
+    return None
 
 
 # ----------------------------------------------------------------------------- the rules, in order
@@ -118,11 +127,12 @@ def _bad_completion(a: pb.WorkflowAction) -> str:
 
 
 _MALFORMED: dict[str, Callable[[pb.WorkflowAction], str]] = {
-    "completeWorkflow": _bad_completion,
-    "createDetachedWorkflow": lambda a: "" if a.createDetachedWorkflow.instanceId
+    ActionKind.COMPLETE_WORKFLOW.field: _bad_completion,
+    ActionKind.CREATE_DETACHED_WORKFLOW.field: lambda a: "" if a.createDetachedWorkflow.instanceId
     else "creates a detached workflow without an instance id",
-    "scheduleTask": lambda a: "" if a.scheduleTask.name else "schedules an activity without a name",
-    "createChildWorkflow": lambda a: "" if a.createChildWorkflow.name else "creates a child workflow without a name",
+    ActionKind.SCHEDULE_TASK.field: lambda a: "" if a.scheduleTask.name else "schedules an activity without a name",
+    ActionKind.CREATE_CHILD_WORKFLOW.field:
+        lambda a: "" if a.createChildWorkflow.name else "creates a child workflow without a name",
 }
 
 
@@ -131,7 +141,7 @@ def stale(actions_: Sequence[pb.WorkflowAction], history: Sequence[pb.HistoryEve
     (ids are one sequence per generation, whatever the kind of operation), except (a) where the id's
     holder is an optional timer (`is_optional_timer`): the SDK dropped it on replay and the engine
     records the new action at the same id, as daprd records every action."""
-    holders = {e.eventId: e for e in history if e.WhichOneof("eventType") in OPENED_BY}
+    holders = {e.eventId: e for e in history if e.WhichOneof("eventType") in OPENING_FIELDS}
     for a in actions_:
         kind = a.WhichOneof("workflowActionType")
         holder = holders.get(a.id) if kind in _OPENING else None
@@ -194,7 +204,7 @@ def record_actions(made: _Turn, actions_: Sequence[pb.WorkflowAction], ctx: Cont
     is final; durabletask-go still records later actions, the reference drops them)."""
     for a in actions_:
         kind = a.WhichOneof("workflowActionType")
-        if kind != "completeWorkflow":
+        if kind != ActionKind.COMPLETE_WORKFLOW.field:
             if kind in actions.RULES:
                 made.add(actions.RULES[kind](a, ctx))
             continue
@@ -217,7 +227,7 @@ def enforce_termination(made: _Turn, te: pb.ExecutionTerminatedEvent, *, now_ns:
         ev.executionCompleted.workflowStatus = pb.ORCHESTRATION_STATUS_TERMINATED
         if te.HasField("input"):
             ev.executionCompleted.result.CopyFrom(te.input)
-        made.events = [e for e in made.events if e.WhichOneof("eventType") not in PRODUCED] + [ev]
+        made.events = [e for e in made.events if e.WhichOneof("eventType") not in PRODUCED_FIELDS] + [ev]
         made.completed = ev
         made.activities, made.timers, made.children, made.sends = [], [], [], []
     made.cascade = Cascade(output=te.input.value if te.HasField("input") else None, recurse=te.recurse)

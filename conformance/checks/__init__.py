@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from taskhub_wire.kinds import EventKind
+
 from conformance.failures import TargetMisbehaved
 from conformance.scenario.matching import Matcher, contains_in_order, exactly
 from conformance.scenario.model import MISSING, Expectation, Scenario
@@ -132,7 +134,7 @@ def _state_mismatches(m: Matcher, exp: Expectation, state: Mapping[str, Any], hi
         out.append(Mismatch(text=f"{where}: failure message {failure.get('errorMessage', '')!r} does not match "
                                  f"/{exp.failure_message}/", level=Level.OBSERVATION, field="failure.errorMessage"))
     if exp.stall_reason is not None or exp.stall_description is not None:
-        stalls = [e for e in history if e["kind"] == "ExecutionStalled"]
+        stalls = [e for e in history if e["kind"] == EventKind.EXECUTION_STALLED]
         if not stalls:
             out.append(f"{where}: expected an ExecutionStalled event in history, found none")
         else:

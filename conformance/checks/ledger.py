@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+from taskhub_wire.kinds import EventKind, Operation
+
 from conformance.checks import Observed, check, fail
 
 
@@ -19,10 +21,11 @@ def classify(obs: Observed) -> dict[str, int]:
     scheduled: set[tuple[str, int]] = set()
     done: set[tuple[str, int]] = set()
     for iid, history in obs.histories.items():
-        record_ids = {e["eventId"] for e in history if e["kind"] == "TaskScheduled" and e.get("name") == "record"}
+        record_ids = {e["eventId"] for e in history
+                      if e["kind"] == EventKind.TASK_SCHEDULED and e.get("name") == "record"}
         scheduled |= {(iid, t) for t in record_ids}
         done |= {(iid, int(e.get("taskScheduledId", 0))) for e in history
-                 if e["kind"] in ("TaskCompleted", "TaskFailed") and int(e.get("taskScheduledId", 0)) in record_ids}
+                 if EventKind(e["kind"]).resolves is Operation.TASK and int(e.get("taskScheduledId", 0)) in record_ids}
     out = Counter(ok=0, lost=0, duplicated=0, unexpected=0)
     for key in scheduled:
         n = runs.get(key, 0)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from taskhub_wire.kinds import ActionKind, EventKind, Operation
+
 from conformance.checks import Observed, check, fail
 from conformance.scenario.matching import Matcher
 from conformance.scenario.model import MISSING
@@ -14,27 +16,24 @@ SELF_DETERMINISM = "RPL-DET-001"
 ANSWERED = "RPL-ANSWER-001"
 DISTINCT_TEIDS = "ACT-TEID-003"
 
-_ACTION_MADE = {"TaskScheduled": "ScheduleTask", "TimerCreated": "CreateTimer",
-                "ChildWorkflowInstanceCreated": "CreateChildWorkflow", "EventSent": "SendEvent",
-                "DetachedWorkflowInstanceCreated": "CreateDetachedWorkflow", "ExecutionCompleted": "CompleteWorkflow"}
 
 
 def turns(raw: list[Any], dicts: list[dict[str, Any]]) -> list[tuple[int, int]]:
     """(start, end) index ranges of the turns of a history: each starts at a WorkflowStarted."""
-    starts = [i for i, e in enumerate(dicts) if e["kind"] == "WorkflowStarted"]
+    starts = [i for i, e in enumerate(dicts) if e["kind"] == EventKind.WORKFLOW_STARTED]
     return [(s, starts[k + 1] if k + 1 < len(starts) else len(dicts)) for k, s in enumerate(starts)]
 
 
 def _recorded(dicts: list[dict[str, Any]]) -> list[tuple[str, int, str]]:
     out = []
     for e in dicts:
-        action = _ACTION_MADE.get(e["kind"])
+        action = EventKind(e["kind"]).made_by
         if action is None:
             continue
         name = e.get("name", "")
-        if action == "CompleteWorkflow":
+        if action is ActionKind.COMPLETE_WORKFLOW:
             name = e.get("workflowStatus", "")
-        out.append((action, e["eventId"], name))
+        out.append((action.value, e["eventId"], name))
     return out
 
 
@@ -43,7 +42,7 @@ def _answered(answer: dict[str, Any]) -> list[tuple[str, int, str]]:
     for a in answer["actions"]:
         (kind, body), = a.items()
         name = body.get("name", "")
-        if kind == "CompleteWorkflow":
+        if kind == ActionKind.COMPLETE_WORKFLOW:
             name = body.get("workflowStatus", "")
         out.append((kind, body.get("id", 0), name))
     return out
@@ -60,9 +59,9 @@ def replay_determinism(obs: Observed) -> None:
         raw = obs.raw_histories.get(iid, [])
         for start, end in turns(raw, dicts):
             turn = dicts[start:end]
-            if any(e["kind"] in ("ExecutionTerminated", "ExecutionStalled") for e in turn):
+            if any(e["kind"] in (EventKind.EXECUTION_TERMINATED, EventKind.EXECUTION_STALLED) for e in turn):
                 continue  # the engine enforces terminations itself (R3.16); stalls are not turns
-            new = [raw[i] for i in range(start, end) if dicts[i]["kind"] not in _ACTION_MADE]
+            new = [raw[i] for i in range(start, end) if not EventKind(dicts[i]["kind"]).produced]
             answer = obs.replay(iid, raw[:start], new)
             if answer is None:
                 out.append(f"{iid} turn at event #{start}: the worker did not answer the replayed turn")
@@ -87,7 +86,7 @@ def same_item_twice(obs: Observed) -> None:
         if not spans:
             continue
         start, end = spans[-1]
-        new = [raw[i] for i in range(start, end) if dicts[i]["kind"] not in _ACTION_MADE]
+        new = [raw[i] for i in range(start, end) if not EventKind(dicts[i]["kind"]).produced]
         first, second = obs.replay(iid, raw[:start], new), obs.replay(iid, raw[:start], new)
         if first != second:
             out.append(Mismatch(text=f"{iid}: two answers to the same turn differ:\n      {json.dumps(first)}\n"
@@ -103,7 +102,7 @@ def zombie_rejected(obs: Observed) -> None:
         out.append("the scenario sent no stale completion, so zombie rejection was not exercised")
     for iid, dicts in obs.histories.items():
         for i, e in enumerate(dicts):
-            if e["kind"] in ("TaskCompleted", "TaskFailed") and json.dumps(e.get("result")) in obs.zombie_results:
+            if EventKind(e["kind"]).resolves is Operation.TASK and json.dumps(e.get("result")) in obs.zombie_results:
                 out.append(f"{iid} event #{i}: {e['kind']} carries the zombie's result {e.get('result')!r}")
     fail(obs, "zombie_rejected", out)
 
@@ -138,7 +137,7 @@ def vector(obs: Observed) -> None:
     if len(actions) != len(expected):
         out.append(f"expected {len(expected)} action(s), got {len(actions)}: {json.dumps(actions)}")
     for i, (want, got) in enumerate(zip(expected, actions)):
-        out += [classify_answer_mismatch(x) for x in m.match(want, got, f"actions[{i}]")]
+        out += [classify_answer_mismatch(x) for x in m.diffs(want, got, f"actions[{i}]")]
     if vec.custom_status is not MISSING:
         out += m.match(vec.custom_status, answer.get("custom_status"), "custom_status")
     if vec.version is not None:
@@ -166,7 +165,7 @@ def distinct_task_execution_ids(obs: Observed) -> None:
     seen: dict[str, int] = {}
     out = []
     for i, a in enumerate((obs.vector_answer or {}).get("actions", [])):
-        teid = (a.get("ScheduleTask") or {}).get("taskExecutionId")
+        teid = (a.get(ActionKind.SCHEDULE_TASK) or {}).get("taskExecutionId")
         if not teid:
             continue  # none sent: the sidecar makes one (seed 000 task_execution_id)
         if teid in seen:

@@ -35,6 +35,7 @@ from google.protobuf.unknown_fields import UnknownFieldSet
 
 from taskhub_core.actions import child_instance_id
 from taskhub_wire import pb
+from taskhub_wire.kinds import ActionKind
 
 IGNORED = frozenset({"router", "stackTrace", "errorMessage"})
 IGNORED_UNKNOWN = frozenset({"scheduleTask#4", "createChildWorkflow#5"})
@@ -188,8 +189,9 @@ def engine_view(actions: list[dict[str, Any]], instance_id: str, *, wire: bool) 
       ended, so whether a worker still sends one for a wait the turn settled is its dialect.
     `wire`: actions as normalise() makes them ({id, completeWorkflow: {...}}); else as
     conformance.scenario.wire.action_dict makes them ({CompleteWorkflow: {id, ...}})."""
-    child, done = ("createChildWorkflow", "completeWorkflow") if wire else ("CreateChildWorkflow", "CompleteWorkflow")
-    timer = "createTimer" if wire else "CreateTimer"
+    spell = (lambda k: k.field) if wire else (lambda k: k.value)
+    child, done = spell(ActionKind.CREATE_CHILD_WORKFLOW), spell(ActionKind.COMPLETE_WORKFLOW)
+    timer = spell(ActionKind.CREATE_TIMER)
     if any(isinstance(a.get(done), dict) for a in actions):
         actions = [a for a in actions if not _wait_timer(a.get(timer))]
     out: list[dict[str, Any]] = []
@@ -233,7 +235,7 @@ def relax(node: Any, profile: Profile, *, answer: bool) -> Any:
         if isinstance(n, dict):
             out = {}
             for k, v in n.items():
-                if k in drop or (kind == "CreateTimer" and not profile.timer_origins and k in TIMER_ORIGINS):
+                if k in drop or (kind == ActionKind.CREATE_TIMER and not profile.timer_origins and k in TIMER_ORIGINS):
                     continue
                 if answer and profile.empty_strings_unset and v == "":
                     continue

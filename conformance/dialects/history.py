@@ -26,14 +26,12 @@ from dataclasses import dataclass
 from taskhub_core.actions import child_instance_id
 from taskhub_core.timestamps import copy_event
 from taskhub_wire import pb
+from taskhub_wire.kinds import PRODUCED_FIELDS, RESOLVING_FIELDS, EventKind
 
 from conformance.dialects.turn import TurnCase, copy_event
 
 SENTINEL_SECONDS = 253402300799
-ACTION_EVENTS = ("taskScheduled", "timerCreated", "childWorkflowInstanceCreated", "eventSent",
-                  "detachedWorkflowInstanceCreated", "executionCompleted")
-_REFS = {"taskCompleted": "taskScheduledId", "taskFailed": "taskScheduledId", "timerFired": "timerId",
-         "childWorkflowInstanceCompleted": "taskScheduledId", "childWorkflowInstanceFailed": "taskScheduledId"}
+ACTION_EVENTS = PRODUCED_FIELDS  # events whose eventId is an action id
 
 
 @dataclass(frozen=True)
@@ -166,13 +164,13 @@ def _renumber(ev: pb.HistoryEvent, move: Callable[[int], int], instance_id: str)
     kind = out.WhichOneof("eventType")
     if kind in ACTION_EVENTS and out.eventId >= 0:
         out.eventId = move(out.eventId)
-    if kind in _REFS:
-        body = getattr(out, kind)
-        setattr(body, _REFS[kind], move(getattr(body, _REFS[kind])))
-    if kind == "childWorkflowInstanceCreated":
+    if kind in RESOLVING_FIELDS:
+        body, ref = getattr(out, kind), EventKind.from_field(kind).ref_field
+        setattr(body, ref, move(getattr(body, ref)))
+    if kind == EventKind.CHILD_WORKFLOW_INSTANCE_CREATED.field:
         out.childWorkflowInstanceCreated.instanceId = child_id(instance_id, out.childWorkflowInstanceCreated.instanceId,
                                                                 move)
-    if kind == "timerCreated" and out.timerCreated.HasField("childWorkflowRetry"):
+    if kind == EventKind.TIMER_CREATED.field and out.timerCreated.HasField("childWorkflowRetry"):
         r = out.timerCreated.childWorkflowRetry
         r.instanceId = child_id(instance_id, r.instanceId, move)
     return out

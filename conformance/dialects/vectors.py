@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from taskhub_wire.kinds import ActionKind
+
 from conformance.dialects.compare import TIMER_ORIGINS
 from conformance.dialects.history import ACTION_EVENTS, Dialect, child_id, is_sentinel_event
 from conformance.dialects.turn import TurnCase
@@ -112,9 +114,9 @@ def _renumber(action: Any, move: Callable[[int], int], instance_id: str) -> Any:
         body = dict(body)
         if isinstance(body.get("id"), int) and not isinstance(body["id"], bool):
             body["id"] = move(body["id"])
-        if kind == "CreateChildWorkflow" and isinstance(body.get("instanceId"), str):
+        if kind == ActionKind.CREATE_CHILD_WORKFLOW and isinstance(body.get("instanceId"), str):
             body["instanceId"] = child_id(instance_id, body["instanceId"], move)
-        retry = body.get("childWorkflowRetry") if kind == "CreateTimer" else None
+        retry = body.get("childWorkflowRetry") if kind == ActionKind.CREATE_TIMER else None
         if isinstance(retry, Mapping) and isinstance(retry.get("instanceId"), str):
             body["childWorkflowRetry"] = {**retry, "instanceId": child_id(instance_id, retry["instanceId"], move)}
         out[kind] = body

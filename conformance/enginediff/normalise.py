@@ -18,6 +18,8 @@ from typing import Any
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from taskhub_wire.kinds import PRODUCED_FIELDS, EventKind
+
 from conformance.enginediff.record import Call, InstanceRecord, Recording
 
 # Keys whose values are times, opaque tokens, or names an engine picks; compared only by equality.
@@ -26,12 +28,10 @@ TIME_KEYS = frozenset({"timestamp", "createdTimestamp", "lastUpdatedTimestamp", 
 OPAQUE_KEYS = frozenset({"completionToken", "continuationToken", "executionId", "taskExecutionId",
                          "traceParent", "traceState", "spanID", "spanId", "traceId"})
 APP_KEYS = frozenset({"sourceAppID", "targetAppID", "appID", "appId", "sourceAppId", "targetAppId"})
-_RESOLVES = {"taskCompleted": ("taskScheduled", "taskScheduledId"), "taskFailed": ("taskScheduled", "taskScheduledId"),
-             "timerFired": ("timerCreated", "timerId"),
-             "childWorkflowInstanceCompleted": ("childWorkflowInstanceCreated", "taskScheduledId"),
-             "childWorkflowInstanceFailed": ("childWorkflowInstanceCreated", "taskScheduledId")}
-_MADE = frozenset({"taskScheduled", "timerCreated", "childWorkflowInstanceCreated", "eventSent",
-                   "executionCompleted", "detachedWorkflowInstanceCreated"})
+# A resolution's field -> (the field of the event that opened its operation, the id field naming it);
+# both from the one kind table (taskhub_wire/kinds.py).
+_RESOLVES = {k.field: (k.resolves.opened_by.field, k.ref_field) for k in EventKind if k.resolves is not None}
+_MADE = PRODUCED_FIELDS
 
 
 class Order(enum.StrEnum):

@@ -54,6 +54,7 @@ from taskhub_core.state import InstanceState
 from taskhub_core.timestamps import NEVER_NS, ts_ns
 from taskhub_core.turn import TurnKind, decide_turn
 from taskhub_wire import pb
+from taskhub_wire.kinds import SUSPENSION_FIELDS, EventKind
 
 from conformance.targets.reference import (
     OPTIONAL_TIMER_FIRE_AT, REFERENCE_POLICY, Engine, EnginePolicy, MemoryStore, engine_errors as errors, execute,
@@ -154,9 +155,9 @@ def history_problems(history: list[pb.HistoryEvent]) -> list[tuple[str, str]]:
     started = completed = 0
     for i, ev in enumerate(history):
         kind = ev.WhichOneof("eventType")
-        if kind == "executionStarted":
+        if kind == EventKind.EXECUTION_STARTED.field:
             started += 1
-        if kind == "executionCompleted":
+        if kind == EventKind.EXECUTION_COMPLETED.field:
             completed += 1
             if i != len(history) - 1:
                 later = [e.WhichOneof("eventType") for e in history[i + 1:]]
@@ -268,7 +269,7 @@ class EngineMachine(RuleBasedStateMachine):
         self.step(f"{op}({slot!r})")
         inst = self._inst(slot)
         markers = [e.event.WhichOneof("eventType") for e in inst.inbox
-                   if e.event.WhichOneof("eventType") in ("executionSuspended", "executionResumed")] if inst else []
+                   if e.event.WhichOneof("eventType") in SUSPENSION_FIELDS] if inst else []
         effective = will_be_suspended(inst.inbox, suspended=inst.suspended) if inst else False
         before = len(inst.inbox) if inst else 0
         try:

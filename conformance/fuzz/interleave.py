@@ -10,8 +10,10 @@ itself, with an engine's inbox in the middle:
   applied by `machine.apply`, the instance machine the reference sidecar runs (history layout,
   patch compaction, R2.8 stripping, enforced termination, timers visible from their fireAt, the
   R6.3 timeout cancellation, continue-as-new carry-over, timers forgotten on completion);
-- this module only schedules: a take delivers every visible inbox entry, in inbox order, after a
-  WorkflowStarted (a TimerFired stamped with its fireAt, DAPR R2.6).
+- this module only schedules: what a take delivers is `taskhub_core.delivery.deliver`'s, the rule
+  the reference sidecar's dispatcher runs (every visible entry in inbox order after a
+  WorkflowStarted, duplicates and a second ExecutionStarted dropped, a TimerFired stamped when it
+  fires: the turn's time).
 
 A `Chooser` makes every random decision, between takes: which activity results arrive (a result,
 or a failure, in any order), which children finish and how, which events are raised, suspends,
@@ -33,6 +35,7 @@ from typing import Any, Protocol
 
 from taskhub_core import machine
 from taskhub_core.actions import execution_started
+from taskhub_core.delivery import Delivery, deliver
 from taskhub_core.inbox import will_be_suspended
 from taskhub_core.state import InboxItem, InstanceState
 from taskhub_core.timestamps import NEVER_NS, copy_event, ts
@@ -266,16 +269,10 @@ class _Sim:
     def take(self) -> list[InboxItem]:
         return [e for e in self.inbox if e.visible_at <= self.now]
 
-    def delivered(self, visible: list[InboxItem]) -> list[pb.HistoryEvent]:
-        out = []
-        for e in visible:
-            if e.event.HasField("executionStarted") and self.state.facts.started:
-                continue
-            ev = copy_event(e.event)
-            if ev.HasField("timerFired"):
-                ev.timestamp.CopyFrom(ev.timerFired.fireAt)  # DAPR: the firing time (R2.6)
-            out.append(ev)
-        return out
+    def delivered(self, visible: list[InboxItem], turn_ns: int) -> Delivery:
+        """The turn on `visible` (taskhub_core.delivery: the engine's rule, so the fuzzer's turns are its)."""
+        facts = self.state.facts
+        return deliver(visible, now_ns=self.now, clock=lambda: turn_ns, started=facts.started, resolved=facts.resolved)
 
     def simulate(self) -> SimRun:
         steps = self.steps()
@@ -320,9 +317,8 @@ class _Sim:
                 self.run.end = "max-turns"
                 return self._done()
             turns += 1
-            ws = pb.HistoryEvent(eventId=-1, timestamp=ts(self.tick()))
-            ws.workflowStarted.SetInParent()
-            new = [ws] + self.delivered(visible)
+            turn = self.delivered(visible, self.tick())
+            new = [copy_event(e) for e in turn.new_events]
             past = tuple(copy_event(e) for e in self.state.history)
             result = got = None
             if self.answer is None:
@@ -344,7 +340,7 @@ class _Sim:
             now = self.tick(1000)
             before = self.state
             self.state, effects = machine.apply(self.state, machine.Answer(
-                new_events=tuple(new), response=resp, consumed=frozenset(e.seq for e in visible), decided_ns=now,
+                new_events=tuple(new), response=resp, consumed=frozenset(turn.consumed), decided_ns=now,
                 now_ns=now, restart_ns=now + 1_000_000, next_execution_id=f"exec-{self.iid}-{self.run.generations}"))
             refused = next((e for e in effects if isinstance(e, (machine.Stalled, machine.Abandoned))), None)
             self.run.cases.append(TurnCase(self.iid, past, tuple(new), "dispatched", answer=result, got=got,

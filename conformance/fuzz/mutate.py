@@ -11,19 +11,23 @@ from collections.abc import Callable
 
 from taskhub_core.timestamps import copy_event
 from taskhub_wire import pb
+from taskhub_wire.kinds import RESOLVING_FIELDS, EventKind
 
 from conformance.fuzz.interleave import Chooser, TurnCase, pick
 
 Events = list[pb.HistoryEvent]
 MUTATIONS = ("reorder", "duplicate", "drop", "unknown_id", "truncate", "wrong_patches", "unknown_kind", "rename")
-UNKNOWN_KINDS = ("workflowCompleted", "eventSent", "continueAsNew", "detachedWorkflowInstanceCreated",
-                 "executionStalled")
+K = EventKind
+# Kinds a turn's events never hold (never recorded, or made by actions, or written outside turns), in the
+# order the fuzzer picks them (a seed's campaign depends on it).
+UNKNOWN_KINDS = tuple(k.field for k in (K.WORKFLOW_COMPLETED, K.EVENT_SENT, K.CONTINUE_AS_NEW,
+                                        K.DETACHED_WORKFLOW_INSTANCE_CREATED, K.EXECUTION_STALLED))
 # Events an engine may record twice (engine-rules R6.5, R6.7: an event raised twice, a suspended instance
 # suspended again, a running one resumed): a copy of one is a reachable history, held to the contract by
 # the self-oracle's perturbations, not an impossible one, so `duplicate` never copies them.
-REACHABLE_TWICE = frozenset({"eventRaised", "executionSuspended", "executionResumed"})
-_RESOLUTIONS = {"taskCompleted": "taskScheduledId", "taskFailed": "taskScheduledId", "timerFired": "timerId",
-                "childWorkflowInstanceCompleted": "taskScheduledId", "childWorkflowInstanceFailed": "taskScheduledId"}
+REACHABLE_TWICE = frozenset(k.field for k in (K.EVENT_RAISED, K.EXECUTION_SUSPENDED, K.EXECUTION_RESUMED))
+# Events with a name a changed deployment could rename.
+_NAMED = frozenset(k.field for k in (K.TASK_SCHEDULED, K.CHILD_WORKFLOW_INSTANCE_CREATED, K.EXECUTION_STARTED))
 
 
 def _kind(ev: pb.HistoryEvent) -> str:
@@ -74,7 +78,7 @@ def _drop(c: Chooser, past: Events, new: Events) -> str | None:
 
 def _unknown_id(c: Chooser, past: Events, new: Events) -> str | None:
     spots = [(part, i) for part, evs in (("past", past), ("new", new)) for i, e in enumerate(evs)
-             if _kind(e) in _RESOLUTIONS]
+             if _kind(e) in RESOLVING_FIELDS]
     if not spots:
         return None
     part, i = pick(c, spots)
@@ -83,8 +87,9 @@ def _unknown_id(c: Chooser, past: Events, new: Events) -> str | None:
     body = getattr(ev, kind)
     top = max([e.eventId for e in past + new] + [0])
     new_id = pick(c, (top + 1, top + 7, 999, -1))
-    old = getattr(body, _RESOLUTIONS[kind])
-    setattr(body, _RESOLUTIONS[kind], new_id)
+    ref = EventKind.from_field(kind).ref_field
+    old = getattr(body, ref)
+    setattr(body, ref, new_id)
     return f"{_where(part, i, ev)}: id {old} -> {new_id} (no such operation)"
 
 
@@ -128,13 +133,13 @@ def _unknown_kind(c: Chooser, past: Events, new: Events) -> str | None:
     ev.timestamp.CopyFrom(evs[-1].timestamp if evs and evs[-1].HasField("timestamp") else new[0].timestamp)
     body = getattr(ev, kind)
     body.SetInParent()
-    if kind == "eventSent":
+    if kind == K.EVENT_SENT.field:
         ev.eventId = max([e.eventId for e in past + new] + [0]) + 1
         body.instanceId, body.name = "elsewhere", "ping"
-    elif kind == "detachedWorkflowInstanceCreated":
+    elif kind == K.DETACHED_WORKFLOW_INSTANCE_CREATED.field:
         ev.eventId = max([e.eventId for e in past + new] + [0]) + 1
         body.instanceId = "detached-1"
-    elif kind == "executionStalled":
+    elif kind == K.EXECUTION_STALLED.field:
         body.reason = pb.PATCH_MISMATCH
         body.description = "stalled"
     i = c.int(1 if part == "new" else 0, len(evs))
@@ -144,7 +149,7 @@ def _unknown_kind(c: Chooser, past: Events, new: Events) -> str | None:
 
 def _rename(c: Chooser, past: Events, new: Events) -> str | None:
     spots = [(part, i) for part, evs in (("past", past), ("new", new)) for i, e in enumerate(evs)
-             if _kind(e) in ("taskScheduled", "childWorkflowInstanceCreated", "executionStarted")]
+             if _kind(e) in _NAMED]
     if not spots:
         return None
     part, i = pick(c, spots)

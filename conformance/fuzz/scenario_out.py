@@ -24,7 +24,7 @@ import yaml
 from google.protobuf import json_format
 
 from taskhub_wire import pb
-from taskhub_wire.kinds import event_field, event_kind
+from taskhub_wire.kinds import SUSPENSION_FIELDS, event_kind, pascal
 
 from conformance.fuzz import programs as P
 from conformance.dialects.compare import TIMER_ORIGINS, Profile
@@ -37,7 +37,7 @@ DEFAULT_OUT = ROOT / "scenarios" / "regressions"
 def event_data(ev: pb.HistoryEvent) -> dict[str, Any]:
     """A history event in the scenario wire form (`conformance/scenario/wire.py` parses it back)."""
     kind = event_kind(ev)
-    out: dict[str, Any] = {kind: json_format.MessageToDict(getattr(ev, event_field(kind)))}
+    out: dict[str, Any] = {kind.value: json_format.MessageToDict(getattr(ev, kind.field))}
     if ev.eventId != -1:
         out["eventId"] = ev.eventId
     if ev.HasField("timestamp"):
@@ -101,7 +101,7 @@ def mark_absent(patterns: list[dict[str, Any]], diffs: Any) -> None:
         index, kind = tokens[1][1], tokens[2][0]
         if index >= len(patterns):
             continue
-        node: Any = patterns[index].get(kind[:1].upper() + kind[1:])
+        node: Any = patterns[index].get(pascal(kind))
         rest = tokens[3:]
         if not rest or not isinstance(node, dict):
             continue
@@ -124,7 +124,7 @@ def _requires(programs: Mapping[str, Any], events: list[pb.HistoryEvent], action
     needed: the runner shifts them for a worker that numbers from 0 (dialects/vectors.py)."""
     need = set(P.ALL_FEATURES.capabilities_used(programs))
     kinds = {e.WhichOneof("eventType") for e in events}
-    if kinds & {"executionSuspended", "executionResumed"}:
+    if kinds & SUSPENSION_FIELDS:
         need.add("suspend")
     text = json.dumps(actions)
     if any(e.HasField("timerCreated") and e.timerCreated.fireAt.seconds == 253402300799 for e in events) \

@@ -38,6 +38,7 @@ from typing import Any
 
 from taskhub_programs import Bundle
 from taskhub_wire import pb
+from taskhub_wire.kinds import EventKind
 
 from conformance.fuzz import programs as P
 from conformance.dialects.compare import EXACT, Comparison, compare, normalise
@@ -113,11 +114,11 @@ def perturbed(case: TurnCase) -> bool:
     suspended = False
     for ev in list(case.past) + list(case.new):
         kind = ev.WhichOneof("eventType")
-        if kind == "executionSuspended":
+        if kind == EventKind.EXECUTION_SUSPENDED.field:
             if suspended:
                 return True
             suspended = True
-        elif kind == "executionResumed":
+        elif kind == EventKind.EXECUTION_RESUMED.field:
             if not suspended:
                 return True
             suspended = False

@@ -8,7 +8,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from taskhub_wire import pb
-from taskhub_wire.kinds import action_kind, event_kind
+from taskhub_wire.kinds import ActionKind, EventKind, action_kind, event_kind
 
 MAX_STRING = 1000  # characters kept of one string value in a transcript message
 MAX_ITEMS = 50  # elements kept of one list
@@ -66,14 +66,14 @@ def _event(ev: pb.HistoryEvent) -> str:
         kind = event_kind(ev)
     except ValueError:
         return "?"
-    body = getattr(ev, kind[:1].lower() + kind[1:])
+    body = getattr(ev, kind.field)
     if hasattr(body, "taskScheduledId"):
         return f"{kind}#{body.taskScheduledId}"
-    if kind == "TimerFired":
+    if kind is EventKind.TIMER_FIRED:
         return f"{kind}#{ev.timerFired.timerId}"
-    if kind == "EventRaised":
+    if kind is EventKind.EVENT_RAISED:
         return f"{kind} {ev.eventRaised.name}"
-    if kind in ("TaskScheduled", "TimerCreated", "ChildWorkflowInstanceCreated"):
+    if kind.opens is not None:
         return f"{kind}#{ev.eventId}"
     return kind
 
@@ -91,13 +91,13 @@ def _action(a: pb.WorkflowAction) -> str:
     except ValueError:
         return f"?#{a.id}"
     head = f"{kind}#{a.id}"
-    if kind == "ScheduleTask":
+    if kind is ActionKind.SCHEDULE_TASK:
         return f"{head} {a.scheduleTask.name}"
-    if kind == "CreateChildWorkflow":
+    if kind is ActionKind.CREATE_CHILD_WORKFLOW:
         return f"{head} {a.createChildWorkflow.name}"
-    if kind == "SendEvent":
+    if kind is ActionKind.SEND_EVENT:
         return f"{head} {a.sendEvent.name}"
-    if kind == "CompleteWorkflow":
+    if kind is ActionKind.COMPLETE_WORKFLOW:
         cw = a.completeWorkflow
         status = pb.OrchestrationStatus.Name(cw.workflowStatus).removeprefix("ORCHESTRATION_STATUS_") \
             if cw.workflowStatus in pb.OrchestrationStatus.values() else str(cw.workflowStatus)

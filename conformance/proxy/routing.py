@@ -21,6 +21,8 @@ from typing import Any, Protocol
 
 from google.protobuf.message import Message
 
+from taskhub_wire.kinds import ActionKind
+
 
 class Owner(Protocol):
     def accept_routed(self, raw: bytes) -> None: ...
@@ -132,8 +134,8 @@ def created_instance_ids(response: Any) -> list[str]:
     out = []
     for action in getattr(response, "actions", ()):
         kind = action.WhichOneof("workflowActionType")
-        if kind == "createChildWorkflow":
+        if kind == ActionKind.CREATE_CHILD_WORKFLOW.field:
             out.append(action.createChildWorkflow.instanceId)
-        elif kind == "createDetachedWorkflow":
+        elif kind == ActionKind.CREATE_DETACHED_WORKFLOW.field:
             out.append(action.createDetachedWorkflow.instanceId)
     return [iid for iid in out if iid]

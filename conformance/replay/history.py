@@ -25,6 +25,7 @@ from typing import Any
 from google.protobuf import json_format
 
 from taskhub_wire import pb
+from taskhub_wire.kinds import OLD_EVENT_FIELDS
 
 from conformance.errors import InputError
 
@@ -32,15 +33,6 @@ FORMAT = "taskhub-conformance/history"
 VERSION = 1
 SCHEMA_PATH = Path(__file__).with_name("history.schema.json")
 
-# Upstream durabletask protos before the orchestrator -> workflow rename spell these members the
-# old way; the field numbers are the same, so such files load too.
-_OLD_EVENT_NAMES = {
-    "orchestratorStarted": "workflowStarted",
-    "orchestratorCompleted": "workflowCompleted",
-    "subOrchestrationInstanceCreated": "childWorkflowInstanceCreated",
-    "subOrchestrationInstanceCompleted": "childWorkflowInstanceCompleted",
-    "subOrchestrationInstanceFailed": "childWorkflowInstanceFailed",
-}
 
 
 class HistoryFileError(InputError):
@@ -109,7 +101,7 @@ def _dapr_cli_rows(doc: Any) -> bool:
 
 def _renamed(event: Any) -> Any:
     if isinstance(event, dict):
-        return {_OLD_EVENT_NAMES.get(k, k): v for k, v in event.items()}
+        return {OLD_EVENT_FIELDS[k].field if k in OLD_EVENT_FIELDS else k: v for k, v in event.items()}
     return event
 
 

@@ -20,9 +20,10 @@ from taskhub_core.state import InstanceState
 from taskhub_core.patches import REFUSALS_BEFORE_STALL, refusal_stall
 from taskhub_core.turn import TurnKind, decide_turn
 from taskhub_wire import pb
+from taskhub_wire.kinds import RESOLVING_FIELDS, ActionKind, EventKind, pascal
 
 from conformance.dialects.compare import EXACT, Profile, normalise
-from conformance.replay.turns import ACTION_OF_EVENT as _ACTION_OF
+from conformance.replay.turns import ACTION_EVENTS
 from conformance.replay.turns import Turn
 
 
@@ -61,10 +62,6 @@ _NOT_REGISTERED = re.compile(r"not\s*registered|notregistered|no factory found f
                              r"|no (?:such )?(?:orchestrator|workflow)\b", re.I)
 
 
-def _pascal(name: str) -> str:
-    return name[:1].upper() + name[1:]
-
-
 def _status(value: Any) -> str:
     if isinstance(value, int):
         value = pb.OrchestrationStatus.Name(value)
@@ -88,11 +85,18 @@ def _short(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _action_of(event_field: str) -> str:
+    """The action field an action-made event's field is recorded for."""
+    made_by = EventKind.from_field(event_field).made_by
+    assert made_by is not None, event_field
+    return made_by.field
+
+
 def describe_event(ev: pb.HistoryEvent) -> str:
     kind = ev.WhichOneof("eventType") or "?"
     body = getattr(ev, kind) if kind != "?" else None
     name = ""
-    if kind == "executionCompleted":
+    if kind == EventKind.EXECUTION_COMPLETED.field:
         extra = _status(body.workflowStatus)
         if body.HasField("result"):
             extra += f" result={_short(_payload(body.result.value))}"
@@ -101,21 +105,21 @@ def describe_event(ev: pb.HistoryEvent) -> str:
         return f"ExecutionCompleted {extra}"
     if body is not None and getattr(body, "name", ""):
         name = f" '{body.name}'"
-    if kind in ("taskCompleted", "taskFailed", "childWorkflowInstanceCompleted", "childWorkflowInstanceFailed"):
-        return f"{_pascal(kind)} for id {body.taskScheduledId}"
-    if kind == "timerFired":
+    if kind in RESOLVING_FIELDS and kind != EventKind.TIMER_FIRED.field:
+        return f"{pascal(kind)} for id {body.taskScheduledId}"
+    if kind == EventKind.TIMER_FIRED.field:
         return f"TimerFired for id {body.timerId}"
-    if kind == "workflowStarted" and body.HasField("version"):
+    if kind == EventKind.WORKFLOW_STARTED.field and body.HasField("version"):
         v = body.version
         return f"WorkflowStarted version={v.name or '-'} patches={list(v.patches)}"
-    ident = f" id {ev.eventId}" if kind in _ACTION_OF else ""
-    return f"{_pascal(kind)}{name}{ident}"
+    ident = f" id {ev.eventId}" if kind in ACTION_EVENTS else ""
+    return f"{pascal(kind)}{name}{ident}"
 
 
 def describe_action(a: dict[str, Any]) -> str:
     kind = next((k for k in a if k != "id"), "?")
     body = a.get(kind) or {}
-    if kind == "completeWorkflow":
+    if kind == ActionKind.COMPLETE_WORKFLOW.field:
         extra = _status(body.get("workflowStatus"))
         if "result" in body:
             extra += f" result={_short(_payload(body['result']))}"
@@ -124,7 +128,7 @@ def describe_action(a: dict[str, Any]) -> str:
             extra += f" {fd.get('errorType', '')}"
         return f"CompleteWorkflow {extra}"
     name = f" '{body['name']}'" if isinstance(body, dict) and body.get("name") else ""
-    return f"{_pascal(kind)}{name} id {a.get('id', 0)}"
+    return f"{pascal(kind)}{name} id {a.get('id', 0)}"
 
 
 def instance_for(instance_id: str, name: str, past: Sequence[pb.HistoryEvent]) -> InstanceState:
@@ -200,8 +204,8 @@ def _version_line(norm: dict[str, Any]) -> str:
 def _compare_actions(*, events: Sequence[pb.HistoryEvent], turn: Turn, norm: dict[str, Any],
                      code: tuple[str, ...], failure: str) -> Divergence | None:
     actions = norm["actions"]
-    completion = next((a for a in actions if "completeWorkflow" in a), None)
-    by_id = {a.get("id", 0): a for a in actions if "completeWorkflow" not in a}
+    completion = next((a for a in actions if ActionKind.COMPLETE_WORKFLOW.field in a), None)
+    by_id = {a.get("id", 0): a for a in actions if ActionKind.COMPLETE_WORKFLOW.field not in a}
     matched: set[int] = set()
 
     def diverge(index: int, summary: str) -> Divergence:
@@ -212,7 +216,7 @@ def _compare_actions(*, events: Sequence[pb.HistoryEvent], turn: Turn, norm: dic
     for i in turn.recorded:
         ev = events[i]
         kind = ev.WhichOneof("eventType")
-        if kind == "executionCompleted":
+        if kind == EventKind.EXECUTION_COMPLETED.field:
             rec = ev.executionCompleted
             if completion is None:
                 return diverge(i, f"history completes the workflow ({describe_event(ev)}); the code does not: "
@@ -230,7 +234,7 @@ def _compare_actions(*, events: Sequence[pb.HistoryEvent], turn: Turn, norm: dic
             completion = None  # matched
             continue
         a = by_id.get(ev.eventId)
-        want = _ACTION_OF[kind]
+        want = _action_of(kind)
         if a is None:
             return diverge(i, f"history: {describe_event(ev)}; the code has no action with id {ev.eventId} "
                               f"(it answers: {', '.join(code)})")
@@ -242,26 +246,26 @@ def _compare_actions(*, events: Sequence[pb.HistoryEvent], turn: Turn, norm: dic
         if rec_name and rec_name != got_name:
             return diverge(i, f"history: {describe_event(ev)}; the code: {describe_action(a)}")
         matched.add(ev.eventId)
-    extra = [a for a in actions if "completeWorkflow" not in a and a.get("id", 0) not in matched]
+    extra = [a for a in actions if ActionKind.COMPLETE_WORKFLOW.field not in a and a.get("id", 0) not in matched]
     completed = any(e.HasField("executionCompleted") for e in events)
     for a in extra:
         # An action history records only in a later turn: the SDKs accept it made early, if it is the
         # same action; a different one with that id fails the replay where history records it.
         later = next((j for j in range(turn.end, len(events))
-                      if events[j].WhichOneof("eventType") in _ACTION_OF
+                      if events[j].WhichOneof("eventType") in ACTION_EVENTS
                       and not events[j].HasField("executionCompleted") and events[j].eventId == a.get("id", 0)), None)
         if later is not None:
             ev = events[later]
             kind = ev.WhichOneof("eventType")
             got_kind = next(k for k in a if k != "id")
             rec_name = getattr(getattr(ev, kind), "name", "")
-            if got_kind != _ACTION_OF[kind] or (rec_name and rec_name != (a.get(got_kind) or {}).get("name", "")):
+            if got_kind != _action_of(kind) or (rec_name and rec_name != (a.get(got_kind) or {}).get("name", "")):
                 return diverge(later, f"history: {describe_event(ev)} (turn {_turn_of(events, later)}); the code "
                                       f"makes {describe_action(a)} in turn {turn.number}")
             continue
         if completed:
             # History never records it: the replay fails at the next action history does record.
-            nxt = next((j for j in range(turn.end, len(events)) if events[j].WhichOneof("eventType") in _ACTION_OF),
+            nxt = next((j for j in range(turn.end, len(events)) if events[j].WhichOneof("eventType") in ACTION_EVENTS),
                        min(turn.end, len(events)))
             recorded = ", ".join(describe_event(events[i]) for i in turn.recorded) or "nothing"
             at = f"history: {describe_event(events[nxt])}; " if nxt < len(events) else ""

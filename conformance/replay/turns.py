@@ -16,19 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from types import MappingProxyType
 
 from taskhub_wire import pb
+from taskhub_wire.kinds import PRODUCED_FIELDS, EventKind, Source
 
-# Events the engine writes from a worker's action (engine-rules.md §2: eventId = action id), with
-# the action each is made from.
-ACTION_OF_EVENT = MappingProxyType({
-    "taskScheduled": "scheduleTask", "timerCreated": "createTimer",
-    "childWorkflowInstanceCreated": "createChildWorkflow", "eventSent": "sendEvent",
-    "executionCompleted": "completeWorkflow", "detachedWorkflowInstanceCreated": "createDetachedWorkflow"})
-ACTION_EVENTS = frozenset(ACTION_OF_EVENT)
-# Events the engine writes on its own after a turn, never delivered as part of one.
-ENGINE_EVENTS = frozenset({"executionStalled", "workflowCompleted"})
+# Events the engine writes from a worker's action (engine-rules.md §2: eventId = action id).
+ACTION_EVENTS = PRODUCED_FIELDS
+# Events no turn delivers: written by the engine outside turns, or never by the Dapr engines.
+ENGINE_EVENTS = frozenset(k.field for k in EventKind if k.source in (Source.ENGINE, Source.NEVER))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,7 +46,7 @@ def split(events: Sequence[pb.HistoryEvent]) -> list[Turn]:
         inbox, recorded = [], []
         for i in range(start, end):
             kind = events[i].WhichOneof("eventType")
-            if kind == "workflowStarted" or kind in ENGINE_EVENTS:
+            if kind == EventKind.WORKFLOW_STARTED.field or kind in ENGINE_EVENTS:
                 continue
             (recorded if kind in ACTION_EVENTS else inbox).append(i)
         turns.append(Turn(number=n + 1, start=start, end=end, inbox=tuple(inbox), recorded=tuple(recorded)))
@@ -93,7 +88,7 @@ def whole(events: Sequence[pb.HistoryEvent], *, keep_actions: bool) -> tuple[Tur
         kind = e.WhichOneof("eventType")
         if kind in ENGINE_EVENTS:
             continue
-        if kind in ACTION_EVENTS and (not keep_actions or kind == "executionCompleted"):
+        if kind in ACTION_EVENTS and (not keep_actions or kind == EventKind.EXECUTION_COMPLETED.field):
             recorded.append(i)
             continue
         past.append(e)

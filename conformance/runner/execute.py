@@ -26,6 +26,8 @@ import grpc
 from google.protobuf import json_format
 
 from taskhub_wire import pb
+from taskhub_core.delivery import suspended_after, terminates
+from taskhub_wire.kinds import PRODUCED_FIELDS
 from taskhub_wire.rpc import DAPR_WORKFLOW, TASKHUB, TaskHubClient
 
 from conformance.checks import ALWAYS, CHECKS, Observed
@@ -778,10 +780,6 @@ def _verdict(scenario: Scenario, failures: Sequence[TargetMisbehaved], gap: Gap 
                                        "remove it in the target's declaration" if stale and gap else "", **common)
 
 
-_ACTION_EVENTS = frozenset({"taskScheduled", "timerCreated", "childWorkflowInstanceCreated", "eventSent",
-                            "detachedWorkflowInstanceCreated"})
-
-
 def _has_wait(node: Any) -> bool:
     """Whether program documents hold a wait_event step anywhere."""
     if isinstance(node, Mapping):
@@ -823,16 +821,14 @@ def _run_vector(run: _Run, stack: ExitStack) -> Observed:
     # reference numbered them without ids for the waits, so the recorded ids do not line up for such a worker.
     own_wait_ids = "event_wait_ids" in run.pair.worker.capabilities
     waits_in_past = _has_wait(run.scenario.programs_doc) and any(
-        e.WhichOneof("eventType") in _ACTION_EVENTS for e in turn.past)
+        e.WhichOneof("eventType") in PRODUCED_FIELDS and not e.HasField("executionCompleted") for e in turn.past)
     foreign = (own_wait_ids and (vec.compare == "fuzz" or waits_in_past)) or vec.history == "impossible"
     # A turn that delivers ExecutionTerminated ends the instance whatever the answer: the engine drops the
     # turn's actions and the termination wins over a continue-as-new (R3.16), so no answer differs there.
-    terminated = any(e.WhichOneof("eventType") == "executionTerminated" for e in turn.new)
+    terminated = terminates(turn.new)
     # A turn that leaves the instance suspended may be answered with no actions: the worker holds what the
     # events before the suspension let the code do until the resume (EVT-SUSP-001; durabletask-go does).
-    markers = [e.WhichOneof("eventType") for e in turn.new
-               if e.WhichOneof("eventType") in ("executionSuspended", "executionResumed")]
-    held = bool(markers) and markers[-1] == "executionSuspended"
+    held = suspended_after(turn.new, suspended=False)
     return Observed(scenario=run.scenario, instances={}, states={}, histories={}, reproduce=run.reproduce,
                     vector_answer=answer, vector_expected=expected, vector_note=turn.note, vector_foreign=foreign,
                     vector_overridden=terminated, vector_held=held)

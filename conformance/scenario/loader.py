@@ -101,7 +101,8 @@ def _error_expect(c: _Checker, raw: Any, path: tuple[Any, ...]) -> ErrorExpect |
     codes = [codes] if isinstance(codes, str) else codes
     for code in codes:
         if code not in GRPC_CODES:
-            c.err(path + ("code",), f"{code!r} is not a gRPC status code; known: {', '.join(GRPC_CODES)}")
+            c.err(path + ("code",), f"{code!r} is not a gRPC status code{did_you_mean(code, GRPC_CODES)}; "
+                                      f"known: {', '.join(GRPC_CODES)}")
     details = raw.get("details")
     if details is not None:
         try:
@@ -175,7 +176,8 @@ def _expectation(c: _Checker, raw: Any, path: tuple[Any, ...]) -> Expectation | 
     c.keys(raw, {"status", "output", "custom_status", "failure", "stall", "history", "exists"}, path, "expect")
     status = raw.get("status")
     if status is not None and status not in STATUSES:
-        c.err(path + ("status",), f"{status!r} is not a status; known: {', '.join(STATUSES)}")
+        c.err(path + ("status",), f"{status!r} is not a status{did_you_mean(status, STATUSES)}; "
+                                   f"known: {', '.join(STATUSES)}")
     failure = raw.get("failure") or {}
     if not isinstance(failure, Mapping):
         c.err(path + ("failure",), "failure is {type: ErrorType, message: regex}")
@@ -187,7 +189,8 @@ def _expectation(c: _Checker, raw: Any, path: tuple[Any, ...]) -> Expectation | 
         stall = {}
     c.keys(stall, {"reason", "description"}, path + ("stall",), "stall")
     if stall.get("reason") is not None and stall["reason"] not in STALL_REASONS:
-        c.err(path + ("stall", "reason"), f"{stall['reason']!r}; known: {', '.join(STALL_REASONS)}")
+        c.err(path + ("stall", "reason"), f"{stall['reason']!r}{did_you_mean(stall['reason'], STALL_REASONS)}; "
+                                                  f"known: {', '.join(STALL_REASONS)}")
     history = None
     if "history" in raw:
         h = raw["history"]
@@ -235,8 +238,9 @@ def _step(c: _Checker, raw: Any, path: tuple[Any, ...], names: set[str]) -> Step
         return None
     kinds = [k for k in raw if k != "expect_error"]
     if len(kinds) != 1 or kinds[0] not in STEPS:
+        typo = next((did_you_mean(k, STEPS) for k in kinds if k not in STEPS), "")
         c.err(path, f"a step has exactly one of: {', '.join(sorted(STEPS))} (plus optional expect_error); "
-                    f"got {', '.join(map(str, raw)) or 'nothing'}")
+                    f"got {', '.join(map(str, raw)) or 'nothing'}{typo}")
         return None
     kind = STEPS[kinds[0]]
     body = raw[kind.name]
@@ -254,7 +258,7 @@ def _step(c: _Checker, raw: Any, path: tuple[Any, ...], names: set[str]) -> Step
     if isinstance(args, OnInstance):
         inst = args.instance
         if not inst.startswith("$") and inst not in names and not has_placeholder(inst):
-            c.err(sp + ("instance",), f"no instance named {inst!r} was started before this step; "
+            c.err(sp + ("instance",), f"no instance named {inst!r} was started before this step{did_you_mean(inst, names)}; "
                                       f"known: {', '.join(sorted(names)) or 'none'}")
     return Step(args=args, span=c.doc.span(path),
                 expect_error=_error_expect(c, raw.get("expect_error"), path + ("expect_error",)))
@@ -299,7 +303,8 @@ def _scenario(c: _Checker, doc: SourceDoc, *, path: Path, root: Path) -> Scenari
     applies = data.get("applies_to", list(DIRECTIONS))
     for i, d in enumerate(applies if isinstance(applies, list) else []):
         if d not in DIRECTIONS:
-            c.err(("applies_to", i), f"{d!r} is not a direction; known: {', '.join(DIRECTIONS)}")
+            c.err(("applies_to", i), f"{d!r} is not a direction{did_you_mean(d, DIRECTIONS)}; "
+                                             f"known: {', '.join(DIRECTIONS)}")
     requires = data.get("requires", [])
     if not isinstance(requires, list):
         c.err(("requires",), "requires is a list of capability names")
@@ -353,7 +358,8 @@ def _scenario(c: _Checker, doc: SourceDoc, *, path: Path, root: Path) -> Scenari
 
         for i, name in enumerate(checks):
             if name not in CHECKS:
-                c.err(("checks", i), f"unknown check {name!r}; known: {', '.join(sorted(CHECKS))}")
+                c.err(("checks", i), f"unknown check {name!r}{did_you_mean(name, CHECKS)}; "
+                                             f"known: {', '.join(sorted(CHECKS))}")
     names: set[str] = set()
     starts: list[StartSpec] = []
     steps: list[Step] = []

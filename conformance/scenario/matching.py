@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conformance.scenario.placeholders import whole
+from conformance.verdict import Diff
+from conformance.verdict import MismatchKind as K
 
 
 @dataclass
@@ -24,6 +26,10 @@ class Matcher:
 
     def match(self, expected: Any, actual: Any, path: str = "$") -> list[str]:
         """Every mismatch, as 'path: expected X, got Y' lines; empty when it matches."""
+        return [d.text for d in self.diffs(expected, actual, path)]
+
+    def diffs(self, expected: Any, actual: Any, path: str = "$") -> list[Diff]:
+        """Every mismatch as data (path, sort, both values); empty when it matches."""
         if isinstance(expected, str):
             if expected == "*":
                 return []
@@ -34,41 +40,53 @@ class Matcher:
                     return []
                 if self.captures[name] == actual:
                     return []
-                return [f"{path}: expected ${{{name}}} = {_show(self.captures[name])} (captured earlier), "
-                        f"got {_show(actual)}"]
+                return [_diff(path, K.DIFFERENT, self.captures[name], actual,
+                              f"expected ${{{name}}} = {_show(self.captures[name])} (captured earlier), "
+                              f"got {_show(actual)}")]
             if expected.startswith("re:"):
                 text = actual if isinstance(actual, str) else json.dumps(actual)
                 if re.fullmatch(expected[3:], text or "", flags=re.S):
                     return []
-                return [f"{path}: expected a match of /{expected[3:]}/, got {_show(actual)}"]
+                return [_diff(path, K.SHAPE, expected, actual,
+                              f"expected a match of /{expected[3:]}/, got {_show(actual)}")]
         if isinstance(expected, Mapping):
             if not isinstance(actual, Mapping):
-                return [f"{path}: expected a mapping {_show(expected)}, got {_show(actual)}"]
+                return [_diff(path, K.SHAPE, expected, actual,
+                              f"expected a mapping {_show(expected)}, got {_show(actual)}")]
             out = []
             for key, value in expected.items():
+                where = f"{path}.{key}"
                 if value == "!absent":
                     if key in actual:
-                        out.append(f"{path}.{key}: expected absent, got {_show(actual[key])}")
+                        out.append(_diff(where, K.UNEXPECTED, None, actual[key],
+                                         f"expected absent, got {_show(actual[key])}"))
                     continue
                 if key not in actual:
-                    out.append(f"{path}.{key}: missing (expected {_show(value)})")
+                    out.append(_diff(where, K.MISSING, value, None, f"missing (expected {_show(value)})"))
                     continue
-                out.extend(self.match(value, actual[key], f"{path}.{key}"))
+                out.extend(self.diffs(value, actual[key], where))
             return out
         if isinstance(expected, list):
             if not isinstance(actual, list):
-                return [f"{path}: expected a list {_show(expected)}, got {_show(actual)}"]
+                return [_diff(path, K.SHAPE, expected, actual,
+                              f"expected a list {_show(expected)}, got {_show(actual)}")]
             if len(expected) != len(actual):
-                return [f"{path}: expected {len(expected)} items, got {len(actual)}: {_show(actual)}"]
+                return [_diff(path, K.COUNT, len(expected), len(actual),
+                              f"expected {len(expected)} items, got {len(actual)}: {_show(actual)}")]
             out = []
             for i, (e, a) in enumerate(zip(expected, actual)):
-                out.extend(self.match(e, a, f"{path}[{i}]"))
+                out.extend(self.diffs(e, a, f"{path}[{i}]"))
             return out
         if isinstance(expected, bool) or isinstance(actual, bool):
             same = expected is actual  # True must not equal 1
         else:
             same = expected == actual
-        return [] if same else [f"{path}: expected {_show(expected)}, got {_show(actual)}"]
+        return [] if same else [_diff(path, K.DIFFERENT, expected, actual,
+                                      f"expected {_show(expected)}, got {_show(actual)}")]
+
+
+def _diff(path: str, kind: K, expected: Any, got: Any, says: str) -> Diff:
+    return Diff(path=path, kind=kind, expected=expected, got=got, text=f"{path}: {says}")
 
 
 def _show(value: Any) -> str:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from conformance.scenario.model import MISSING, STATUSES, ErrorExpect, StartSpec
-from conformance.scenario.source import Span
+from conformance.scenario.source import Span, did_you_mean
 
 Path = tuple[Any, ...]  # keys and indices from the document's root
 
@@ -63,7 +63,7 @@ def _statuses(c: Checks, key: str, value: Any, path: Path) -> tuple[str, ...]:
     wanted = [value] if isinstance(value, str) else value
     for s in wanted:
         if s not in STATUSES:
-            c.err(path, f"{s!r} is not a status; known: {', '.join(STATUSES)}")
+            c.err(path, f"{s!r} is not a status{did_you_mean(s, STATUSES)}; known: {', '.join(STATUSES)}")
     return tuple(map(str, wanted))
 
 
@@ -90,7 +90,7 @@ def _unary_rpc(c: Checks, key: str, value: Any, path: Path) -> str:
     if value in streams:
         c.err(path, f"{value!r} is a streaming method; call takes a unary one: {', '.join(sorted(unary))}")
     elif value not in unary:
-        c.err(path, f"unknown rpc {value!r}; known: {', '.join(sorted(unary))}")
+        c.err(path, f"unknown rpc {value!r}{did_you_mean(value, unary)}; known: {', '.join(sorted(unary))}")
     return str(value)
 
 

@@ -125,9 +125,9 @@ def event_dict(ev: pb.HistoryEvent, *, with_router: bool = False) -> dict[str, A
     `with_router` (scenarios of several apps) also `router` where the event has one (engine-rules R2.13:
     other checks ignore routers)."""
     kind = event_kind(ev)
-    inner = getattr(ev, event_field(kind))
+    inner = getattr(ev, kind.field)
     body = _with_zero_ids(inner, _decoded(json_format.MessageToDict(inner)))
-    out: dict[str, Any] = {"kind": kind, "eventId": ev.eventId}
+    out: dict[str, Any] = {"kind": kind.value, "eventId": ev.eventId}  # plain text: the dict is data (JSON, YAML)
     if ev.HasField("timestamp"):
         out["timestamp"] = ev.timestamp.ToJsonString()
     out.update(body)
@@ -139,8 +139,8 @@ def event_dict(ev: pb.HistoryEvent, *, with_router: bool = False) -> dict[str, A
 def action_dict(action: pb.WorkflowAction) -> dict[str, Any]:
     """{Kind: {id, ...fields}} for an action; the form scenario vectors state expected actions in."""
     kind = action_kind(action)
-    body = _decoded(json_format.MessageToDict(getattr(action, action_field(kind))))
-    return {kind: {"id": action.id, **body}}
+    body = _decoded(json_format.MessageToDict(getattr(action, kind.field)))
+    return {kind.value: {"id": action.id, **body}}
 
 
 def parse_action(raw: Mapping[str, Any]) -> pb.WorkflowAction:

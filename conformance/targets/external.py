@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
@@ -72,7 +73,6 @@ def start_command_worker(spec: WorkerStart, *, name: str, command: Sequence[str]
     {ledger} (the ledger file), {python} (this interpreter), {root} (the library root: the checkout, or the installed
     package data; conformance/library.py).
     """
-    import os
 
     from conformance.library import find_library
 
@@ -89,7 +89,7 @@ def start_command_worker(spec: WorkerStart, *, name: str, command: Sequence[str]
         hint = f"; install it with {install}" if install else ""
         raise FileNotFoundError(f"{name}: {program} does not exist{hint}")
     full_env = dict(os.environ)
-    full_env.update({"CONFORMANCE_LEDGER": str(spec.ledger), "PYTHONPATH": str(root)})
+    full_env.update({"CONFORMANCE_LEDGER": str(spec.ledger), "PYTHONPATH": driver_path(root)})
     if spec.api_token:
         full_env["DAPR_API_TOKEN"] = spec.api_token
     full_env.update(env or {})
@@ -104,6 +104,38 @@ def start_command_worker(spec: WorkerStart, *, name: str, command: Sequence[str]
                                     ) from None
             raise
     return ProcessWorker(proc=proc)
+
+
+# What the Python drivers import of ours (drivers/python/driver.py): pure Python, no protobuf.
+DRIVER_PACKAGES = ("taskhub_programs", "fake_worker")
+
+
+def driver_path(root: Path) -> str:
+    """PYTHONPATH for a driver: the library root and the packages of ours a driver imports.
+
+    From a checkout the root holds them. From an installed package they sit in the harness's
+    site-packages, beside our grpc and protobuf, which must not reach an SDK's environment; so a folder in
+    the user cache holds links to those packages alone.
+    """
+    import hashlib
+    import importlib.util
+
+    packages = [Path(importlib.util.find_spec(name).origin).resolve().parent  # type: ignore[arg-type, union-attr]
+                for name in DRIVER_PACKAGES]
+    if all(p.parent == Path(root).resolve() for p in packages):
+        return str(root)
+    from conformance.targets.checkout import cache_root
+
+    key = hashlib.sha256("|".join(map(str, packages)).encode()).hexdigest()[:12]
+    shim = cache_root() / "driver-path" / key
+    shim.mkdir(parents=True, exist_ok=True)
+    for package in packages:
+        link = shim / package.name
+        if not link.exists():
+            tmp = shim / f".{package.name}.{os.getpid()}"
+            tmp.symlink_to(package, target_is_directory=True)
+            os.replace(tmp, link)  # atomic: parallel workers may make it at once
+    return os.pathsep.join([str(root), str(shim)])
 
 
 # Drivers exit with 3 when a program uses a step their SDK cannot express (drivers/*/README.md), and

@@ -80,10 +80,11 @@ class Engine:
 
     def start_instance(self, *, instance_id: str, name: str, input: str | None,
                        scheduled_start_ns: int | None = None, enforce_unique: bool = False,
-                       tags: dict[str, str] | None = None, app: str = "") -> str:
+                       tags: dict[str, str] | None = None, app: str = "",
+                       trace: pb.TraceContext | None = None) -> str:
         return management.start_instance(self, instance_id=instance_id, name=name, input=input,
                                          scheduled_start_ns=scheduled_start_ns, enforce_unique=enforce_unique,
-                                         tags=tags, app=app)
+                                         tags=tags, app=app, trace=trace)
 
     def get_instance(self, iid: str) -> InstanceView | None:
         return management.get_instance(self, iid)
@@ -107,6 +108,11 @@ class Engine:
 
     def purge(self, *, iid: str, recursive: bool, force: bool) -> int:
         return management.purge(self, iid=iid, recursive=recursive, force=force)
+
+    def purge_by_filter(self, *, created_from_ns: int | None, created_to_ns: int | None,
+                        statuses: frozenset[int]) -> int:
+        return management.purge_by_filter(self, created_from_ns=created_from_ns, created_to_ns=created_to_ns,
+                                          statuses=statuses)
 
     def history(self, iid: str) -> list[pb.HistoryEvent]:
         return management.history(self, iid)

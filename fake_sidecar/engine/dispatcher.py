@@ -16,8 +16,8 @@ import uuid
 from collections import deque
 from typing import Callable, Protocol
 
-from taskhub_core.history import resolution_key
-from taskhub_core.timestamps import copy_event
+from taskhub_core.delivery import deliver
+from taskhub_core.delivery import visible as taken
 from taskhub_wire import pb
 
 from fake_sidecar.engine import errors
@@ -25,7 +25,7 @@ from fake_sidecar.engine.crossapp import activity_route
 from fake_sidecar.engine.config import Counters, EngineConfig, TaskExecutionIdMode
 from fake_sidecar.engine.instances import InstanceTable
 from fake_sidecar.engine.model import (
-    NEVER_NS, InboxEntry, Instance, PendingActivity, Stream, Turn, WorkKind, WorkRef, ts,
+    NEVER_NS, InboxEntry, Instance, PendingActivity, Stream, Turn, WorkKind, WorkRef,
 )
 from fake_sidecar.engine.policy import EnginePolicy
 from fake_sidecar.engine.refusals import RefusalTracker
@@ -286,7 +286,7 @@ class Dispatcher:
 
     def _dispatch_turn(self, sid: int, inst: Instance) -> pb.WorkItem | None:
         now = self._ticker.clock.now_ns()
-        visible = [e for e in inst.inbox if e.visible_at <= now]
+        visible = taken(inst.inbox, now_ns=now)
         if not visible or not _startable(inst, now):
             return None
         if inst.terminal:
@@ -296,33 +296,13 @@ class Dispatcher:
         if oversize is not None:
             self._table.stall(inst, (pb.PAYLOAD_SIZE_EXCEEDED, oversize))
             return None
-        # R2.6: a TimerFired is stamped when it fires, i.e. when the turn that delivers it is made
-        # (at or after its fireAt, before the turn's WorkflowStarted).
-        fired_at = {e.seq: ts(self._ticker.now()) for e in visible
-                    if e.event.HasField("timerFired") and not e.event.HasField("timestamp")}
-        ws = pb.HistoryEvent(eventId=-1, timestamp=ts(self._ticker.now()))
-        ws.workflowStarted.SetInParent()
-        delivered: list[pb.HistoryEvent] = [ws]
-        consumed: list[int] = []
-        seen: set[tuple[str, int]] = set()
-        have_start = inst.started
-        for entry in visible:
-            ev = entry.event
-            consumed.append(entry.seq)
-            key = resolution_key(ev)
-            if key is not None:
-                if self._policy.is_duplicate(inst=inst, key=key, seen=seen):
-                    self._counters.duplicate_dropped += 1
-                    continue  # R2.7: duplicate resolution, neither delivered nor stored
-                seen.add(key)
-            if ev.HasField("executionStarted"):
-                if have_start:
-                    continue
-                have_start = True
-            if entry.seq in fired_at:
-                ev = copy_event(ev)
-                ev.timestamp.CopyFrom(fired_at[entry.seq])
-            delivered.append(ev)
+        # The one rule of what a turn delivers (taskhub_core.delivery): each TimerFired is stamped
+        # when it fires, i.e. now, before the turn's WorkflowStarted (R2.6), on the strictly
+        # increasing clock.
+        turn = deliver(visible, now_ns=now, clock=self._ticker.now, started=inst.started, resolved=inst.resolved,
+                       is_duplicate=lambda key, seen: self._policy.is_duplicate(inst=inst, key=key, seen=seen))
+        self._counters.duplicate_dropped += turn.duplicates
+        delivered, consumed = list(turn.new_events), list(turn.consumed)
         token = uuid.uuid4().hex
         stream = self._streams[sid]
         past = inst.history

@@ -34,7 +34,7 @@ DEFAULT_PAGE = 1024
 
 def start_instance(eng: Engine, *, instance_id: str, name: str, input: str | None,
                    scheduled_start_ns: int | None, enforce_unique: bool, tags: dict[str, str] | None,
-                   app: str = "") -> str:
+                   app: str = "", trace: pb.TraceContext | None = None) -> str:
     if not name:
         raise errors.InvalidArgument("StartInstance needs a workflow name (field 'name' is empty)")
     iid = instance_id or uuid.uuid4().hex
@@ -52,6 +52,8 @@ def start_instance(eng: Engine, *, instance_id: str, name: str, input: str | Non
             es.scheduledStartTimestamp.CopyFrom(ts(scheduled_start_ns))
         for k, v in (tags or {}).items():
             es.tags[k] = v
+        if trace is not None:  # the caller's trace, kept for what the instance schedules (as daprd)
+            es.parentTraceContext.CopyFrom(trace)
         _create(eng, iid, ev, enforce_unique=enforce_unique, app=app,
                 visible_at=min(scheduled_start_ns, NEVER_NS) if scheduled_start_ns and scheduled_start_ns > now else 0)
     return iid
@@ -240,6 +242,25 @@ def purge(eng: Engine, *, iid: str, recursive: bool, force: bool) -> int:
         count = _purge(eng, inst, recursive=recursive, force=force, tx=tx)
         eng.table.commit(tx)
         return count
+
+
+def purge_by_filter(eng: Engine, *, created_from_ns: int | None, created_to_ns: int | None,
+                    statuses: frozenset[int]) -> int:
+    """PurgeInstanceFilter as the Dapr dialect defines it (createdTimeFrom, createdTimeTo,
+    runtimeStatus): every finished instance created in [from, to) whose status is one of `statuses`
+    (any final status when empty), each alone; running, suspended and stalled ones are left. Neither
+    engine implements it (R6.9: "multi-instance purge is not implemented")."""
+    with eng.lock:
+        eng.check_open()
+        chosen = [inst for inst in eng.table.all()
+                  if inst.terminal and (not statuses or inst.status in statuses)
+                  and (created_from_ns is None or inst.created_ns >= created_from_ns)
+                  and (created_to_ns is None or inst.created_ns < created_to_ns)]
+        tx = Tx()
+        for inst in chosen:
+            _purge(eng, inst, recursive=False, force=False, tx=tx)
+        eng.table.commit(tx)
+        return len(chosen)
 
 
 def purge_retained(eng: Engine, inst: Instance) -> None:

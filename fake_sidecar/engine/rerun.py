@@ -10,9 +10,10 @@ import uuid
 from typing import TYPE_CHECKING
 
 from taskhub_core.actions import Context, child_instance_id, child_start, timer_fired
-from taskhub_core.history import OPENED_BY, resolution_key
+from taskhub_core.history import resolution_key
 from taskhub_core.inbox import timer_due_ns
 from taskhub_wire import pb
+from taskhub_wire.kinds import OPENING_FIELDS, PRODUCED_FIELDS, EventKind
 
 from fake_sidecar.engine import errors
 from fake_sidecar.engine.completions import add_activity, start_child
@@ -23,7 +24,7 @@ from fake_sidecar.engine.store import Tx
 if TYPE_CHECKING:
     from fake_sidecar.engine.core import Engine
 
-_RERUNNABLE = {"taskScheduled", "timerCreated", "childWorkflowInstanceCreated"}
+_RERUNNABLE = OPENING_FIELDS  # the events that open an operation can be rerun from
 
 
 def rerun(eng: Engine, *, source: str, event_id: int, new_iid: str | None, input: str | None,
@@ -45,20 +46,19 @@ def rerun(eng: Engine, *, source: str, event_id: int, new_iid: str | None, input
         if src.parent is not None:
             raise errors.InvalidArgument(f"'{source}': cannot rerun from child-workflows")
         idx = next((i for i, e in enumerate(src.history) if e.eventId == event_id
-                    and e.WhichOneof("eventType") in _RERUNNABLE | {"detachedWorkflowInstanceCreated",
-                                                                      "executionCompleted", "eventSent"}), None)
+                    and e.WhichOneof("eventType") in PRODUCED_FIELDS), None)
         if idx is None:
             raise errors.NotFound(f"'{source}' does not have history event with ID '{event_id}'")
         target = src.history[idx]
         kind = target.WhichOneof("eventType")
-        if kind == "detachedWorkflowInstanceCreated":
+        if kind == EventKind.DETACHED_WORKFLOW_INSTANCE_CREATED.field:
             raise errors.InvalidArgument(f"cannot rerun from detached workflow creation event '{event_id}'")
         if kind not in _RERUNNABLE:
             raise errors.NotFound(
                 f"target event '{kind}' with ID '{event_id}' is not an event that can be rerun")
-        if overwrite_input and kind == "timerCreated":
+        if overwrite_input and kind == EventKind.TIMER_CREATED.field:
             raise errors.InvalidArgument(f"cannot write input to timer event '{event_id}'")
-        if new_child_iid and kind != "childWorkflowInstanceCreated":
+        if new_child_iid and kind != EventKind.CHILD_WORKFLOW_INSTANCE_CREATED.field:
             raise errors.InvalidArgument(
                 "newChildWorkflowInstanceID can only be set when rerunning from a child workflow event")
         if new_id in eng.table:
@@ -79,7 +79,8 @@ def _rerun(eng: Engine, src: Instance, idx: int, *, new_id: str, input: str | No
     copied: list[pb.HistoryEvent] = []
     reissue: list[pb.HistoryEvent] = []
     for ev in prefix:
-        group = OPENED_BY.get(ev.WhichOneof("eventType"))
+        field = ev.WhichOneof("eventType")
+        group = EventKind.from_field(field).opens if field in OPENING_FIELDS else None
         if group is not None and (group, ev.eventId) not in resolved:
             reissue.append(ev)
             continue

@@ -21,6 +21,7 @@ from typing import Any
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from taskhub_wire import pb
+from taskhub_wire.kinds import ActionKind, EventKind
 
 from taskhub_programs import (
     All, AnyOf, Bundle, CallActivity, CallChild, ContinueAsNew, ExpressionError, Fail, If, IfPatched, Program,
@@ -140,7 +141,7 @@ class _LazyActivity(Completable):
         return self
 
     def HasField(self, field: str) -> bool:  # noqa: N802
-        return field == "scheduleTask"
+        return field == ActionKind.SCHEDULE_TASK.field
 
     def WhichOneof(self, oneof: str) -> str:  # noqa: N802
         return "scheduleTask"
@@ -282,7 +283,7 @@ class _Context:
         action = pb.WorkflowAction(id=tid)
         ct = action.createTimer
         ct.fireAt.CopyFrom(fire_at if isinstance(fire_at, Timestamp) else _timestamp(fire_at))
-        if origin == "createTimer":
+        if origin == "createTimer":  # the TimerCreated origin member, not the action kind
             ct.createTimer.SetInParent()
         elif origin == "externalEvent":
             ct.externalEvent.name = origin_value or ""
@@ -617,11 +618,12 @@ def _start_program(ctx: _Context, program: Program, input: Any) -> None:
 
 # ---------------------------------------------------------------------------- event processing
 
-_SUSPENDABLE_EXCLUDED = ("executionResumed", "executionTerminated")
+_SUSPENDABLE_EXCLUDED = (EventKind.EXECUTION_RESUMED.field, EventKind.EXECUTION_TERMINATED.field)
 
 
 # Message texts as dapr-ext-workflow 1.18.3 words them (method names of its context API).
-_METHOD = {"scheduleTask": "call_activity", "createTimer": "create_timer", "createChildWorkflow": "call_sub_orchestrator"}
+_METHOD = {ActionKind.SCHEDULE_TASK.field: "call_activity", ActionKind.CREATE_TIMER.field: "create_timer",
+           ActionKind.CREATE_CHILD_WORKFLOW.field: "call_sub_orchestrator"}
 _CHANGED = ("This kind of mismatch can happen if an orchestration has non-deterministic logic or if the code was "
             "changed after an instance of this orchestration already started running.")
 
@@ -658,7 +660,7 @@ def _process(ctx: _Context, events: Iterable[pb.HistoryEvent]) -> None:
     for ev in events:
         kind = _event_kind(ev, "eventType")
         if ctx.suspended and kind not in _SUSPENDABLE_EXCLUDED:
-            if kind != "executionSuspended":  # a second suspension while suspended changes nothing
+            if kind != EventKind.EXECUTION_SUSPENDED.field:  # a second suspension while suspended changes nothing
                 ctx.suspended_events.append(ev)
             continue
         handler = handlers.get(kind)  # type: ignore[arg-type]
@@ -860,21 +862,22 @@ def _on_stalled(ctx: _Context, ev: pb.HistoryEvent) -> None:
 
 
 _HANDLERS: dict[str, Callable[[_Context, pb.HistoryEvent], None]] = {
-    "workflowStarted": _on_workflow_started,
-    "executionStarted": _on_execution_started,
-    "timerCreated": _on_timer_created,
-    "timerFired": _on_timer_fired,
-    "taskScheduled": _on_task_scheduled,
-    "taskCompleted": _on_completed("taskCompleted"),
-    "childWorkflowInstanceCompleted": _on_completed("childWorkflowInstanceCompleted"),
-    "taskFailed": _on_task_failed,
-    "childWorkflowInstanceFailed": _on_child_failed,
-    "childWorkflowInstanceCreated": _on_child_created,
-    "eventRaised": _on_event_raised,
-    "executionSuspended": _on_suspended,
-    "executionResumed": _on_resumed,
-    "executionTerminated": _on_terminated,
-    "executionStalled": _on_stalled,
+    EventKind.WORKFLOW_STARTED.field: _on_workflow_started,
+    EventKind.EXECUTION_STARTED.field: _on_execution_started,
+    EventKind.TIMER_CREATED.field: _on_timer_created,
+    EventKind.TIMER_FIRED.field: _on_timer_fired,
+    EventKind.TASK_SCHEDULED.field: _on_task_scheduled,
+    EventKind.TASK_COMPLETED.field: _on_completed(EventKind.TASK_COMPLETED.field),
+    EventKind.CHILD_WORKFLOW_INSTANCE_COMPLETED.field:
+        _on_completed(EventKind.CHILD_WORKFLOW_INSTANCE_COMPLETED.field),
+    EventKind.TASK_FAILED.field: _on_task_failed,
+    EventKind.CHILD_WORKFLOW_INSTANCE_FAILED.field: _on_child_failed,
+    EventKind.CHILD_WORKFLOW_INSTANCE_CREATED.field: _on_child_created,
+    EventKind.EVENT_RAISED.field: _on_event_raised,
+    EventKind.EXECUTION_SUSPENDED.field: _on_suspended,
+    EventKind.EXECUTION_RESUMED.field: _on_resumed,
+    EventKind.EXECUTION_TERMINATED.field: _on_terminated,
+    EventKind.EXECUTION_STALLED.field: _on_stalled,
 }
 
 

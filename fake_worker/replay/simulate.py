@@ -11,7 +11,7 @@ between turns, built-in activities run without side effects, no threads.
 
 Clock: the first turn runs at `start_ns`; each later turn runs at
 max(previous turn + `step_ns`, the earliest due inbox event) and takes every
-event due by then (at most `max_batch`). Activity results are due one step
+event due by then (at most `max_batch`), each stamped with the time it arrived. Activity results are due one step
 after the turn that scheduled them (`sleep` adds its seconds), a timer at its
 fireAt (the far-future optional timer of an indefinite wait never fires), a
 child's completion one step after the child's own last turn (children are
@@ -20,13 +20,15 @@ simulated the same way, recursively), an `External` at start + `at` seconds.
 The engine's rules are not mirrored here: the instance is `taskhub_core.machine`'s state, and each
 answer is applied by `machine.apply` exactly as the reference sidecar applies it (R6.3 timeout
 cancellation, continue-as-new carry-over, the first completion wins, ...). This module is only a
-scheduler: when the next turn runs and what it takes (every due event, oldest due first, at most
-`max_batch` besides the generation's ExecutionStarted and carried-over events). A completion or a
-stall (a workflowVersionNotAvailable action, a patch mismatch) ends the run.
+scheduler: when the next turn runs and when each result arrives in the inbox; what a turn delivers
+is `taskhub_core.delivery.deliver`'s, the reference sidecar's rule (every visible event in arrival
+order, at most `max_batch` besides the generation's ExecutionStarted and carried-over events). A
+completion or a stall (a workflowVersionNotAvailable action, a patch mismatch) ends the run.
 """
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import json
 from collections.abc import Iterable, Sequence
@@ -38,7 +40,7 @@ from taskhub_programs import Bundle
 from fake_worker.replay.executor import TurnResult, execute
 from taskhub_core import machine
 from taskhub_core.actions import ChildStart, child_result, execution_started
-from taskhub_core.state import InboxItem
+from taskhub_core.delivery import deliver
 from taskhub_core.timestamps import NEVER_NS, copy_event, ts
 from taskhub_wire import pb
 
@@ -48,7 +50,7 @@ _MAX_DEPTH = 8  # nested children
 
 
 class SimulationError(RuntimeError):
-    """The run did not end within `max_turns` turns, children nest too deep, or an answer was refused."""
+    """The run did not end within `max_turns` turns, or children nest too deep."""
 
 
 @dataclass(frozen=True)
@@ -146,17 +148,32 @@ class _Sim:
         self.runner = ActivityRunner(ledger=None)
         self.state = machine.InstanceState(iid=iid, name="")
         self.completed: pb.HistoryEvent | None = None  # the ExecutionCompleted, once the run ended with one
+        self.abandoned: list[str] = []  # why each refused turn was refused
+        self.pending: list[tuple[int, int, pb.HistoryEvent]] = []  # (due, order, event): not arrived yet
+        self.order = itertools.count()
         ids = itertools.count(1)
         self.new_id = lambda: f"{iid}-exec-{next(ids)}"  # deterministic execution ids for children
 
     def arrive(self, event: pb.HistoryEvent, visible_at: int) -> None:
         self.state, _ = machine.apply(self.state, machine.Arrive(event=event, visible_at=visible_at))
 
+    def later(self, event: pb.HistoryEvent, due: int) -> None:
+        """`event` reaches the inbox at `due` (results, child completions, externals), so the inbox
+        holds events in arrival order, as an engine's does."""
+        heapq.heappush(self.pending, (due, next(self.order), event))
+
+    def arrivals(self, now: int) -> None:
+        while self.pending and self.pending[0][0] <= now:
+            due, _, ev = heapq.heappop(self.pending)
+            if not ev.HasField("timestamp"):
+                ev.timestamp.CopyFrom(ts(due))  # stamped when it arrives (R2.6)
+            self.arrive(ev, due)
+
     def run(self, start: pb.HistoryEvent, start_ns: int) -> list[Turn]:
         self.state = machine.InstanceState(iid=self.iid, name=start.executionStarted.name)
         self.arrive(start, 0)
         for ext in self.externals:
-            self.arrive(_external_event(ext), start_ns + round(ext.at * 1_000_000_000))
+            self.later(_external_event(ext), start_ns + round(ext.at * 1_000_000_000))
         turns: list[Turn] = []
         generation, now, first = 0, start_ns, True
         while True:
@@ -164,19 +181,21 @@ class _Sim:
                 raise SimulationError(f"{self.iid}: no end after {self.max_turns} turns")
             if not first:
                 due = [e.visible_at for e in self.state.inbox if e.visible_at < NEVER_NS]
+                due += [p[0] for p in self.pending]
                 if not due:
                     return turns
                 now = max(now + self.step_ns, min(due))
             first = False
-            taken = self.take(now)
-            ws = pb.HistoryEvent(eventId=-1, timestamp=ts(now))
-            ws.workflowStarted.SetInParent()
-            new = [ws] + [self.delivered(e, now) for e in taken]
+            self.arrivals(now)
+            facts = self.state.facts
+            turn = deliver(self.state.inbox, now_ns=now, started=facts.started, resolved=facts.resolved,
+                           limit=self.max_batch)
+            new = [copy_event(e) for e in turn.new_events]
             past = self.state.history
             result = execute(self.bundle, instance_id=self.iid, past=list(past), new=new)
             answer = machine.Answer(new_events=tuple(new), response=result.response(instance_id=self.iid,
                                                                                    completion_token="sim"),
-                                    consumed=frozenset(e.seq for e in taken), decided_ns=now, now_ns=now,
+                                    consumed=frozenset(turn.consumed), decided_ns=now, now_ns=now,
                                     restart_ns=now + self.step_ns, new_id=self.new_id)
             self.state, effects = machine.apply(self.state, answer)
             committed = next((e.events for e in effects if isinstance(e, machine.Recorded)), ())
@@ -187,36 +206,25 @@ class _Sim:
             if any(isinstance(e, machine.GenerationStarted) for e in effects):
                 generation, now, first = generation + 1, now + self.step_ns, True
 
-    def take(self, now: int) -> list[InboxItem]:
-        """What a turn at `now` delivers: the generation's head, then every due event, oldest due first."""
-        head = [e for e in self.state.inbox if e.visible_at == 0]
-        due = sorted((e for e in self.state.inbox if 0 < e.visible_at <= now), key=lambda e: (e.visible_at, e.seq))
-        return head + (due[: self.max_batch] if self.max_batch is not None else due)
-
-    @staticmethod
-    def delivered(item: InboxItem, now: int) -> pb.HistoryEvent:
-        ev = copy_event(item.event)
-        if item.visible_at:  # results, timers and externals carry the time of the turn that delivers them
-            ev.timestamp.CopyFrom(ts(now))
-        return ev
-
     def perform(self, effects: Sequence[machine.Effect], now: int) -> bool:
         """Run what the engine would dispatch; False when the run ends."""
         for effect in effects:
             if isinstance(effect, machine.ActivityScheduled):
                 due, result = self.run_activity(effect.request, now)
-                self.arrive(result, due)
+                self.later(result, due)
             elif isinstance(effect, machine.ChildStarted):
                 child = self.run_child(effect.child, now)
                 if child is not None:
-                    self.arrive(child[1], child[0])
+                    self.later(child[1], child[0])
             elif isinstance(effect, machine.Finished):
                 self.completed = effect.completed
                 return False
             elif isinstance(effect, machine.Stalled):
                 return False
             elif isinstance(effect, machine.Abandoned):
-                raise SimulationError(f"{self.iid}: the engine would refuse this answer: {effect.reason}")
+                # Refused (R3.13, R3.14): nothing commits; the engine redelivers the turn later, with
+                # whatever arrived meanwhile (the next step here).
+                self.abandoned.append(effect.reason)
         return True
 
     def run_activity(self, req: pb.ActivityRequest, now: int) -> tuple[int, pb.HistoryEvent]:

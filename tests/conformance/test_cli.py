@@ -73,3 +73,27 @@ def test_library_is_valid_and_covers_every_requirement():
     out = conformance("validate")
     assert out.returncode == 0, out.stderr
     assert "79 of 79 requirements covered" in out.stdout or "requirements covered" in out.stdout
+
+
+def test_validate_takes_folders_and_files_and_suggests_every_kind_of_typo(tmp_path):
+    good = tmp_path / "lib" / "a" / "good.yaml"
+    good.parent.mkdir(parents=True)
+    good.write_text("title: ok\nrequirements: [RPL-DET-001]\nprograms: {main: {steps: [{return: 1}]}}\n"
+                    "start: {workflow: main}\nexpect: {status: COMPLETED, output: 1}\n", encoding="utf-8")
+    ok = conformance("validate", str(tmp_path / "lib"), str(good))
+    assert ok.returncode == 0 and ok.stdout.startswith("2 scenario(s) valid"), ok.stdout + ok.stderr
+    typo = tmp_path / "typo.yaml"
+    typo.write_text("title: typo\nrequirements: [RPL-DET-01]\nprograms: {main: {steps: [{wait_evnt: go}]}}\n"
+                    "start: {workflow: main}\nsteps:\n  - raize: {event: go}\nexpect: {status: COMPLETD}\n",
+                    encoding="utf-8")
+    bad = conformance("validate", str(typo), str(tmp_path / "missing"))
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    for hint in ("got raize (did you mean 'raise'?)", "'wait_evnt' (did you mean 'wait_event'?)",
+                 "'COMPLETD' is not a status (did you mean 'COMPLETED'?)", "missing: no such file or folder"):
+        assert hint in bad.stderr, bad.stderr
+
+
+def test_version_says_where_the_library_is():
+    out = conformance("--version")
+    assert out.returncode == 0 and out.stdout.startswith("conformance ")
+    assert f"library: {ROOT} (a checkout)" in out.stdout and f"scenarios: {ROOT / 'scenarios'}" in out.stdout

@@ -582,3 +582,16 @@ def test_matrix_cells_count_failed_of_covering_say_a_gap_once_and_link_passing_s
     assert "FAILED · 1 of 6 scenarios" in html
     assert f'<a href="{(tmp_path / "e.yaml").as_uri()}"><code>e</code></a>' in html
     assert "overflow-wrap: anywhere" in html  # long reproduce commands wrap inside their cell
+
+
+def test_junit_cases_carry_their_own_wall_time_and_suites_the_runs():
+    from conformance.events import RunFinished
+    from conformance.reporting.junit import render_junit
+
+    events = [RunStarted(run_id="r", started_at=0.0, pairs=("p",), scenario_count=3, command="c"),
+              *(ScenarioFinished(scenario=f"s{i}", pair="p", sidecar="a", worker="b", outcome=Outcome.PASSED,
+                                 duration_s=10.0, requirements=()) for i in range(3)),
+              RunFinished(run_id="r", finished_at=12.0, duration_s=12.0, counts={})]
+    root = ET.fromstring(render_junit(events))
+    assert root.get("time") == "12.000" and root.find("testsuite").get("time") == "12.000"  # not 30 s
+    assert [c.get("time") for c in root.iter("testcase")] == ["10.000"] * 3

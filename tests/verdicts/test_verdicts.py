@@ -8,7 +8,10 @@ from conformance.cli import _fail_on, failing_outcomes
 from conformance.events import Outcome, ScenarioFinished, from_json, to_json
 from conformance.reporting.catalogue import load_catalogue
 from conformance.reporting.model import CellStatus, RunView
-from conformance.verdict import CROSS_WORKER, Level, Mismatch, Verdict, classify_answer_mismatch, judge
+from conformance.scenario.matching import Matcher
+from conformance.verdict import (
+    CROSS_WORKER, Diff, Level, Mismatch, MismatchKind, Verdict, classify_answer_mismatch, judge,
+)
 
 LEVELS = {"R-MUST": "MUST", "R-SHOULD": "SHOULD", "R-MAY": "MAY", "R-INFO": "INFO"}
 
@@ -53,32 +56,57 @@ def test_requirements_with_the_same_mismatches_share_one_section() -> None:
     assert j.sections[0].heading == "FAILED: breaks R-MUST (MUST)"
 
 
-@pytest.mark.parametrize("text", [
-    "actions[0].ScheduleTask.id: expected 1, got 0",
-    "actions[0].ScheduleTask.taskExecutionId: missing (expected 'x')",
-    "actions[1].CreateChildWorkflow.instanceId: expected 'p:0001', got 'b3f0'",
-    "actions[0].CreateTimer.name: expected absent, got 'timer'",
-    "actions[0].CompleteWorkflow.failureDetails.errorType: expected 'TaskFailedError', got 'java.lang.X'",
-    "actions[0].CreateTimer.origin: missing (expected {'createTimer': {}})",
-    "actions[0].CompleteWorkflow.customStatus: expected absent, got ''",
-    "actions[0].CreateTimer.fireAt: expected '2026-01-01T00:00:01.000500Z', got '2026-01-01T00:00:01Z'",
-    'actions[0].CreateTimer.fireAt: expected "2026-01-01T00:00:00.002001Z", got "2026-01-01T00:00:00.002Z"',
-    "actions[0].CreateChildWorkflow.retryParentInstanceInfo: expected absent, got {'instanceID': 'p:0001'}",
-])
-def test_the_workers_own_choices_are_observations(text: str) -> None:
-    assert classify_answer_mismatch(text).level is Level.OBSERVATION
+def _diffs(expected: object, got: object) -> list[Diff]:
+    out = Matcher().diffs(expected, got, "actions[0]")
+    assert out, (expected, got)
+    return out
 
 
-@pytest.mark.parametrize("text", [
-    "actions[0].ScheduleTask.name: expected 'echo', got 'Echo'",
-    "actions[0].ScheduleTask.input: expected 0, got None",
-    "actions[0].CompleteWorkflow.workflowStatus: expected 'ORCHESTRATION_STATUS_COMPLETED', got 'ORCHESTRATION_STATUS_FAILED'",
-    "actions[0].CompleteWorkflow.carryoverEvents[0].eventRaised.name: expected 'B', got 'b'",
-    "actions[0].CreateTimer.fireAt: expected '2026-01-01T00:00:05Z', got '2026-01-01T00:00:01Z'",
-    "expected 2 action(s), got 1: []",
+@pytest.mark.parametrize(("expected", "got"), [
+    ({"ScheduleTask": {"id": 1}}, {"ScheduleTask": {"id": 0}}),
+    ({"ScheduleTask": {"taskExecutionId": "x"}}, {"ScheduleTask": {}}),
+    ({"CreateChildWorkflow": {"instanceId": "p:0001"}}, {"CreateChildWorkflow": {"instanceId": "b3f0"}}),
+    ({"CreateTimer": {"name": "!absent"}}, {"CreateTimer": {"name": "timer"}}),
+    ({"CompleteWorkflow": {"failureDetails": {"errorType": "TaskFailedError"}}},
+     {"CompleteWorkflow": {"failureDetails": {"errorType": "java.lang.X"}}}),
+    ({"CreateTimer": {"origin": {"createTimer": {}}}}, {"CreateTimer": {}}),
+    ({"CompleteWorkflow": {"customStatus": "!absent"}}, {"CompleteWorkflow": {"customStatus": ""}}),
+    ({"CompleteWorkflow": {"customStatus": ""}}, {"CompleteWorkflow": {}}),
+    ({"CompleteWorkflow": {"customStatus": ""}}, {"CompleteWorkflow": {"customStatus": None}}),
+    ({"CreateTimer": {"fireAt": "2026-01-01T00:00:01.000500Z"}}, {"CreateTimer": {"fireAt": "2026-01-01T00:00:01Z"}}),
+    ({"CreateTimer": {"fireAt": "2026-01-01T00:00:00.002001Z"}}, {"CreateTimer": {"fireAt": "2026-01-01T00:00:00.002Z"}}),
+    ({"CreateChildWorkflow": {"retryParentInstanceInfo": "!absent"}},
+     {"CreateChildWorkflow": {"retryParentInstanceInfo": {"instanceID": "p:0001"}}}),
 ])
-def test_the_programs_semantics_keep_the_scenarios_level(text: str) -> None:
-    assert classify_answer_mismatch(text).level is None
+def test_the_workers_own_choices_are_observations(expected: object, got: object) -> None:
+    for diff in _diffs(expected, got):
+        found = classify_answer_mismatch(diff)
+        assert found.level is Level.OBSERVATION, diff
+        assert (found.path, found.kind, found.text) == (diff.path, diff.kind, diff.text)
+
+
+@pytest.mark.parametrize(("expected", "got"), [
+    ({"ScheduleTask": {"name": "echo"}}, {"ScheduleTask": {"name": "Echo"}}),
+    ({"ScheduleTask": {"input": 0}}, {"ScheduleTask": {"input": None}}),
+    ({"CompleteWorkflow": {"workflowStatus": "ORCHESTRATION_STATUS_COMPLETED"}},
+     {"CompleteWorkflow": {"workflowStatus": "ORCHESTRATION_STATUS_FAILED"}}),
+    ({"CompleteWorkflow": {"carryoverEvents": [{"eventRaised": {"name": "B"}}]}},
+     {"CompleteWorkflow": {"carryoverEvents": [{"eventRaised": {"name": "b"}}]}}),
+    ({"CreateTimer": {"fireAt": "2026-01-01T00:00:05Z"}}, {"CreateTimer": {"fireAt": "2026-01-01T00:00:01Z"}}),
+    ({"CompleteWorkflow": {"carryoverEvents": [{}, {}]}}, {"CompleteWorkflow": {"carryoverEvents": [{}]}}),
+])
+def test_the_programs_semantics_keep_the_scenarios_level(expected: object, got: object) -> None:
+    for diff in _diffs(expected, got):
+        assert classify_answer_mismatch(diff).level is None, diff
+
+
+def test_a_difference_is_data_and_its_text_is_the_matchers_line() -> None:
+    (diff,) = _diffs({"ScheduleTask": {"name": "echo", "input": "!absent"}}, {"ScheduleTask": {"name": "echo",
+                                                                                                  "input": 3}})
+    assert (diff.path, diff.kind, diff.expected, diff.got) == ("actions[0].ScheduleTask.input", MismatchKind.UNEXPECTED,
+                                                               None, 3)
+    assert diff.text == "actions[0].ScheduleTask.input: expected absent, got 3"
+    assert Matcher().match({"a": [1, 2]}, {"a": [1]}) == ["$.a: expected 2 items, got 1: [1]"]
 
 
 def test_fail_on_adds_outcomes_to_the_failing_set() -> None:

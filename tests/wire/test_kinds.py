@@ -8,6 +8,10 @@ from taskhub_wire import pb
 from taskhub_wire.kinds import (
     ACTION_KINDS,
     EVENT_KINDS,
+    ActionKind,
+    EventKind,
+    Operation,
+    Source,
     action_field,
     action_kind,
     event_field,
@@ -87,3 +91,35 @@ def test_wrong_message_and_unknown_kind() -> None:
         event_kind(pb.WorkflowAction())  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="unknown event kind 'OrchestratorStarted'; known: ExecutionStarted"):
         event_field("OrchestratorStarted")
+
+
+def test_the_table_has_a_row_for_every_oneof_member_and_no_other() -> None:
+    events = [f.name for f in pb.HistoryEvent.DESCRIPTOR.oneofs_by_name["eventType"].fields]
+    actions = [f.name for f in pb.WorkflowAction.DESCRIPTOR.oneofs_by_name["workflowActionType"].fields]
+    assert [k.field for k in EventKind] == events
+    assert [k.field for k in ActionKind] == actions
+    assert all(EventKind.from_field(f).field == f for f in events)
+
+
+def test_made_by_opens_and_resolves_agree() -> None:
+    for kind in EventKind:
+        assert (kind.made_by is not None) == (kind.source is Source.ACTION), kind
+        if kind.made_by is not None:
+            assert kind.made_by.makes is kind
+        assert (kind.resolves is None) == (kind.ref_field is None), kind
+        if kind.resolves is not None:
+            assert kind.delivered and kind.ref_field in pb.HistoryEvent.DESCRIPTOR.fields_by_name[
+                kind.field].message_type.fields_by_name
+        if kind.opens is not None:
+            assert kind.produced and kind.opens.opened_by is kind
+    assert {op.opened_by for op in Operation} == {k for k in EventKind if k.opens is not None}
+    # Settled once: a completion is made by the CompleteWorkflow action (eventId = its id).
+    assert EventKind.EXECUTION_COMPLETED.made_by is ActionKind.COMPLETE_WORKFLOW
+    assert ActionKind.TERMINATE_WORKFLOW.makes is None
+
+
+def test_a_kind_compares_equal_to_its_pascal_name() -> None:
+    assert EventKind.TASK_SCHEDULED == "TaskScheduled" and EventKind.parse("TimerFired") is EventKind.TIMER_FIRED
+    assert ActionKind.of(pb.WorkflowAction(id=1, createTimer=pb.CreateTimerAction())) is ActionKind.CREATE_TIMER
+    with pytest.raises(ValueError, match="unknown action kind 'Nap'; known: ScheduleTask"):
+        ActionKind.parse("Nap")
