@@ -263,6 +263,9 @@ class _Harness:
         options = dict(sc.sidecar)
         if sc.apps:
             options["apps"] = [app.name for app in sc.apps]
+            policies = {app.name: app.access_policy for app in sc.apps if app.access_policy is not None}
+            if policies:
+                options["access_policies"] = policies
         if sc.engine.asked():
             options["engine"] = sc.engine
         self.sidecar = run.pair.sidecar.start(options=options, work_dir=run.work_dir)
@@ -624,7 +627,9 @@ def _observe(run: _Run, h: _Harness) -> Observed:
     # The history corpus (conformance/versions/corpus.py): only with $CONFORMANCE_RECORD_HISTORIES set.
     from conformance.versions.corpus import record_if_asked
 
-    record_if_asked(scenario_id=run.scenario.id, kind=run.scenario.kind, programs_doc=run.scenario.programs_doc,
+    redeployed = any(getattr(st.args, "programs", None) or getattr(st.args, "versions", None) for st in run.scenario.steps)
+    record_if_asked(scenario_id=run.scenario.id, kind="redeployed" if redeployed else run.scenario.kind,
+                    programs_doc=run.scenario.programs_doc,
                     iids=raw, fetch=lambda iid: (h.client_for(iid).call(
                         "GetInstance", pb.GetInstanceRequest(instanceId=iid, getInputsAndOutputs=True),
                         timeout=10).workflowState, raw[iid]))

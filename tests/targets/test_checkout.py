@@ -49,9 +49,12 @@ def test_the_other_four_sdks(tmp_path):
     write(tmp_path / "go" / "go.mod", "module github.com/dapr/durabletask-go\n\ngo 1.26.0\n")
     write(tmp_path / "java" / "settings.gradle", "rootProject.name = 'durabletask-java'\ninclude ':client'\n")
     (tmp_path / "java" / "client" / "src" / "main" / "java").mkdir(parents=True)
-    found = {name: detect(tmp_path / name).worker for name in ("py", "js", "go", "java")}
+    write(tmp_path / "java-sdk" / "pom.xml", "<project><artifactId>dapr-sdk-parent</artifactId></project>")
+    write(tmp_path / "java-sdk" / "durabletask-client" / "pom.xml", "<project/>")
+    assert detect(tmp_path / "java-sdk").layout == "java-sdk (durabletask-client module)"
+    found = {name: detect(tmp_path / name).worker for name in ("py", "js", "go", "java", "java-sdk")}
     assert found == {"py": "durabletask-dapr", "js": "durabletask-js", "go": "durabletask-go-worker",
-                     "java": "durabletask-java"}
+                     "java": "durabletask-java", "java-sdk": "durabletask-java"}
 
 
 @pytest.mark.parametrize("make, says", [
