@@ -76,6 +76,8 @@ class Finding:
     level: str = ""  # MUST | SHOULD | OBSERVATION, where the campaign knows it (self_oracle.KINDS)
     requirement: str = ""  # the requirement it breaks, where the campaign knows it
     scenario_ok: bool = True  # the reference's answer is a fair expectation for a regression vector
+    judged: str = ""  # how a flaky finding was classified (`WorkerCampaign._judge_flaky`)
+    other: pb.WorkflowResponse | None = None  # the second answer of an SDK that answers one turn two ways
 
     def headline(self) -> str:
         return f"{self.kind} on {self.target}: {self.signature}"
@@ -219,8 +221,39 @@ class WorkerCampaign:
         else:
             self._chunk_time(chunk_began, turns_before)
         for f in sorted(self._pending.values(), key=lambda f: len(f.signature)):
+            if f.flaky and not self._judge_flaky(f, worker):
+                continue
             if not self._is_known(f):
                 self._found(f)
+
+    def _same_answer(self, kind: str) -> Callable[[pb.WorkflowResponse | None, pb.WorkflowResponse | None], bool]:
+        """How a finding of `kind` compares two answers to one turn (a campaign may judge less)."""
+        return same_answer
+
+    def _judge_flaky(self, f: "Finding", worker: WorkerUnderTest) -> bool:
+        """A finding Hypothesis could not reproduce on every replay is judged by asking the worker the
+        same turn again (FLAKY_REPLAYS times): two different answers are the SDK answering one history
+        two ways (RPL-DET-001, both answers kept); the recorded answer every time is a difference that
+        reproduces (the flakiness was in the schedule around it); another answer every time means the
+        recorded one was lost or delayed on the way: the harness's, not a finding (False)."""
+        answers = [worker.answer(f.case) for _ in range(FLAKY_REPLAYS)]
+        same = self._same_answer(f.kind)
+        if any(not same(answers[0], a) for a in answers[1:]):
+            other = next(a for a in answers[1:] if not same(answers[0], a))
+            f.kind, f.requirement, f.level = "self-determinism", "RPL-DET-001", "MUST"
+            f.got, f.other, f.flaky = answers[0], other, False
+            f.judged = (f"the SDK answered the same turn two ways in {FLAKY_REPLAYS} replays (RPL-DET-001): "
+                        f"{_gist(answers[0])} / {_gist(other)}")
+        elif same(f.got, answers[0]):
+            f.flaky = False
+            f.judged = f"reproduced: the same answer in {FLAKY_REPLAYS} replays (the schedule around it varied)"
+        else:
+            self.progress.count("harness-flaky")
+            self.progress.say(f"not a finding: {f.headline()} did not reproduce ({FLAKY_REPLAYS} replays gave "
+                              "another answer, the same each time): the recorded answer was lost or delayed")
+            return False
+        self.progress.say(f"flaky finding judged: {f.headline()}: {f.judged}")
+        return True
 
     def _turns(self) -> int:
         return self.progress.counters.get("turns", 0)
@@ -346,6 +379,23 @@ class WorkerCampaign:
             if not cmp.equal:
                 self._report("reference-fresh-process", cmp, case, workflow, pool_doc, ref, answer, rnd,
                              "the same turn, answered by the reference executor in a fresh process", raise_=False)
+
+
+FLAKY_REPLAYS = 4
+
+
+def _gist(resp: pb.WorkflowResponse | None) -> str:
+    if resp is None:
+        return "no answer"
+    kinds = [a.WhichOneof("workflowActionType") or "?" for a in resp.actions]
+    return "[" + ", ".join(kinds) + "]"
+
+
+def same_answer(a: pb.WorkflowResponse | None, b: pb.WorkflowResponse | None) -> bool:
+    """Two answers of the worker to one turn are the same answer (exactly)."""
+    if a is None or b is None:
+        return a is b
+    return a.SerializeToString(deterministic=True) == b.SerializeToString(deterministic=True)
 
 
 def _stale(resp: pb.WorkflowResponse, case: TurnCase) -> bool:
