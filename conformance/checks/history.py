@@ -173,7 +173,7 @@ def correlation(h: _History) -> Iterator[Break]:
         source = opened.get(key)
         if source is None:
             yield _break("R2.5", i, f"{kind} for id {key[1]} has no {key[0]} operation in this history (R2.8)")
-        elif kind in ("TaskCompleted", "TaskFailed") and e.get("taskExecutionId", "") != \
+        elif RESOLUTIONS[kind] == K.TASK_SCHEDULED.value and e.get("taskExecutionId", "") != \
                 source.get("taskExecutionId", ""):
             yield Break(rule="R2.5", requirement="ACT-TEID-001", index=i,
                         text=f"{kind} taskExecutionId {e.get('taskExecutionId')!r} is not its TaskScheduled's "
