@@ -5,22 +5,20 @@ import io.dapr.durabletask.DataConverter;
 
 /**
  * The SDK's payload codec, set with the public {@code DurableTaskGrpcWorkerBuilder.dataConverter}:
- * payloads are encoded exactly as Python's {@code json.dumps} does (the encoding of the reference
- * worker and of the Dapr Python SDKs), so that inputs, outputs and event data compare equal
- * across drivers. The SDK's default, {@code JacksonDataConverter}, writes compact JSON
- * ({@code {"a":1}}); that difference is a property of the payload codec, not of the protocol.
+ * payloads are the values' JSON text ({@link Json#dumps}), and decode to the values of
+ * the program language.
  *
- * <p>Decoding gives plain JSON values (see {@link PyJson}); every call site in this driver asks
+ * <p>Decoding gives plain JSON values (see {@link Json}); every call site in this driver asks
  * for {@code Object.class}.
  */
-final class PyJsonConverter implements DataConverter {
+final class JsonConverter implements DataConverter {
   @Override
   public String serialize(Object value) {
     if (value == null) {
       return null;
     }
     try {
-      return PyJson.dumps(value);
+      return Json.dumps(value);
     } catch (IllegalArgumentException e) {
       throw new DataConverterException("Failed to serialize argument of type '" + value.getClass().getName()
           + "'. Detailed error message: " + e.getMessage(), e);
@@ -33,7 +31,7 @@ final class PyJsonConverter implements DataConverter {
       return null;
     }
     try {
-      return target.cast(PyJson.loads(data));
+      return target.cast(Json.loads(data));
     } catch (JsonProcessingException | ClassCastException e) {
       throw new DataConverterException("Failed to deserialize the JSON text to " + target.getName()
           + ". Detailed error message: " + e.getMessage(), e);
