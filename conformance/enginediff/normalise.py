@@ -29,8 +29,9 @@ OPAQUE_KEYS = frozenset({"continuationToken", "executionId", "taskExecutionId",
                          "traceParent", "traceState", "spanID", "spanId", "traceId"})
 # Dropped with their key: a completion token (daprd sends none, the TOK-FRESH-001 gap; its value is
 # opaque) and the app ids a deployment names (daprd and durabletask-go stamp parentInstance.appID).
+# The span id an engine with tracing stamps on ExecutionStarted is opaque too (the reference traces nothing).
 DROPPED_KEYS = frozenset({"completionToken", "sourceAppID", "targetAppID", "appID", "appId", "sourceAppId",
-                          "targetAppId", "router"})
+                          "targetAppId", "router", "workflowSpanID"})
 # A resolution's field -> (the field of the event that opened its operation, the id field naming it);
 # both from the one kind table (taskhub_wire/kinds.py).
 _RESOLVES = {k.field: (k.resolves.opened_by.field, k.ref_field) for k in EventKind if k.resolves is not None}
