@@ -37,6 +37,7 @@ class Observed:
     counters: Mapping[str, int] = field(default_factory=dict)  # engine counters (reference sidecar only)
     zombie_results: list[str] = field(default_factory=list)  # payloads sent with stale tokens
     reproduce: str = ""
+    engine: str = ""  # the sidecar target's kind: rules the engines legitimately apply differently (checks/history.py)
     vector_answer: dict[str, Any] | None = None
     vector_expected: tuple[Any, ...] | None = None  # the vector's actions in the worker's dialect (dialects/vectors.py)
     vector_note: str = ""  # how the vector was rewritten for the worker's dialect

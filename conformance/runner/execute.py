@@ -636,7 +636,8 @@ def _observe(run: _Run, h: _Harness) -> Observed:
     return Observed(scenario=run.scenario, instances=run.instances, keys=ids, states=states,
                     histories={k: [event_dict(e, with_router=bool(run.scenario.apps)) for e in v]
                                for k, v in raw.items()}, raw_histories=raw,
-                    ledger=ledger, counters=counters, zombie_results=zombies, reproduce=run.reproduce)
+                    ledger=ledger, counters=counters, zombie_results=zombies, reproduce=run.reproduce,
+                    engine=run.pair.sidecar.kind)
 
 
 def _replayer(run: _Run, bundle: Any, stack: ExitStack) -> Replayer | None:

@@ -56,7 +56,9 @@ class Checkout:
     @property
     def env_dir(self) -> Path:
         digest = hashlib.sha256(str(self.root).encode()).hexdigest()[:12]
-        return cache_root() / "sdk" / f"{self.worker}-{digest}"
+        # One per checkout: python-sdk's is the same whichever of its two targets runs it.
+        family = "python-sdk" if self.worker in _PYTHON_SDK_WORKERS else self.worker
+        return cache_root() / "sdk" / f"{family}-{digest}"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -38,7 +38,8 @@ def test_python_sdk_both_layouts_and_the_old_ext_folder(tmp_path):
     merged = detect(python_sdk(tmp_path / "new", merged=True))
     assert (merged.worker, merged.editable) == ("dapr", (tmp_path / "new",))
     assert "workflow inside dapr" in merged.layout
-    assert detect(tmp_path / "new", worker="dapr-ext-workflow").worker == "dapr-ext-workflow"
+    as_ext = detect(tmp_path / "new", worker="dapr-ext-workflow")
+    assert as_ext.worker == "dapr-ext-workflow" and as_ext.env_dir == merged.env_dir  # one environment per checkout
     # One environment per checkout.
     assert old.env_dir != merged.env_dir and old.env_dir == detect(tmp_path / "old").env_dir
 
