@@ -35,13 +35,13 @@ from conformance.events import Outcome, ScenarioFinished, TranscriptEntry
 from conformance.failures import TargetMisbehaved, failures_of, render, reproduce_line
 from conformance.reporting.logs import adopt
 from conformance.scenario import steps
-from conformance.scenario.model import MISSING, ErrorExpect, Scenario, StartSpec
+from conformance.scenario.model import MISSING, Compare, ErrorExpect, Reach, Scenario, ScenarioKind, StartSpec
 from conformance.scenario.placeholders import substitute
 from conformance.scenario.steps import Step
 from conformance.scenario.wire import event_dict, message_dict
 from conformance.runner.isolation import claimer
 from conformance.targets.base import CannotExpress, Gap, Pair, Replayer, WorkerStart
-from conformance.verdict import Level, Mismatch, Verdict, judge
+from conformance.verdict import Level, Mismatch, judge
 
 
 @functools.cache
@@ -692,7 +692,7 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
     with ExitStack() as stack:
         h: _Harness | None = None
         try:
-            if scenario.kind == "vector":
+            if scenario.kind is ScenarioKind.VECTOR:
                 obs = _run_vector(run, stack)
             else:
                 h = _Harness(run, stack)
@@ -704,7 +704,7 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
                 obs = _observe(run, h)
                 obs.replay = _replayer(run, h.bundle, stack)
             names = list(ALWAYS) + [c for c in scenario.checks if c not in ALWAYS]
-            if scenario.kind == "vector":
+            if scenario.kind is ScenarioKind.VECTOR:
                 names = ["vector"] + [c for c in scenario.checks if c != "vector"]
             if checks_only:
                 names = [n for n in names if n in checks_only]
@@ -752,14 +752,14 @@ def _verdict(scenario: Scenario, failures: Sequence[TargetMisbehaved], gap: Gap 
     levels = requirement_levels()
     found = [(f.check, m) for f in failures for m in f.found]
     judged = judge([m for _, m in found], requirements=scenario.requirements, levels=levels)
-    known = judged.outcome is Verdict.FAILED and gap is not None
-    verdicts = tuple((rid, Outcome.KNOWN_FAILURE.value if known and v is Verdict.FAILED else v.value)
+    known = judged.outcome is Outcome.FAILED and gap is not None
+    verdicts = tuple((rid, Outcome.KNOWN_FAILURE if known and v is Outcome.FAILED else v)
                      for rid, v in judged.per_requirement)
     observations = tuple((m.field or check, m.text) for check, m in found if m.level is Level.OBSERVATION)
     data = failures_of(judged, found, reproduce=reproduce)
     common = dict(duration_s=duration, transcript=transcript, verdicts=verdicts, broken=judged.broken,
                   observations=observations, failures=data, **base)
-    if judged.outcome is Verdict.PASSED:
+    if judged.outcome is Outcome.PASSED:
         # Only a gap narrowed to named scenarios can be judged by one scenario passing.
         passed_gap = gap is not None and bool(gap.scenarios)
         return ScenarioFinished(outcome=Outcome.PASSED, gap_passed=passed_gap,
@@ -770,9 +770,9 @@ def _verdict(scenario: Scenario, failures: Sequence[TargetMisbehaved], gap: Gap 
         assert gap is not None
         return ScenarioFinished(outcome=Outcome.KNOWN_FAILURE, message=message,
                                 gap_reason=f"declared gap {gap.requirement}: {gap.reason}", **common)
-    if judged.outcome is Verdict.FAILED:
+    if judged.outcome is Outcome.FAILED:
         return ScenarioFinished(outcome=Outcome.FAILED, message=message, **common)
-    outcome = Outcome.WARNING if judged.outcome is Verdict.WARNING else Outcome.OBSERVATION
+    outcome = Outcome.WARNING if judged.outcome is Outcome.WARNING else Outcome.OBSERVATION
     # A declared gap that now only warns or observes excuses nothing: say so, as for a passing gap.
     stale = gap is not None and bool(gap.scenarios)
     return ScenarioFinished(outcome=outcome, message=message, gap_passed=stale,
@@ -807,7 +807,7 @@ def _run_vector(run: _Run, stack: ExitStack) -> Observed:
     expected = tuple(engine_view(list(turn.expected), vec.instance_id, wire=False))
     if answer is not None:
         answer = {**answer, "actions": engine_view(answer["actions"], vec.instance_id, wire=False)}
-    if vec.compare == "fuzz":  # a regression vector: judged by the worker's profile, as a campaign would
+    if vec.compare is Compare.FUZZ:  # a regression vector: judged by the worker's profile, as a campaign would
         profile = profile_for(run.pair.worker.name, run.pair.worker.capabilities)
         expected = tuple(relax(p, profile, answer=False) for p in expected)
         if answer is not None:
@@ -822,7 +822,7 @@ def _run_vector(run: _Run, stack: ExitStack) -> Observed:
     own_wait_ids = "event_wait_ids" in run.pair.worker.capabilities
     waits_in_past = _has_wait(run.scenario.programs_doc) and any(
         e.WhichOneof("eventType") in PRODUCED_FIELDS and not e.HasField("executionCompleted") for e in turn.past)
-    foreign = (own_wait_ids and (vec.compare == "fuzz" or waits_in_past)) or vec.history == "impossible"
+    foreign = (own_wait_ids and (vec.compare is Compare.FUZZ or waits_in_past)) or vec.history is Reach.IMPOSSIBLE
     # A turn that delivers ExecutionTerminated ends the instance whatever the answer: the engine drops the
     # turn's actions and the termination wins over a continue-as-new (R3.16), so no answer differs there.
     terminated = terminates(turn.new)
