@@ -30,7 +30,7 @@ from taskhub_core.delivery import suspended_after, terminates
 from taskhub_wire.kinds import PRODUCED_FIELDS
 from taskhub_wire.rpc import DAPR_WORKFLOW, TASKHUB, TaskHubClient
 
-from conformance.checks import ALWAYS, CHECKS, Observed
+from conformance.checks import ALWAYS, FlowObservation, Observation, VectorObservation, run_check
 from conformance.events import Outcome, ScenarioFinished, TranscriptEntry
 from conformance.failures import TargetMisbehaved, failures_of, render, reproduce_line
 from conformance.reporting.logs import adopt
@@ -605,7 +605,7 @@ def _final_wait(run: _Run, h: _Harness) -> None:
             return  # the expectations check reports the actual status, with every other mismatch
 
 
-def _observe(run: _Run, h: _Harness) -> Observed:
+def _observe(run: _Run, h: _Harness, *, replay: Replayer | None) -> FlowObservation:
     ids = dict(run.instances)
     for key in run.scenario.expect:
         if key not in ids:
@@ -624,11 +624,11 @@ def _observe(run: _Run, h: _Harness) -> Observed:
     # The history corpus (conformance/versions/corpus.py): only with $CONFORMANCE_RECORD_HISTORIES set.
     from conformance.versions.corpus import record_if_asked
 
-    record_if_asked(scenario_id=run.scenario.id, kind=run.scenario.kind, programs_doc=run.scenario.programs_doc,
+    record_if_asked(scenario_id=run.scenario.id, kind=run.scenario.kind.value, programs_doc=run.scenario.programs_doc,
                     iids=raw, fetch=lambda iid: (h.client_for(iid).call(
                         "GetInstance", pb.GetInstanceRequest(instanceId=iid, getInputsAndOutputs=True),
                         timeout=10).workflowState, raw[iid]))
-    return Observed(scenario=run.scenario, instances=run.instances, keys=ids, states=states,
+    return FlowObservation(scenario=run.scenario, instances=run.instances, keys=ids, states=states, replay=replay,
                     histories={k: [event_dict(e, with_router=bool(run.scenario.apps)) for e in v]
                                for k, v in raw.items()}, raw_histories=raw,
                     ledger=ledger, counters=counters, zombie_results=zombies, reproduce=run.reproduce)
@@ -701,8 +701,7 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
                 for step in scenario.steps:
                     _do_step(run, h, step)
                 _final_wait(run, h)
-                obs = _observe(run, h)
-                obs.replay = _replayer(run, h.bundle, stack)
+                obs = _observe(run, h, replay=_replayer(run, h.bundle, stack))
             names = list(ALWAYS) + [c for c in scenario.checks if c not in ALWAYS]
             if scenario.kind is ScenarioKind.VECTOR:
                 names = ["vector"] + [c for c in scenario.checks if c != "vector"]
@@ -710,7 +709,7 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
                 names = [n for n in names if n in checks_only]
             for name in names:
                 try:
-                    CHECKS[name](obs)
+                    run_check(name, obs)
                 except TargetMisbehaved as exc:
                     failures.append(exc)
         except TargetMisbehaved as exc:  # a step's own expectation (conformance.failures)
@@ -789,7 +788,7 @@ def _has_wait(node: Any) -> bool:
     return False
 
 
-def _run_vector(run: _Run, stack: ExitStack) -> Observed:
+def _run_vector(run: _Run, stack: ExitStack) -> VectorObservation:
     """A turn-level vector: the reference sidecar hands the turn, in the worker's dialect, to the worker under test."""
     vec = run.scenario.vector
     assert vec is not None
@@ -829,9 +828,8 @@ def _run_vector(run: _Run, stack: ExitStack) -> Observed:
     # A turn that leaves the instance suspended may be answered with no actions: the worker holds what the
     # events before the suspension let the code do until the resume (EVT-SUSP-001; durabletask-go does).
     held = suspended_after(turn.new, suspended=False)
-    return Observed(scenario=run.scenario, instances={}, states={}, histories={}, reproduce=run.reproduce,
-                    vector_answer=answer, vector_expected=expected, vector_note=turn.note, vector_foreign=foreign,
-                    vector_overridden=terminated, vector_held=held)
+    return VectorObservation(scenario=run.scenario, reproduce=run.reproduce, answer=answer, expected=expected,
+                             note=turn.note, foreign=foreign, overridden=terminated, held=held)
 
 
 __all__ = ["HarnessError", "run_scenario"]

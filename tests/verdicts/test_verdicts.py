@@ -211,7 +211,7 @@ def test_a_terminated_turn_applies_no_answer(tmp_path) -> None:
 
 
 def _vector_check(tmp_path, *, actions: list, held: bool) -> list[Mismatch]:
-    from conformance.checks import CHECKS, Observed
+    from conformance.checks import VectorObservation, run_check
     from conformance.failures import TargetMisbehaved
     from conformance.scenario.loader import load_scenario
 
@@ -221,10 +221,9 @@ def _vector_check(tmp_path, *, actions: list, held: bool) -> list[Mismatch]:
     path.write_text(VECTOR.replace("ID", "1").replace("NAME", "echo").replace(
         "NEW_EVENTS\n", "    - {ExecutionSuspended: {}}\n"), encoding="utf-8")
     scenario = load_scenario(path, root=tmp_path / "scenarios")
-    obs = Observed(scenario=scenario, instances={}, states={}, histories={},
-                   vector_answer={"actions": actions}, vector_held=held)
+    obs = VectorObservation(scenario=scenario, answer={"actions": actions}, held=held)
     try:
-        CHECKS["vector"](obs)
+        run_check("vector", obs)
     except TargetMisbehaved as exc:
         return exc.found
     return []
@@ -241,9 +240,18 @@ def test_a_turn_left_suspended_may_hold_its_actions(tmp_path) -> None:
 
 
 def test_an_expectation_key_may_name_a_value_a_step_captured() -> None:
-    from conformance.checks import Observed, resolve_instance
+    from conformance.checks import FlowObservation, resolve_instance
 
-    obs = Observed(scenario=None, instances={"main": "m-1"}, states={}, histories={},  # type: ignore[arg-type]
-                   keys={"main": "m-1", "${child}": "m-1:0000"})
+    obs = FlowObservation(scenario=None, instances={"main": "m-1"}, states={}, histories={},  # type: ignore[arg-type]
+                          keys={"main": "m-1", "${child}": "m-1:0000"})
     assert resolve_instance(obs, "${child}") == "m-1:0000"  # captured by a call step (default-child-id-and-parent)
     assert resolve_instance(obs, "${main}-x") == "m-1-x"
+
+
+def test_a_check_reads_one_sort_of_observation(tmp_path) -> None:
+    from conformance.checks import REGISTRY, FlowObservation, VectorObservation, run_check
+
+    assert REGISTRY["vector"].reads is VectorObservation and REGISTRY["expectations"].reads is FlowObservation
+    flow = FlowObservation(scenario=None, instances={}, states={}, histories={})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="check 'vector' reads a VectorObservation, not a FlowObservation"):
+        run_check("vector", flow)
