@@ -466,7 +466,8 @@ class SidecarServer:
               task_execution_id: str = "passthrough", apps: tuple[str, ...] = (),
               app_ports: dict[str, int] | None = None, max_concurrent_workflows: int | None = None,
               max_concurrent_activities: int | None = None, retention_s: Mapping[str, float] | None = None,
-              stateful_history: bool = True) -> "SidecarServer":
+              stateful_history: bool = True,
+              access_policies: tuple[tuple[str, tuple[Any, ...]], ...] = ()) -> "SidecarServer":
         """`engine_class` lets `conformance replay` refuse management calls; `policy` lets the
         harness's tests run deliberately broken engines (mutants, tests/mutants/variants.py);
         `task_execution_id` is `spec` (a fresh id per activity dispatch) or `passthrough` (the SDK's).
@@ -493,7 +494,7 @@ class SidecarServer:
                                                   max_message_bytes=max_message_bytes,
                                                   strict_tokens=strict_tokens,
                                                   task_execution_id=modes[task_execution_id],
-                                                  apps=tuple(apps),
+                                                  apps=tuple(apps), access_policies=access_policies,
                                                   max_concurrent_workflows=max_concurrent_workflows,
                                                   max_concurrent_activities=max_concurrent_activities,
                                                   retention_s=tuple(sorted((retention_s or {}).items())),

@@ -263,6 +263,9 @@ class _Harness:
         options = dict(sc.sidecar)
         if sc.apps:
             options["apps"] = [app.name for app in sc.apps]
+            policies = {app.name: app.access_policy for app in sc.apps if app.access_policy is not None}
+            if policies:
+                options["access_policies"] = policies
         if sc.engine.asked():
             options["engine"] = sc.engine
         self.sidecar = run.pair.sidecar.start(options=options, work_dir=run.work_dir)

@@ -13,8 +13,8 @@ from taskhub_programs import ProgramError, parse_bundle, parse_duration
 from conformance.errors import InputError, Problem
 from conformance.scenario.engine import parse_engine
 from conformance.scenario.model import (
-    DIRECTIONS, MISSING, STATUSES, AppSpec, AppWorker, Compare, ErrorExpect, Expectation, HistoryExpect, InstanceStatus,
-    LedgerExpect, Reach, Scenario, ScenarioKind, StartSpec, Vector,
+    DIRECTIONS, MISSING, STATUSES, AccessRule, AppSpec, AppWorker, Compare, ErrorExpect, Expectation, HistoryExpect,
+    InstanceStatus, LedgerExpect, Reach, Scenario, ScenarioKind, StartSpec, Vector,
 )
 from conformance.scenario.placeholders import has_placeholder
 from conformance.scenario.source import SourceDoc, did_you_mean, load_source
@@ -409,6 +409,32 @@ def _scenario(c: _Checker, doc: SourceDoc, *, path: Path, root: Path) -> Scenari
         requirements_span=doc.span(("requirements",)), apps=apps)
 
 
+def _access_policy(c: _Checker, raw: Any, path: tuple[Any, ...]) -> tuple[AccessRule, ...]:
+    """`access_policy: [{callers: [app ids], workflows: [name globs], activities: [name globs]}, ...]`."""
+    if not isinstance(raw, list):
+        c.err(path, "access_policy is a list of rules {callers: [app ids], workflows: [names], activities: [names]} "
+                    "(an empty list: a policy that grants nothing)")
+        return ()
+    rules: list[AccessRule] = []
+    for i, rule in enumerate(raw):
+        here = path + (i,)
+        if not isinstance(rule, Mapping):
+            c.err(here, "a rule is {callers: [app ids], workflows: [names], activities: [names]}")
+            continue
+        c.keys(rule, {"callers", "workflows", "activities"}, here, "an access rule")
+        lists = {}
+        for key in ("callers", "workflows", "activities"):
+            value = rule.get(key, [])
+            if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+                c.err(here + (key,), f"{key} is a list of non-empty names")
+                value = []
+            lists[key] = tuple(value)
+        if not lists["callers"]:
+            c.err(here + ("callers",), "a rule names at least one caller app (daprd skips a rule without callers)")
+        rules.append(AccessRule(**lists))
+    return tuple(rules)
+
+
 def _apps(c: _Checker, raw: Any, programs: Mapping[str, Any], kind: str) -> tuple[AppSpec, ...]:
     """`apps: {<id>: {programs: [...], worker: target|reference}, ...}`: several apps, the first the default."""
     if raw is None:
@@ -430,7 +456,7 @@ def _apps(c: _Checker, raw: Any, programs: Mapping[str, Any], kind: str) -> tupl
         if not isinstance(body, Mapping):
             c.err(here, "an app is a mapping {programs: [names], worker: target|reference}")
             continue
-        c.keys(body, {"programs", "worker"}, here, "an app")
+        c.keys(body, {"programs", "worker", "access_policy"}, here, "an app")
         names = body.get("programs", [])
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             c.err(here + ("programs",), "programs is a list of program names of this scenario")
@@ -449,7 +475,10 @@ def _apps(c: _Checker, raw: Any, programs: Mapping[str, Any], kind: str) -> tupl
         if worker not in kinds:
             c.err(here + ("worker",), f"worker {worker!r}: target (the worker under test) or reference")
             worker = "target"
-        out.append(AppSpec(name=name, programs=tuple(names), worker=kinds[worker], span=c.doc.span(here)))
+        policy = _access_policy(c, body["access_policy"], here + ("access_policy",)) if "access_policy" in body \
+            else None
+        out.append(AppSpec(name=name, programs=tuple(names), worker=kinds[worker], span=c.doc.span(here),
+                           access_policy=policy))
     if out and not any(a.worker is AppWorker.TARGET for a in out):
         c.err(path, "at least one app runs the worker under test (worker: target)")
     return tuple(out)

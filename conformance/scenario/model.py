@@ -138,13 +138,25 @@ class AppWorker(enum.Enum):
 
 
 @dataclass(frozen=True)
+class AccessRule:
+    """A rule of an app's workflow access policy (the `schedule` operation): which caller apps may
+    schedule which workflows and activities (name globs) on it."""
+
+    callers: tuple[str, ...]
+    workflows: tuple[str, ...] = ()
+    activities: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class AppSpec:
-    """One app of a several-app scenario: its id, the programs its worker hosts, which worker."""
+    """One app of a several-app scenario: its id, the programs its worker hosts, which worker, and
+    its workflow access policy (None: no policy, every call allowed; () a policy granting nothing)."""
 
     name: str
     programs: tuple[str, ...]
     worker: AppWorker = AppWorker.TARGET
     span: Span | None = None
+    access_policy: tuple[AccessRule, ...] | None = None
 
 
 @dataclass(frozen=True)

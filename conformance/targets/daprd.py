@@ -218,12 +218,33 @@ spec:
 """
 
 
+def _access_policy(app_id: str, rules: Any) -> str:
+    """A WorkflowAccessPolicy resource for `app_id` (the `schedule` operation; engine-rules R11.11).
+    Self-hosted daprd loads it from its resources path and enforces it without mTLS."""
+    import json
+
+    lines = ["apiVersion: dapr.io/v1alpha1", "kind: WorkflowAccessPolicy", "metadata:",
+             f"  name: conformance-{app_id}", "scopes:", f"- {app_id}", "spec:", "  rules:"]
+    for rule in rules:
+        lines.append("  - callers:")
+        lines += [f"    - appID: {json.dumps(c)}" for c in rule.callers]
+        if rule.workflows:
+            lines.append("    workflows:")
+            lines += [f"    - name: {json.dumps(w)}\n      operations: [schedule]" for w in rule.workflows]
+        if rule.activities:
+            lines.append("    activities:")
+            lines += [f"    - name: {json.dumps(a)}" for a in rule.activities]
+    if not rules:
+        lines[-1] = "  rules: []"
+    return "\n".join(lines) + "\n"
+
+
 class DaprdSidecar:
     """One daprd (unique app id, its own SQLite actor store) for one scenario; restartable on its ports."""
 
     def __init__(self, *, options: Mapping[str, Any], work_dir: Path, binaries: DaprBinaries | None = None,
                  ready_timeout: float = 60.0, stop_timeout: float = 15.0, app_id: str | None = None,
-                 namespace: str | None = None, folder: str = "daprd") -> None:
+                 namespace: str | None = None, folder: str = "daprd", access_policy: Any = None) -> None:
         self.binaries = binaries or DaprBinaries.find()
         self.version = self.binaries.version
         self.plane = shared_control_plane(self.binaries)
@@ -232,6 +253,8 @@ class DaprdSidecar:
         resources.mkdir(parents=True, exist_ok=True)
         (resources / "statestore.yaml").write_text(_COMPONENT.format(db=self.dir / "state.db"), encoding="utf-8")
         self.app_id = app_id or f"conformance-{uuid.uuid4().hex[:12]}"
+        if access_policy is not None:
+            (resources / "accesspolicy.yaml").write_text(_access_policy(self.app_id, access_policy), encoding="utf-8")
         # One namespace per scenario: the apps of a scenario share it (cross-app calls stay inside one
         # namespace, engine-rules R11.1), and scenarios running at once never see each other's apps.
         self.namespace = namespace or self.app_id
@@ -332,9 +355,10 @@ class DaprdApps:
         namespace = f"conformance-{uuid.uuid4().hex[:12]}"
         self.apps: dict[str, DaprdSidecar] = {}
         try:
+            policies = dict(options.get("access_policies") or {})
             for app in apps:
                 self.apps[app] = DaprdSidecar(options=options, work_dir=work_dir, app_id=app, namespace=namespace,
-                                              folder=f"daprd-{app}")
+                                              folder=f"daprd-{app}", access_policy=policies.get(app))
         except BaseException:
             self.stop()
             raise

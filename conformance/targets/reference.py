@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from fake_sidecar.engine import Engine, errors as engine_errors
+from fake_sidecar.engine.config import PolicyRule
 from fake_sidecar.engine.errors import FailedPrecondition
 from fake_sidecar.engine.policy import REFERENCE_POLICY, EnginePolicy
 from fake_sidecar.engine.store import MemoryStore
@@ -62,7 +63,8 @@ class ReferenceSidecar:
                                      retention_s=_retention_seconds(settings.retention),
                                      stateful_history=settings.stateful_history is not False,
                                      apps=tuple(self.options.get("apps") or ()),
-                                     app_ports=self._app_ports)
+                                     app_ports=self._app_ports,
+                                     access_policies=_policies(self.options.get("access_policies") or {}))
         adopt(server, server.engine)  # their log lines belong to the scenario starting them
         return server
 
@@ -99,6 +101,13 @@ def _retention_seconds(retention: Retention | None) -> dict[str, float]:
     pairs = (("ANY", retention.any_terminal), ("COMPLETED", retention.completed), ("FAILED", retention.failed),
              ("TERMINATED", retention.terminated))
     return {status: seconds for status, seconds in pairs if seconds is not None}
+
+
+def _policies(raw: Mapping[str, Any]) -> tuple[tuple[str, tuple[PolicyRule, ...]], ...]:
+    """The scenario's access policies (conformance.scenario.model.AccessRule) as the engine's rules."""
+    return tuple((app, tuple(PolicyRule(callers=frozenset(r.callers), workflows=tuple(r.workflows),
+                                        activities=tuple(r.activities)) for r in rules))
+                 for app, rules in raw.items())
 
 
 def start_reference_sidecar(*, options: Mapping[str, Any], work_dir: Path, engine_class: type[Engine] = Engine,

@@ -190,12 +190,20 @@ def _perform(eng: Engine, inst: Instance, effect: machine.Effect, tx: Tx, routes
                 inst.last_updated_ns = ts_ns(events[-1].timestamp) or eng.clock.now_ns()
         case machine.ActivityScheduled(request=req):
             app, router = routes.activities.get(req.taskId, (inst.app, None))
+            if not _allowed(eng, inst, app, "activity", req.name):
+                table.add_inbox(inst, crossapp.denial(child=False, task_id=req.taskId, now=ts(eng.ticker.now()),
+                                                      task_execution_id=req.taskExecutionId), tx)
+                return
             add_activity(eng, inst, req, tx, app=app, router=router)
         case machine.TimerScheduled(item=item):
             if eng.policy.schedules_timer(inst=inst, fired=item.event):
                 table.add_inbox(inst, item.event, tx, visible_at=timer_due_ns(item.event))
         case machine.ChildStarted(child=child):
             app, incoming = routes.children.get(child.parent_task_id, (inst.app, None))
+            if not child.detached and not _allowed(eng, inst, app, "workflow", child.start.executionStarted.name):
+                table.add_inbox(inst, crossapp.denial(child=True, task_id=child.parent_task_id,
+                                                      now=ts(eng.ticker.now())), tx)
+                return
             start_child(eng, inst, child.iid, child.start, child.parent_task_id, tx, detached=child.detached,
                         app=app, incoming=incoming)
         case machine.MessageSent(target=target_id, event=ev):
@@ -214,6 +222,11 @@ def _perform(eng: Engine, inst: Instance, effect: machine.Effect, tx: Tx, routes
             _finish(eng, inst, tx)
         case machine.Cascaded(output=output):
             cascade_terminate(eng, inst, output, tx)
+
+
+def _allowed(eng: Engine, inst: Instance, target: str, kind: str, name: str) -> bool:
+    cfg = eng.config
+    return cfg.allows(caller=cfg.app_name(inst.app), target=cfg.app_name(target), kind=kind, name=name)
 
 
 def _remove_inbox(inst: Instance, seqs: set[int], tx: Tx) -> None:

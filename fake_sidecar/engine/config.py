@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import fnmatch
 from dataclasses import dataclass
 
 from fake_sidecar.engine.turns import PayloadLimit
@@ -21,6 +22,15 @@ class TaskExecutionIdMode(enum.Enum):
 
 
 @dataclass(frozen=True)
+class PolicyRule:
+    """One rule of a WorkflowAccessPolicy, for the `schedule` operation: who may call which names."""
+
+    callers: frozenset[str]
+    workflows: tuple[str, ...] = ()  # name patterns (glob)
+    activities: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class EngineConfig:
     activity_lease_s: float | None = None
     max_payload: int | None = None
@@ -34,6 +44,21 @@ class EngineConfig:
     # Several apps in one engine (R11.1): their ids, the first the default app (its key is ""). Empty:
     # one app and no routers stamped, as before apps existed.
     apps: tuple[str, ...] = ()
+    # Workflow access policies (R11.11): app id -> its rules; an app listed here refuses the activities
+    # and children other apps schedule on it unless a rule grants them. No entry: no policy, all allowed.
+    access_policies: tuple[tuple[str, tuple[PolicyRule, ...]], ...] = ()
+
+    def allows(self, *, caller: str, target: str, kind: str, name: str) -> bool:
+        """Whether app `caller` may schedule the `kind` ("workflow" / "activity") `name` on app `target`
+        (dapr pkg/acl/workflow/policy.go:111-138; a self-call is exempt, orchestrator/accesspolicy.go:43-46)."""
+        if caller == target:
+            return True
+        rules = dict(self.access_policies).get(target)
+        if rules is None:
+            return True
+        return any(caller in rule.callers and any(fnmatch.fnmatchcase(name, pattern) for pattern in
+                                                  (rule.workflows if kind == "workflow" else rule.activities))
+                   for rule in rules)
 
     def app_name(self, key: str) -> str:
         """The app id a key stands for ("" is the default app)."""

@@ -175,3 +175,21 @@ def completion_router(config: EngineConfig, child: Instance, parent: Instance) -
     if not config.apps:
         return None
     return pb.TaskRouter(sourceAppID=config.app_name(child.app), targetAppID=config.app_name(parent.app))
+
+
+# What a caller sees when a policy refuses the call (orchestrator/messages/status.go:23-25).
+DENIED_TYPE, DENIED_MESSAGE = "WorkflowAccessPolicyDenied", "access denied by workflow access policy"
+
+
+def denial(*, child: bool, task_id: int, now: pb.Timestamp, task_execution_id: str = "") -> pb.HistoryEvent:
+    """R11.11: the TaskFailed / ChildWorkflowInstanceFailed daprd delivers for a refused call
+    (orchestrator/activity.go:146-162, childwf.go:126-146), without a router. daprd's TaskFailed also
+    lacks the TaskScheduled's taskExecutionId; the reference repeats it, as R2.5 says (R11.11 REF)."""
+    ev = pb.HistoryEvent(eventId=-1, timestamp=now)
+    failed = ev.childWorkflowInstanceFailed if child else ev.taskFailed
+    failed.taskScheduledId = task_id
+    if not child:
+        ev.taskFailed.taskExecutionId = task_execution_id
+    failed.failureDetails.errorType = DENIED_TYPE
+    failed.failureDetails.errorMessage = DENIED_MESSAGE
+    return ev
