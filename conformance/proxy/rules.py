@@ -67,10 +67,6 @@ def _bad_rules(problems: Sequence[str]) -> InputError:
     return InputError(problems, subject="fault rules")
 
 
-def method_for(rpc: str) -> Method | None:
-    return METHODS.get(rpc)
-
-
 def default_direction(rpc: str) -> str:
     method = METHODS.get(rpc)
     return "item" if method is not None and method.kind is Kind.SERVER_STREAM else "request"
