@@ -79,8 +79,11 @@ def bench_executor(doc, n: int) -> dict:
 
 
 def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process `pid` (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    """User + system CPU seconds of process `pid` (Linux /proc; NaN once the process is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 

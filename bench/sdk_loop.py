@@ -43,7 +43,8 @@ BEFORE = {
     "durabletask-js": ("scripts/install-js.sh --sdk-path {path}",
                        "node {root}/.sdk/js-custom/driver.js --sidecar {address} --canonical {canonical}"),
 }
-EDITED = {"dapr-ext-workflow": "dapr/ext/workflow/__init__.py", "dapr": "dapr/ext/workflow/__init__.py",
+EDITED = {"dapr-ext-workflow": "ext/dapr-ext-workflow/dapr/ext/workflow/__init__.py",
+          "dapr": "dapr/ext/workflow/__init__.py",
           "durabletask-dapr": "durabletask/__init__.py", "durabletask-go-worker": "task/orchestrator.go",
           "durabletask-js": "src/index.ts", "durabletask-java": "client/src/main/java/io/dapr/durabletask/Task.java"}
 COMMENT = {".py": "# sdk_loop bench edit\n", ".go": "// sdk_loop bench edit\n", ".ts": "// sdk_loop bench edit\n",
@@ -81,6 +82,8 @@ def main() -> int:
     select = ["--area", args.area, "--jobs", str(args.jobs), "--no-reports"]
     now = [*python, "--sdk-path", str(c.root), "--worker", c.worker, *select]
     edited = c.root / EDITED[c.worker]
+    if not edited.is_file():  # either python-sdk layout under either target
+        edited = c.root / EDITED["dapr" if c.worker == "dapr-ext-workflow" else "dapr-ext-workflow"]
     print(f"sdk_loop: {c.worker} from {c.root} ({c.layout}); selection --area {args.area}; "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; log {args.log}")
     cold = not c.env_dir.exists()

@@ -61,7 +61,9 @@ def vector_context(scenario: Any, *, answer: Mapping[str, Any] | None,
     vec = scenario.vector
     if vec is None:
         return ""
-    source = scenario.source
+    import os
+
+    source = os.path.abspath(scenario.source)  # readable from wherever the report is read
     lines = [f"The turn ({scenario.id}, {source}:{_line_of(source, 'vector') or 1}):"]
     program = yaml.safe_dump(dict(scenario.programs_doc), sort_keys=False, allow_unicode=True,
                              default_flow_style=None, width=100).splitlines()

@@ -23,6 +23,7 @@ failure of a requirement the target claims.
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from pathlib import Path
@@ -34,6 +35,9 @@ _PAIRS = pytest.StashKey[list]()
 _OPTIONS = pytest.StashKey[Any]()
 _EVENTS = pytest.StashKey[list]()
 _SELECTION = pytest.StashKey[Any]()
+_SHARED = pytest.StashKey[Path]()
+_SHARED_LOADED = pytest.StashKey[dict]()
+_SHARED_INPUT = "conformance_scenarios"
 _STARTED = pytest.StashKey[float]()
 _EVENTS_OUTPUT = "conformance_events"
 
@@ -74,6 +78,54 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if not hasattr(config, "workerinput") and _wants_conformance(config):
         _pairs(config)
         _selection(config)
+        if getattr(config.option, "numprocesses", None):
+            _share_scenarios(config)
+
+
+def _share_scenarios(config: pytest.Config) -> None:
+    """Load every scenario file under the session's paths once, for the xdist workers to take as they are
+    (each worker would otherwise parse the whole library again); a file that does not load is left to
+    the workers, whose collection reports it."""
+    import tempfile
+
+    from conformance.errors import InputError
+    from conformance.scenario.loader import load_scenario
+    from conformance.scenario.shared import dump_scenarios
+
+    loaded: dict[str, Any] = {}
+    for arg in config.args:
+        path = Path(str(arg).split("::")[0])
+        files = sorted(path.rglob("*.yaml")) if path.is_dir() else [path]
+        for file in files:
+            root = _scenario_root(file.resolve())
+            if root is None or not file.is_file():
+                continue
+            try:
+                loaded[str(file.resolve())] = load_scenario(file.resolve(), root=root)
+            except InputError:
+                continue
+    handle, name = tempfile.mkstemp(prefix="conformance-scenarios-", suffix=".pickle")
+    os.close(handle)
+    config.stash[_SHARED] = dump_scenarios(loaded, Path(name))
+    config.add_cleanup(lambda: Path(name).unlink(missing_ok=True))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    if _SHARED in node.config.stash:
+        node.workerinput[_SHARED_INPUT] = str(node.config.stash[_SHARED])
+
+
+def _shared_scenario(config: pytest.Config, path: Path) -> Any | None:
+    """The scenario the controller loaded for `path`, in an xdist worker (None: load it here)."""
+    name = getattr(config, "workerinput", {}).get(_SHARED_INPUT)
+    if not name:
+        return None
+    if _SHARED_LOADED not in config.stash:
+        from conformance.scenario.shared import load_scenarios
+
+        config.stash[_SHARED_LOADED] = load_scenarios(Path(name))
+    return config.stash[_SHARED_LOADED].get(str(path.resolve()))
 
 
 def _options(config: pytest.Config) -> Any:
@@ -148,8 +200,9 @@ class ScenarioFile(pytest.File):
 
         root = _scenario_root(self.path)
         assert root is not None
+        scenario = _shared_scenario(self.config, self.path)
         try:
-            scenario = load_scenario(self.path, root=root)
+            scenario = scenario or load_scenario(self.path, root=root)
         except InputError as exc:
             raise CollectError(exc.render()) from None
         if not _selection(self.config).selects(scenario):

@@ -1,14 +1,13 @@
-"""Built-in activities, specified exactly so that every driver behaves the same (docs/programs.md).
+"""Built-in activities, specified exactly so that every driver behaves the same (docs/programs.md,
+"Built-in activities"; their outcomes are cases of tests/programs/golden/programs.json).
 
-- echo: returns its input.
-- fail: input {"times": n, "message": m}; fails the first n executions of the same logical call
-  (same instance and task execution id, so retries of one call count together), then returns the input.
-- sleep: input seconds (number); sleeps that long, returns the input.
-- record: appends one JSON line to the file named by env CONFORMANCE_LEDGER (instance id, task id,
-  task execution id, attempt, worker pid, time), returns the input.
-- propagated: returns what history the call received (history propagation): null when none, else
-  {"scope": "own" | "lineage", "chunks": [{"app": <app id>, "instance": <instance id>,
-  "workflow": <workflow name>}, ...]} in the order received. Its input is ignored.
+`builtin` is what an activity does on one execution (pure: its result, or how long to sleep first,
+or its failure); `ActivityRunner` counts the attempts of each logical call and does the side
+effects (the sleep, the ledger line).
+
+`propagated` returns what history the call received (history propagation): null when none, else
+{"scope": "own" | "lineage", "chunks": [{"app": <app id>, "instance": <instance id>,
+"workflow": <workflow name>}, ...]} in the order received. Its input is ignored.
 """
 
 from __future__ import annotations
@@ -20,6 +19,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from taskhub_programs import text
+
 LEDGER_ENV = "CONFORMANCE_LEDGER"
 
 
@@ -27,6 +28,33 @@ class ActivityFailure(Exception):
     def __init__(self, error_type: str, message: str) -> None:
         super().__init__(message)
         self.error_type = error_type
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def builtin(name: str, input: Any, attempt: int, *, propagated: Any = None) -> tuple[Any, float]:  # noqa: A002
+    """(result, seconds to sleep before returning it) of the `attempt`-th execution of one call;
+    ActivityFailure when it fails. `propagated`: the summary of the history the call received."""
+    if name in ("echo", "record"):
+        return input, 0.0
+    if name == "propagated":
+        return propagated, 0.0
+    if name == "sleep":
+        if input is None or _number(input):
+            return input, max(0.0, float(input or 0))
+        raise ActivityFailure("ActivityInputError", f"sleep takes a number of seconds or null, got {text(input)}")
+    if name == "fail":
+        spec = input if isinstance(input, dict) else {"times": input}
+        times = 0 if spec.get("times") is None else spec["times"]
+        if not _number(times):
+            raise ActivityFailure("ActivityInputError", f"fail takes a number or {{times, message}}, got {text(input)}")
+        if attempt <= times:
+            message = spec["message"] if "message" in spec else f"planned failure {attempt} of {text(times)}"
+            raise ActivityFailure("ActivityFailure", text(message))
+        return input, 0.0
+    raise ActivityFailure("ActivityNotRegisteredError", f"Activity function named '{name}' was not registered.")
 
 
 @dataclass
@@ -39,25 +67,13 @@ class ActivityRunner:
 
     def run(self, *, name: str, input: Any, instance_id: str, task_id: int, task_execution_id: str,
             propagated: Any = None) -> Any:
-        """`propagated` is the summary of the history the call received (see `propagated` above)."""
         key = (instance_id, task_execution_id or f"task-{task_id}", 0)
         with self._lock:
             attempt = self._attempts.get(key, 0) + 1
             self._attempts[key] = attempt
-        if name == "echo":
-            return input
-        if name == "propagated":
-            return propagated
-        if name == "sleep":
-            seconds = float(input or 0)
-            time.sleep(max(0.0, seconds))
-            return input
-        if name == "fail":
-            spec = input if isinstance(input, dict) else {"times": int(input or 0)}
-            if attempt <= int(spec.get("times", 0)):
-                raise ActivityFailure("ActivityFailure",
-                                      str(spec.get("message", f"planned failure {attempt} of {spec.get('times')}")))
-            return input
+        result, seconds = builtin(name, input, attempt, propagated=propagated)
+        if seconds:
+            time.sleep(seconds)
         if name == "record":
             path = self.ledger or os.environ.get(LEDGER_ENV)
             if not path:
@@ -66,5 +82,4 @@ class ActivityRunner:
                                "attempt": attempt, "worker_pid": os.getpid(), "time": time.time(), "input": input})
             with self._lock, open(path, "a", encoding="utf-8") as fh:
                 fh.write(line + "\n")
-            return input
-        raise ActivityFailure("ActivityNotRegisteredError", f"Activity function named '{name}' was not registered.")
+        return result

@@ -7,7 +7,7 @@ generated protobuf modules). docs/programs.md describes the language.
 
 from taskhub_programs.canonical import canonical_bundle, canonical_form
 from taskhub_programs.expressions import (
-    OPERATORS, ExpressionError, canonical_expr, compile_expr, compile_node, display, evaluate, text, truthy,
+    OPERATORS, ExpressionError, canonical_expr, compile_expr, compile_node, evaluate, number_text, text, truthy,
 )
 from taskhub_programs.language import (
     BUILTIN_ACTIVITIES, All, AnyOf, Bundle, CallActivity, CallChild, ContinueAsNew, Fail, If, IfPatched, Program,
@@ -19,5 +19,5 @@ __all__ = [
     "BUILTIN_ACTIVITIES", "OPERATORS", "All", "AnyOf", "Bundle", "CallActivity", "CallChild", "ContinueAsNew",
     "ExpressionError", "Fail", "If", "IfPatched", "Program", "ProgramError", "ProgramFamily", "Retry", "Return",
     "STEP_NAMES", "SetStatus", "SetVar", "Step", "Task", "Timer", "WaitEvent", "canonical_bundle", "canonical_expr", "canonical_form", "compile_expr", "compile_node",
-    "display", "evaluate", "load_bundle", "parse_bundle", "parse_duration", "text", "truthy",
+    "evaluate", "number_text", "load_bundle", "parse_bundle", "parse_duration", "text", "truthy",
 ]

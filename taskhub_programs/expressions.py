@@ -10,7 +10,9 @@ expression of a program once and runs it on every replay; `evaluate` compiles an
 from __future__ import annotations
 
 import json
+import math
 import re
+from decimal import Decimal
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -156,8 +158,53 @@ def _lookup(head: str, path: tuple[str, ...], written: str, env: Env) -> Any:
 
 
 def text(value: Any) -> str:
-    """A value as text, where it is spliced into a string: a string as it is, anything else as JSON."""
-    return value if isinstance(value, str) else json.dumps(value)
+    """A value as text (docs/programs.md "Text"): a string as it is, anything else as JSON the way
+    JSON.stringify and Go's encoding/json write it: no spaces, keys sorted by code point, characters
+    outside ASCII as themselves, a number in the shortest form that reads back (ECMAScript's
+    Number::toString: `2.0` is `2`, `1e21` is `1e+21`, `1e-7` is `1e-7`)."""
+    return value if isinstance(value, str) else _json(value)
+
+
+def _json(value: Any) -> str:
+    if value is None or isinstance(value, bool):
+        return "null" if value is None else "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return number_text(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, Mapping):
+        pairs = sorted((k if isinstance(k, str) else _json(k), v) for k, v in value.items())
+        return "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + _json(v) for k, v in pairs) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(map(_json, value)) + "]"
+    return json.dumps(str(value), ensure_ascii=False)  # not a JSON value (a YAML date): its string
+
+
+_EXACT = 2 ** 53
+
+
+def number_text(x: float) -> str:
+    """A number as ECMAScript writes it (numbers are doubles; NaN and the infinities are null)."""
+    if isinstance(x, int) and -_EXACT <= x <= _EXACT:
+        return str(x)
+    try:
+        f = float(x)
+    except OverflowError:
+        return "null"
+    if f != f or f in (math.inf, -math.inf):
+        return "null"
+    if f.is_integer() and abs(f) < 1e21:
+        return str(int(f))
+    _, digits, exponent = Decimal(repr(abs(f))).normalize().as_tuple()
+    shown = "".join(map(str, digits))
+    k, n = len(shown), exponent + len(shown)  # n: where the decimal point goes
+    if 0 < n <= 21:
+        out = shown[:n] + "." + shown[n:] if k > n else shown + "0" * (n - k)
+    elif -6 < n <= 0:
+        out = "0." + "0" * -n + shown
+    else:
+        out = shown[0] + ("." + shown[1:] if k > 1 else "") + f"e{'+' if n > 0 else '-'}{abs(n - 1)}"
+    return "-" + out if f < 0 else out
 
 
 def truthy(value: Any) -> bool:
@@ -165,12 +212,13 @@ def truthy(value: Any) -> bool:
     return bool(value)
 
 
-def display(value: Any) -> str:
-    """A `fail` message or a child instance id as text (docs/programs.md, "Display text")."""
-    return str(value)
+def _items(arg: Any) -> Any:
+    """What an operator that asks for a list sees: a mapping counts as its keys, sorted."""
+    return sorted(arg) if isinstance(arg, Mapping) else arg
 
 
 def _add(arg: Any) -> Any:
+    arg = _items(arg)
     for a in arg:  # a loop, not any(<generator>): $add runs on every replay of a counting program
         if isinstance(a, str):
             return "".join(map(text, arg))
@@ -185,8 +233,8 @@ _APPLY: dict[str, Callable[[Any], Any]] = {
     "eq": lambda arg: arg[0] == arg[1],
     "not": lambda arg: not truthy(arg),
     "len": len,
-    "sum": sum,
-    "concat": lambda arg: "".join(map(text, arg)),
+    "sum": lambda arg: sum(_items(arg)),
+    "concat": lambda arg: "".join(map(text, _items(arg))),
 }
 
 

@@ -70,7 +70,17 @@ class Timer:
     as_: str | None = None
 
 
-_NO_DEFAULT: Any = object()
+class _NoDefault:
+    """No `default:` given; one object, pickled by name so loaded programs can cross processes."""
+
+    def __repr__(self) -> str:
+        return "NO_DEFAULT"
+
+    def __reduce__(self) -> str:
+        return "_NO_DEFAULT"
+
+
+_NO_DEFAULT: Any = _NoDefault()
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ class FlowObservation:
     counters: Mapping[str, int] = field(default_factory=dict)  # engine counters (reference sidecar only)
     zombie_results: Sequence[str] = ()  # payloads sent with stale tokens
     reproduce: str = ""
+    engine: str = ""  # the sidecar target's kind: rules the engines legitimately apply differently (checks/history.py)
 
 
 @dataclass(frozen=True, kw_only=True)

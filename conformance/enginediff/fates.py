@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 import fnmatch
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,20 +33,22 @@ class Explanation:
     aspect: str  # an Aspect value, or "*"
     shape: str  # regex on Difference.shape
     scenario: str  # glob on the scenario id
+    other: str  # regex on the other engine's side (JSON), ".*" for any
     fate: Fate
     cite: str  # the R-number, requirement or source lines
     why: str
 
     def explains(self, d: Difference) -> bool:
         return (self.engine in ("*", d.engine) and self.aspect in ("*", d.aspect.value)
-                and fnmatch.fnmatch(d.scenario, self.scenario) and re.fullmatch(self.shape, d.shape) is not None)
+                and fnmatch.fnmatch(d.scenario, self.scenario) and re.fullmatch(self.shape, d.shape) is not None
+                and re.fullmatch(self.other, json.dumps(d.other, sort_keys=True)) is not None)
 
 
 def load(path: Path = FATES_FILE) -> tuple[Explanation, ...]:
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8")) or []
         return tuple(Explanation(engine=e.get("engine", "*"), aspect=e.get("aspect", "*"), shape=e.get("shape", ".*"),
-                                 scenario=e.get("scenario", "*"), fate=Fate(e["fate"]), cite=e["cite"], why=e["why"])
+                                 scenario=e.get("scenario", "*"), other=e.get("other", ".*"), fate=Fate(e["fate"]), cite=e["cite"], why=e["why"])
                      for e in doc)
     except (OSError, yaml.YAMLError, KeyError, ValueError, TypeError, AttributeError) as exc:
         raise InputError([f"{path}: {exc}; each entry needs fate ({', '.join(f.value for f in Fate)}), cite "

@@ -94,3 +94,32 @@ def build(*, scenario: str, engine: str, outcome: str, instances: Mapping[str, s
         names.setdefault(iid, iid)
     return Recording(scenario=scenario, engine=engine, outcome=outcome, names=names, instances=out,
                      calls=tuple(kept))
+
+
+def dump(rec: Recording, out: Any) -> None:
+    """One JSON line (`conformance engines-diff --recordings`)."""
+    import json
+
+    doc = {"scenario": rec.scenario, "engine": rec.engine, "outcome": rec.outcome, "names": dict(rec.names),
+           "instances": {iid: {"history": list(i.history), "work_items": list(i.work_items),
+                               "transitions": list(i.transitions)} for iid, i in rec.instances.items()},
+           "calls": [c.__dict__ for c in rec.calls]}
+    out.write(json.dumps(doc, ensure_ascii=False) + "\n")
+    out.flush()
+
+
+def load(path: Any) -> list[Recording]:
+    import json
+
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            d = json.loads(line)
+            out.append(Recording(scenario=d["scenario"], engine=d["engine"], outcome=d["outcome"], names=d["names"],
+                                 instances={iid: InstanceRecord(history=tuple(i["history"]),
+                                                                work_items=tuple(i["work_items"]),
+                                                                transitions=tuple(i["transitions"]))
+                                            for iid, i in d["instances"].items()},
+                                 calls=tuple(Call(**c) for c in d["calls"])))
+    return out
+

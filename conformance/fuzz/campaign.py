@@ -32,4 +32,6 @@ def fuzz_command(args: Any, *, worker: str | None = None, sidecar: str | None = 
     if sidecar:
         parts += ["--sidecar", sidecar]
     parts += ["--budget", str(args.budget), "--seed", str(args.seed)]
+    if getattr(args, "shard", None):
+        parts += ["--shard", str(args.shard)]
     return shlex.join(parts)

@@ -58,6 +58,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "differences from the reference worker's answers, never a verdict")
     p.add_argument("--no-differential", action="store_true", help="write no differential report")
     p.add_argument("--targets", type=Path, default=None, help="a targets file that adds to the built-in targets")
+    p.add_argument("--shard", default=None, metavar="I/N",
+                   help="run shard I of N of this campaign (same --seed and --database for every shard): each draws "
+                        "its own examples and replays what the others saved in the database; writes "
+                        "DIR/shards/shard-I-of-N.json for --merge-shards")
+    p.add_argument("--merge-shards", type=Path, default=None, metavar="DIR",
+                   help="print one report of every shard that ran on database DIR (or a copy of all shards' "
+                        "database directories) and exit: 1 if any found something")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines, only the final report")
     return p
 
@@ -66,6 +73,26 @@ def run(args: argparse.Namespace) -> int:
     from conformance.fuzz.common import DEFAULT_DATABASE, Budget
     from conformance.targets.registry import DEFAULT_TARGETS, TargetError, load_targets
 
+    from conformance.fuzz import shards as S
+
+    if args.merge_shards is not None:
+        try:
+            merged = S.merge(args.merge_shards)
+        except (FileNotFoundError, ValueError) as exc:
+            print(f"conformance fuzz: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        print(merged.text)
+        return EXIT_FINDINGS if merged.findings or merged.errors else EXIT_OK
+    try:
+        shard = S.Shard.parse(args.shard) if args.shard is not None else None
+    except ValueError as exc:
+        print(f"conformance fuzz: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if shard is not None and args.no_database:
+        print("conformance fuzz: --shard shares findings through the example database: drop --no-database",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    args.shard_index = shard.seed_part if shard is not None else 0
     try:
         budget = Budget.parse(args.budget)
     except ValueError as exc:
@@ -108,6 +135,9 @@ def run(args: argparse.Namespace) -> int:
         md, _js = merged.write(args.reports or ROOT / "reports")
         print(f"differential report (observations, never verdicts): {md} and .json, "
               f"{len(merged.groups)} field/SDK group(s)")
+    if shard is not None and database is not None:
+        saved = S.save(results, database=database, shard=shard, command=" ".join(["conformance", "fuzz", *sys.argv[2:]]))
+        print(f"shard {shard.index} of {shard.count}: written to {saved} (conformance fuzz --merge-shards {database})")
     print(report(results, args))
     if any(r.error for r in results):
         return EXIT_BAD_INPUT if all(r.error for r in results) else EXIT_FINDINGS
@@ -193,7 +223,8 @@ def _worker_campaign(args: argparse.Namespace, target: Any, budget: Any, databas
                             "reported again")
     common = dict(target=target.name, make_worker=make, features=features, profile=profile, dialect=dialect,
                   seed=args.seed, budget=budget, database=database, pool_size=args.pool,
-                  mutations=not args.no_mutations, known=set(known), out=out, on_finding=on_finding)
+                  mutations=not args.no_mutations, known=set(known), out=out, on_finding=on_finding,
+                  shard=getattr(args, "shard_index", 0))
     if reference:
         campaign = WorkerCampaign(**common)
     else:

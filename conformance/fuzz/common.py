@@ -180,15 +180,32 @@ def seed_for(*parts: Any) -> int:
 
 
 def hypothesis_settings(*, max_examples: int, database: Path | None, derandomize: bool = False,
-                        shrink: bool = True, stateful_step_count: int | None = None) -> settings:
+                        shrink: bool = True, stateful_step_count: int | None = None,
+                        multiple_bugs: bool = True) -> settings:
     phases = [Phase.explicit, Phase.reuse, Phase.generate, Phase.target] + ([Phase.shrink] if shrink else [])
     kw: dict[str, Any] = {}
     if stateful_step_count is not None:
         kw["stateful_step_count"] = stateful_step_count
     return settings(max_examples=max(1, max_examples), deadline=None, derandomize=derandomize,
                     database=DirectoryBasedExampleDatabase(str(database)) if database is not None else None,
-                    suppress_health_check=list(HealthCheck), phases=phases, report_multiple_bugs=True,
+                    suppress_health_check=list(HealthCheck), phases=phases, report_multiple_bugs=multiple_bugs,
                     print_blob=False, verbosity=Verbosity.quiet, **kw)
+
+
+def seeded(test: Any, *, seed: int, database: Path | None) -> Any:
+    """`test` drawing from `seed`, and still reading and writing `database`.
+
+    Hypothesis' own `@seed` turns the example database off (it is meant for reproducing one
+    failure), so a seeded campaign would never replay what earlier campaigns, or other shards of
+    this one, saved. The settings `@seed` leaves on the test get the database back."""
+    from hypothesis import seed as hseed
+
+    test = hseed(seed)(test)
+    if database is not None:
+        current = getattr(test, "_hypothesis_internal_use_settings", None)  # what @seed itself rewrites
+        test._hypothesis_internal_use_settings = settings(
+            current, database=DirectoryBasedExampleDatabase(str(database)))
+    return test
 
 
 def key(*parts: Any) -> bytes:

@@ -266,6 +266,8 @@ def render(finding: Any, *, profile: Profile, command: str, stem: str,
     ]
     if finding.flaky:
         header.append("# The difference did not show on every replay (flaky).")
+    if getattr(finding, "judged", ""):
+        header.append(f"# Judged: {finding.judged}.")
     if finding.stderr:
         header += ["# Worker stderr (last lines):", *_comment(finding.stderr[-1500:])]
     header += [

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from hypothesis import given, seed as hseed
+from hypothesis import given
 from hypothesis import strategies as st
 
 from taskhub_core.turn import stale
@@ -40,11 +40,11 @@ from taskhub_wire import pb
 from conformance.fuzz import programs as P
 from conformance.fuzz.common import (
     Budget, Clock, FindingError, Progress, Stage, Timeline, finding_error, hypothesis_settings, key, other_errors,
-    seed_for,
+    seed_for, seeded,
 )
 from conformance.dialects.compare import EXACT, Comparison, Profile, compare
 from conformance.dialects.history import NATIVE, Dialect
-from conformance.fuzz.interleave import DataChooser, TurnCase, chance, pick, run_program
+from conformance.fuzz.interleave import DataChooser, RandomChooser, TurnCase, chance, pick, run_program
 from conformance.fuzz.mutate import mutate
 from conformance.fuzz.workers import ReferenceWorker, SubprocessReference, WorkerUnderTest, reference_answer
 
@@ -72,9 +72,12 @@ class Finding:
     stderr: str = ""
     raw: pb.WorkflowResponse | None = None  # the reference's own answer to `case` (what a scenario expects)
     found_at: float = field(default_factory=time.time)
+    at_example: int = 0  # the campaign's example count when first raised (1: the first one it ran)
     level: str = ""  # MUST | SHOULD | OBSERVATION, where the campaign knows it (self_oracle.KINDS)
     requirement: str = ""  # the requirement it breaks, where the campaign knows it
     scenario_ok: bool = True  # the reference's answer is a fair expectation for a regression vector
+    judged: str = ""  # how a flaky finding was classified (`WorkerCampaign._judge_flaky`)
+    other: pb.WorkflowResponse | None = None  # the second answer of an SDK that answers one turn two ways
 
     def headline(self) -> str:
         return f"{self.kind} on {self.target}: {self.signature}"
@@ -105,6 +108,7 @@ class WorkerCampaign:
     out: TextIO | None = None
     on_finding: Callable[[Finding], None] | None = None
     max_turns: int = 10
+    shard: int = 0  # which shard of a campaign this is (0: the only one, or the first)
 
     def __post_init__(self) -> None:
         self.findings: list[Finding] = []
@@ -138,6 +142,7 @@ class WorkerCampaign:
         worker = self.make_worker(bundle, pool_doc)
         self.timeline.add(Stage.STARTUP, seconds=time.monotonic() - began)
         self._warm = False
+        self._warm_up(worker, bundle, sorted(n for n in getattr(worker, "bundle_doc", pool_doc) if n.startswith("p")))
         refused = getattr(worker, "refused", {})
         if refused:  # the target cannot express some programs: fuzz the others
             pool_doc = dict(worker.bundle_doc)  # type: ignore[attr-defined]
@@ -172,11 +177,14 @@ class WorkerCampaign:
         self._first_finding = None
         chunk_began, turns_before = time.monotonic(), self._turns()
 
-        @hypothesis_settings(max_examples=n, database=self.database, derandomize=self.derandomize, shrink=self.shrink)
+        # One finding ends the search of a chunk: it is shrunk, then the next chunk searches on (its
+        # kind now known). Time after the first finding is then shrinking only, reported apart.
+        @hypothesis_settings(max_examples=n, database=self.database, derandomize=self.derandomize, shrink=self.shrink,
+                             multiple_bugs=False)
         @given(st.data())
         def example(data: Any) -> None:
-            if self.clock.hard_stop():
-                return
+            if self.clock.hard_stop() or self._shrunk_enough():
+                return  # passes at once: Hypothesis ends its shrink with what it has
             self.clock.examples += 1
             began, turns = time.monotonic(), self._turns()
             try:
@@ -193,7 +201,10 @@ class WorkerCampaign:
         example.hypothesis.inner_test._hypothesis_internal_add_digest = key(  # type: ignore[attr-defined]
             "worker", self.target, self.profile.name, P.digest(pool_doc), self.features, self.mutations, chunk_no)
         if not self.derandomize:
-            example = hseed(seed_for("chunk", self.seed, rnd, chunk_no))(example)
+            # Shards share the program pools and the database keys (so that each replays what the
+            # others saved) and differ only in the random draws of their examples.
+            shard = ("shard", self.shard) if self.shard else ()
+            example = seeded(example, seed=seed_for("chunk", self.seed, rnd, chunk_no, *shard), database=self.database)
         try:
             example()
         except KeyboardInterrupt:
@@ -218,8 +229,62 @@ class WorkerCampaign:
         else:
             self._chunk_time(chunk_began, turns_before)
         for f in sorted(self._pending.values(), key=lambda f: len(f.signature)):
+            if f.flaky and not self._judge_flaky(f, worker):
+                continue
             if not self._is_known(f):
                 self._found(f)
+
+    def _warm_up(self, worker: Any, bundle: Bundle, pool: list[str]) -> None:
+        """The first turn of every program on every process of a pool, before the search: the SDK's
+        code paths are loaded and each process's answer times known (workers.Latency) before a
+        turn's silence is judged by them."""
+        warm = getattr(worker, "warm_up", None)
+        if warm is None:
+            return
+        began = time.monotonic()
+        cases = []
+        for i, name in enumerate(pool):
+            run = run_program(getattr(worker, "bundle", bundle), name, None, RandomChooser(random.Random(i)),
+                              instance_id=f"warm-up-{i}", max_turns=1)
+            cases += run.cases[:1]
+        self.timeline.add(Stage.WARMUP, seconds=0.0, turns=warm(cases))
+        self.timeline.add(Stage.WARMUP, seconds=time.monotonic() - began)
+
+    def _shrunk_enough(self) -> bool:
+        """A finding is shrunk for at most a quarter of a time budget (5 s at least): every shrink
+        step runs a whole example on the worker, and a flaky one would take the whole budget."""
+        if self._first_finding is None or self.budget.seconds is None:
+            return False
+        return time.monotonic() - self._first_finding[0] > max(5.0, 0.25 * self.budget.seconds)
+
+    def _same_answer(self, kind: str) -> Callable[[pb.WorkflowResponse | None, pb.WorkflowResponse | None], bool]:
+        """How a finding of `kind` compares two answers to one turn (a campaign may judge less)."""
+        return same_answer
+
+    def _judge_flaky(self, f: "Finding", worker: WorkerUnderTest) -> bool:
+        """A finding Hypothesis could not reproduce on every replay is judged by asking the worker the
+        same turn again (FLAKY_REPLAYS times): two different answers are the SDK answering one history
+        two ways (RPL-DET-001, both answers kept); the recorded answer every time is a difference that
+        reproduces (the flakiness was in the schedule around it); another answer every time means the
+        recorded one was lost or delayed on the way: the harness's, not a finding (False)."""
+        answers = [worker.answer(f.case) for _ in range(FLAKY_REPLAYS)]
+        same = self._same_answer(f.kind)
+        if any(not same(answers[0], a) for a in answers[1:]):
+            other = next(a for a in answers[1:] if not same(answers[0], a))
+            f.kind, f.requirement, f.level = "self-determinism", "RPL-DET-001", "MUST"
+            f.got, f.other, f.flaky = answers[0], other, False
+            f.judged = (f"the SDK answered the same turn two ways in {FLAKY_REPLAYS} replays (RPL-DET-001): "
+                        f"{_gist(answers[0])} / {_gist(other)}")
+        elif same(f.got, answers[0]):
+            f.flaky = False
+            f.judged = f"reproduced: the same answer in {FLAKY_REPLAYS} replays (the schedule around it varied)"
+        else:
+            self.progress.count("harness-flaky")
+            self.progress.say(f"not a finding: {f.headline()} did not reproduce ({FLAKY_REPLAYS} replays gave "
+                              "another answer, the same each time): the recorded answer was lost or delayed")
+            return False
+        self.progress.say(f"flaky finding judged: {f.headline()}: {f.judged}")
+        return True
 
     def _turns(self) -> int:
         return self.progress.counters.get("turns", 0)
@@ -312,6 +377,8 @@ class WorkerCampaign:
                     raw=raw if raw is not None else ref)
         if self._is_known(f):
             return
+        first = self._pending.get(f.key)
+        f.at_example = first.at_example if first is not None else self.clock.examples
         if not raise_:
             self._found(f)
             return
@@ -345,6 +412,23 @@ class WorkerCampaign:
             if not cmp.equal:
                 self._report("reference-fresh-process", cmp, case, workflow, pool_doc, ref, answer, rnd,
                              "the same turn, answered by the reference executor in a fresh process", raise_=False)
+
+
+FLAKY_REPLAYS = 4
+
+
+def _gist(resp: pb.WorkflowResponse | None) -> str:
+    if resp is None:
+        return "no answer"
+    kinds = [a.WhichOneof("workflowActionType") or "?" for a in resp.actions]
+    return "[" + ", ".join(kinds) + "]"
+
+
+def same_answer(a: pb.WorkflowResponse | None, b: pb.WorkflowResponse | None) -> bool:
+    """Two answers of the worker to one turn are the same answer (exactly)."""
+    if a is None or b is None:
+        return a is b
+    return a.SerializeToString(deterministic=True) == b.SerializeToString(deterministic=True)
 
 
 def _stale(resp: pb.WorkflowResponse, case: TurnCase) -> bool:

@@ -248,21 +248,21 @@ class DriverWorker:
         got = self.try_answer(case, timeout=self.latency.patience(factor=10, floor=0.5))
         if got is None:
             # No answer: once more on a fresh driver process, so that a slow machine is not a finding.
-            self._restart_if(handle)
+            self._restart_if(handle, wedged=True)
             handle = self.handle
             got = self.try_answer(case, timeout=self.latency.patience(factor=40, floor=2.0))
             if got is None:
                 self.silent += 1
-                self._restart_if(handle)  # a wedged driver: a fresh one for the next turn
+                self._restart_if(handle, wedged=True)  # a wedged driver: a fresh one for the next turn
             else:
                 self.transient += 1
         return got
 
-    def _restart_if(self, handle: Any) -> None:
+    def _restart_if(self, handle: Any, *, wedged: bool = False) -> None:
         """Restart the driver unless another thread already did since `handle` was current."""
         with self._restart_lock:
             if self.handle is handle:
-                self.restart()
+                self.restart(wedged=wedged)
 
     def stderr_tail(self) -> str:
         proc = getattr(self.handle, "proc", None)
@@ -271,11 +271,19 @@ class DriverWorker:
         except OSError:
             return ""
 
-    def restart(self) -> None:
-        self.stop_worker()
+    def restart(self, *, wedged: bool = False) -> None:
+        self.stop_worker(wedged=wedged)
         self._start()
 
-    def stop_worker(self) -> None:
+    def stop_worker(self, *, wedged: bool = False) -> None:
+        """Stop the driver process: asked to exit, or, `wedged` (it stopped answering), killed at once
+        (a process that answers nothing would only be waited on for its exit too)."""
+        proc = getattr(self.handle, "proc", None)
+        if wedged and proc is not None and hasattr(proc, "kill"):
+            try:
+                proc.kill()
+            except OSError:
+                pass
         if self.handle is not None:
             try:
                 self.handle.stop()
@@ -369,7 +377,7 @@ class DriverPool:
 
         def run() -> None:
             try:
-                worker._restart_if(handle)
+                worker._restart_if(handle, wedged=True)
             finally:
                 with self._down_lock:
                     self._down.pop(stream, None)
@@ -413,6 +421,12 @@ class DriverPool:
             self.transient += 1
             helper.transient += 1
         return got
+
+    def warm_up(self, cases: Sequence[TurnCase]) -> int:
+        """Every case on every stream at once (answers thrown away); returns the turns sent."""
+        jobs = [(i, c) for i in range(len(self.workers)) for c in cases]
+        self.answer_many(jobs)
+        return len(jobs)
 
     def counters(self) -> dict[str, float]:
         """What the processes cost: start-ups, their seconds, waits that timed out, failovers."""

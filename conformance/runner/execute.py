@@ -627,14 +627,17 @@ def _observe(run: _Run, h: _Harness, *, replay: Replayer | None) -> FlowObservat
     # The history corpus (conformance/versions/corpus.py): only with $CONFORMANCE_RECORD_HISTORIES set.
     from conformance.versions.corpus import record_if_asked
 
-    record_if_asked(scenario_id=run.scenario.id, kind=run.scenario.kind.value, programs_doc=run.scenario.programs_doc,
+    redeployed = any(getattr(st.args, "programs", None) or getattr(st.args, "versions", None) for st in run.scenario.steps)
+    record_if_asked(scenario_id=run.scenario.id, kind="redeployed" if redeployed else run.scenario.kind.value,
+                    programs_doc=run.scenario.programs_doc,
                     iids=raw, fetch=lambda iid: (h.client_for(iid).call(
                         "GetInstance", pb.GetInstanceRequest(instanceId=iid, getInputsAndOutputs=True),
                         timeout=10).workflowState, raw[iid]))
     return FlowObservation(scenario=run.scenario, instances=run.instances, keys=ids, states=states, replay=replay,
                     histories={k: [event_dict(e, with_router=bool(run.scenario.apps)) for e in v]
                                for k, v in raw.items()}, raw_histories=raw,
-                    ledger=ledger, counters=counters, zombie_results=zombies, reproduce=run.reproduce)
+                    ledger=ledger, counters=counters, zombie_results=zombies, reproduce=run.reproduce,
+                    engine=run.pair.sidecar.kind)
 
 
 def _replayer(run: _Run, bundle: Any, stack: ExitStack) -> Replayer | None:

@@ -19,7 +19,17 @@ from conformance.scenario.source import Span
 if TYPE_CHECKING:
     from conformance.scenario.steps import Step
 
-MISSING: Any = type("Missing", (), {"__repr__": lambda self: "MISSING"})()
+class _Missing:
+    """The sentinel for a key a scenario leaves out; one object, pickled by name (scenarios cross processes)."""
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+    def __reduce__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Any = _Missing()
 
 class Direction(enum.StrEnum):
     """Which side a run tests (DESIGN §1): a scenario applies to some, a pair runs in one."""

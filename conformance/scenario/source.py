@@ -99,22 +99,60 @@ def load_source(path: Path, *, display: str | None = None) -> SourceDoc:
     return parse_source(text, file=file)
 
 
-class _Loader(yaml.SafeLoader):
-    """SafeLoader with bounded nesting (the composer recurses once per level)."""
+class _Depth:
+    """The composer bounded in nesting (it recurses once per level)."""
 
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self._depth = 0
+    _depth = 0
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         self._depth += 1
         try:
             if self._depth > MAX_DEPTH:
                 raise yaml.composer.ComposerError(None, None, f"nested deeper than {MAX_DEPTH} levels",
-                                                  self.peek_event().start_mark)
-            return super().compose_node(parent, index)
+                                                  self.peek_event().start_mark)  # type: ignore[attr-defined]
+            return super().compose_node(parent, index)  # type: ignore[misc]
         finally:
             self._depth -= 1
+
+
+class _Loader(_Depth, yaml.SafeLoader):
+    """SafeLoader with bounded nesting: PyYAML's own reader, scanner and parser, whose errors the
+    messages above are worded for."""
+
+
+if getattr(yaml, "__with_libyaml__", False):
+    class _FastLoader(_Depth, yaml.composer.Composer, yaml._yaml.CParser,  # type: ignore[misc, name-defined]
+                      yaml.constructor.SafeConstructor, yaml.resolver.Resolver):
+        """libyaml's scanner and parser (most of the time a scenario file takes to load) under PyYAML's
+        composer, so nesting stays bounded and nodes carry the same marks; a file it refuses is read
+        again by `_Loader` for the error message."""
+
+        def __init__(self, stream: str) -> None:
+            yaml._yaml.CParser.__init__(self, stream)  # type: ignore[attr-defined]
+            yaml.composer.Composer.__init__(self)
+            yaml.constructor.SafeConstructor.__init__(self)
+            yaml.resolver.Resolver.__init__(self)
+
+        def get_single_node(self) -> Any:
+            return yaml.composer.Composer.get_single_node(self)
+else:  # pragma: no cover - a PyYAML built without libyaml
+    _FastLoader = None  # type: ignore[assignment, misc]
+
+
+def _compose(text: str) -> Any:
+    if _FastLoader is not None:
+        fast = _FastLoader(text)
+        try:
+            return fast.get_single_node()
+        except yaml.YAMLError:
+            pass  # worded by PyYAML's own parser below
+        finally:
+            fast.dispose()
+    loader = _Loader(text)  # the reader checks the characters here already
+    try:
+        return loader.get_single_node()
+    finally:
+        loader.dispose()
 
 
 # The line breaks PyYAML counts in its marks, so excerpts and reader positions agree with them.
@@ -132,10 +170,8 @@ def parse_source(text: str, *, file: str) -> SourceDoc:
         span = Span(file, line, column)
         return _syntax_error(span, problem, _excerpt(lines, span))
 
-    loader = None
     try:
-        loader = _Loader(text)  # the reader checks the characters here already
-        node = loader.get_single_node()
+        node = _compose(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = ", ".join(part for part in (exc.context, exc.problem) if part) or "cannot be parsed"
@@ -150,9 +186,6 @@ def parse_source(text: str, *, file: str) -> SourceDoc:
                                  "allowed; remove it, or write it as an escape in a double-quoted string") from None
     except yaml.YAMLError as exc:
         raise fail(1, 1, f"not valid YAML: {exc}") from None
-    finally:
-        if loader is not None:
-            loader.dispose()
     spans: dict[tuple[Any, ...], Span] = {}
     data = _Builder(file, spans, fail).build(node, ()) if node is not None else None
     return SourceDoc(file=file, data=data, spans=spans, lines=lines)

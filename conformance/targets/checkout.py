@@ -9,8 +9,9 @@ Layouts recognised, as the SDKs' authors keep them today:
   durabletask-dapr       a durabletask-python checkout (the `durabletask-dapr` distribution)
   durabletask-js         a durabletask-js checkout (@dapr/durabletask-js; built here with its own tsc)
   durabletask-go-worker  a durabletask-go checkout (the driver is built against it with a `replace`)
-  durabletask-java       a durabletask-java checkout (its client module compiled here with Maven, offline
-                         once the dependencies are in the project's Maven repository)
+  durabletask-java       a java-sdk checkout (its durabletask-client module, built by its own Maven build), or
+                         an older durabletask-java checkout (its client module compiled here with Maven);
+                         offline once the dependencies are in the project's Maven repository
 
 One environment per checkout, under the user cache (`taskhub-conformance/sdk/<worker>-<hash of the path>`):
 created once; for the Python SDKs an editable install of the checkout (so an edit is seen by the next run
@@ -55,7 +56,9 @@ class Checkout:
     @property
     def env_dir(self) -> Path:
         digest = hashlib.sha256(str(self.root).encode()).hexdigest()[:12]
-        return cache_root() / "sdk" / f"{self.worker}-{digest}"
+        # One per checkout: python-sdk's is the same whichever of its two targets runs it.
+        family = "python-sdk" if self.worker in _PYTHON_SDK_WORKERS else self.worker
+        return cache_root() / "sdk" / f"{family}-{digest}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -144,6 +147,13 @@ def _durabletask_go(root: Path) -> Checkout | None:
 
 
 def _durabletask_java(root: Path) -> Checkout | None:
+    # Today's client is java-sdk's durabletask-client module (io.dapr:durabletask-client 1.17 on, Maven);
+    # the durabletask-java repository (Gradle, the 1.5 line) is its past.
+    module, parent = root / "durabletask-client" / "pom.xml", root / "pom.xml"
+    if module.is_file() and parent.is_file() and "dapr-sdk-parent" in parent.read_text(encoding="utf-8",
+                                                                                       errors="replace"):
+        return Checkout(worker="durabletask-java", root=root, layout="java-sdk (durabletask-client module)",
+                        deps=_existing(root / "pom.xml", module))
     settings = root / "settings.gradle"
     if not settings.is_file() or not (root / "client" / "src" / "main" / "java").is_dir():
         return None
@@ -185,8 +195,8 @@ def detect(path: Path, *, worker: str | None = None) -> Checkout:
             return found
     what = _what_is_there(path)
     raise CheckoutError(f"--sdk-path {shown}: not a checkout of a known SDK ({what}). Give the repository root of "
-                        "one of: python-sdk (dapr-ext-workflow), durabletask-python (durabletask-dapr), "
-                        "durabletask-js, durabletask-go, durabletask-java")
+                        "one of: python-sdk (dapr-ext-workflow, dapr), durabletask-python (durabletask-dapr), "
+                        "durabletask-js, durabletask-go, java-sdk or durabletask-java (durabletask-java)")
 
 
 def _what_is_there(path: Path) -> str:

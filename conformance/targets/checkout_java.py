@@ -1,9 +1,10 @@
-"""durabletask-java from a local checkout: its client module compiled with Maven
-(drivers/durabletask_java/checkout-client.pom.xml) into the project's Maven repository, then the driver
-built against that version, both offline once the repository holds what they need.
+"""The Java durable task client from a local checkout, then the driver built against it, into the
+project's Maven repository; both offline once the repository holds what they need.
 
-The checkout's own build is Gradle, whose wrapper fetches Gradle from outside the package registries;
-the POM compiles the same sources and protos with what Maven Central serves.
+Two layouts: java-sdk (where io.dapr:durabletask-client lives today, 1.17 on), whose durabletask-client
+module is built by its own Maven build; and the older durabletask-java repository, a Gradle build whose
+wrapper fetches Gradle from outside the package registries, so its client module is compiled by
+drivers/durabletask_java/checkout-client.pom.xml from the same sources and protos instead.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 from conformance.targets.checkout import Checkout, CheckoutError, _run
 
@@ -45,29 +47,74 @@ def _mvn(args: list[str], *, what: str, log: Path, env: dict[str, str]) -> None:
         _run([mvn, *args], what=what, log=log, env=env)
 
 
+def _module_version(pom: Path) -> str:
+    """The version a Maven module builds: its own <version>, else its parent's."""
+    text = re.sub(r"<!--.*?-->", "", pom.read_text(encoding="utf-8", errors="replace"), flags=re.S)
+    parent = re.search(r"<parent>.*?<version>([^<]+)</version>.*?</parent>", text, re.S)
+    own = re.search(r"</parent>.*?<artifactId>durabletask-client</artifactId>\s*<version>([^<]+)</version>", text, re.S)
+    found = own or parent
+    if found is None:
+        raise CheckoutError(f"{pom}: no <version> for durabletask-client")
+    return found.group(1).strip()
+
+
+def _java_sdk_client(c: Checkout, *, m2: Path, log: Path, env: dict[str, str], project: Path) -> str:
+    """java-sdk's durabletask-client module built by its own Maven build into `m2`; its version."""
+    version = _module_version(c.root / "durabletask-client" / "pom.xml")
+    protos = c.root / "durabletask-client" / "target" / "proto"
+    # The module fetches its protos during the build; once they are there, a rebuild skips the fetch
+    # and can run offline.
+    skip_fetch = ["-Ddownload.plugin.skip=true"] if protos.is_dir() and any(protos.glob("*.proto")) else []
+    _mvn(["-B", "-q", f"-Dmaven.repo.local={m2}", "-f", str(c.root / "pom.xml"), "-pl", "durabletask-client", "-am",
+          "-DskipTests", "-Dmaven.test.skip=true", "-Dcheckstyle.skip", "-Dspotbugs.skip", "-Djacoco.skip",
+          "-Dmaven.javadoc.skip", "-Dgpg.skip", "-Dstyle.color=never", *skip_fetch, "install"],
+         what=f"building java-sdk's durabletask-client in {c.root} with Maven", log=log, env=env)
+    return version
+
+
 def java_launcher(c: Checkout, *, project: Path, tools: Path) -> tuple[Path, bool]:
     """(the driver's launcher built against the checkout, whether its environment was created now)."""
+    if c.layout.startswith("java-sdk"):
+        return _launcher(c, project=project, tools=tools, build_client=_java_sdk_client)
+    return _launcher(c, project=project, tools=tools, build_client=_gradle_checkout_client)
+
+
+def _gradle_checkout_client(c: Checkout, *, m2: Path, log: Path, env: dict[str, str], project: Path) -> str:
+    """durabletask-java's client module compiled by checkout-client.pom.xml into `m2`; the version given it."""
     if not (c.root / "internal" / "durabletask-protobuf" / "protos").is_dir():
         raise CheckoutError(f"--sdk-path {c.root}: no internal/durabletask-protobuf/protos there (the protos the "
                             "client is generated from); run `git submodule update --init` or its "
                             "downloadProtoFiles task once")
+    version = "0.0.0-local-" + hashlib.sha256(str(c.root).encode()).hexdigest()[:10]
+    _mvn(["-B", "-q", f"-Dmaven.repo.local={m2}", "-Dmaven.test.skip=true", "-Dstyle.color=never",
+          "-f", str(project / "checkout-client.pom.xml"), f"-Dcheckout.dir={c.root}", f"-Dclient.version={version}",
+          f"-Dbuild.dir={c.env_dir / 'client-build'}", *_gradle_versions(c.root), "install"],
+         what=f"compiling the durabletask-java client of {c.root} with Maven", log=log, env=env)
+    return version
+
+
+def _launcher(c: Checkout, *, project: Path, tools: Path, build_client: Any) -> tuple[Path, bool]:
     env = c.env_dir
     created = not env.is_dir()
     env.mkdir(parents=True, exist_ok=True)
     log = env / "build.log"
     log.write_text("", encoding="utf-8")
     m2 = tools / "m2"
-    version = "0.0.0-local-" + hashlib.sha256(str(c.root).encode()).hexdigest()[:10]
     java_home = os.environ.get("JAVA_HOME") or str(Path(os.path.realpath(shutil.which("javac") or "/usr/bin/javac"))
                                                   .parent.parent)
     menv = {**os.environ, "JAVA_HOME": java_home}
-    common = ["-B", "-q", f"-Dmaven.repo.local={m2}", "-Dmaven.test.skip=true", "-Dstyle.color=never"]
-    _mvn([*common, "-f", str(project / "checkout-client.pom.xml"), f"-Dcheckout.dir={c.root}",
-          f"-Dclient.version={version}", f"-Dbuild.dir={env / 'client-build'}", *_gradle_versions(c.root), "install"],
-         what=f"compiling the durabletask-java client of {c.root} with Maven", log=log, env=menv)
+    version = build_client(c, m2=m2, log=log, env=menv, project=project)
     build = env / "driver-build"
-    _mvn([*common, "-f", str(project / "pom.xml"), f"-Ddriver.build.dir={build}", f"-Ddurabletask.version={version}",
-          "package"], what=f"building the driver against {c.root}", log=log, env=menv)
+    try:
+        _mvn(["-B", "-q", f"-Dmaven.repo.local={m2}", "-Dmaven.test.skip=true", "-Dstyle.color=never",
+              "-f", str(project / "pom.xml"), f"-Ddriver.build.dir={build}", f"-Ddurabletask.version={version}",
+              "package"], what=f"building the driver against {c.root}", log=log, env=menv)
+    except CheckoutError as exc:
+        if "cannot find symbol" in str(exc) or "does not exist" in str(exc):
+            raise CheckoutError(f"{exc}\nThe driver is written against io.dapr:durabletask-client 1.17 (java-sdk's "
+                                f"durabletask-client module); the client of {c.root} ({c.layout}) lacks part of that "
+                                "API: give a java-sdk checkout instead.") from None
+        raise
     jar = build / "durabletask-java-driver.jar"
     if not jar.is_file():
         raise CheckoutError(f"the driver build produced no {jar} (log {log})")

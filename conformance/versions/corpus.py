@@ -31,6 +31,8 @@ def record_if_asked(*, scenario_id: str, kind: str, programs_doc: Mapping[str, A
                     fetch: Callable[[str], tuple[Any, Sequence[Any]]]) -> None:
     """Writes the terminal instances' histories of a flow scenario when $CONFORMANCE_RECORD_HISTORIES is
     set. `fetch(iid)` is (WorkflowState, history events) as GetInstance/GetInstanceHistory report them.
+    Only "flow": a vector's history is the scenario's own, and a "redeployed" flow (a worker restarted with
+    other programs or versions) has no one bundle its histories replay against.
     Never raises: recording must not change a run's verdict (a failure leaves a note file instead)."""
     out = os.environ.get(RECORD_ENV)
     if not out or kind != "flow":
@@ -68,9 +70,18 @@ class Recorded:
                 "sdkVersion": self.sdk_version}
 
 
-def assemble(staging: Path, *, passed: set[str], corpus: Path, recorded: Recorded) -> list[Path]:
+def scrub(text: str, places: Mapping[str, Path]) -> str:
+    """`text` with each machine path of `places` (longest first) written as its name, e.g. <cache>: the
+    stack traces an SDK records name the files it ran from, and the corpus is kept in the repository."""
+    for name, path in sorted(places.items(), key=lambda kv: -len(str(kv[1]))):
+        text = text.replace(str(path), f"<{name}>")
+    return text
+
+
+def assemble(staging: Path, *, passed: set[str], corpus: Path, recorded: Recorded,
+             places: Mapping[str, Path] | None = None) -> list[Path]:
     """Files the staged histories of the PASSED scenarios under `corpus` (replacing what this engine and
-    SDK release recorded before for them) and returns the files written."""
+    SDK release recorded before for them, machine paths scrubbed) and returns the files written."""
     written: list[Path] = []
     for bundle in sorted(staging.rglob(BUNDLE)):
         scenario = bundle.parent.relative_to(staging).as_posix()
@@ -87,7 +98,8 @@ def assemble(staging: Path, *, passed: set[str], corpus: Path, recorded: Recorde
             doc["recorded"] = {**recorded.as_dict(), "scenario": scenario}
             doc["capturedAt"] = ""  # the corpus changes only when what was recorded changes
             target = dest / f.name
-            target.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+            target.write_text(scrub(json.dumps(doc, indent=1, ensure_ascii=False), places or {}) + "\n",
+                              encoding="utf-8")
             written.append(target)
     return written
 

@@ -65,6 +65,15 @@ def changes(results: Sequence[CellResult]) -> list[Change]:
     return out
 
 
+def _why(setup_error: str) -> str:
+    """What stopped a cell: the step, and the first line of the tool's output that names an error."""
+    lines = [ln.strip() for ln in setup_error.splitlines() if ln.strip()]
+    step = lines[0].split(": ")[0] if lines else "setup"
+    marks = ("error", "undefined", "cannot find", "not available", "exited")
+    first = next((ln for ln in lines[1:] if any(m in ln.lower() for m in marks)), lines[1] if len(lines) > 1 else "")
+    return f"{step}: {first}" if first else (lines[0] if lines else "")
+
+
 def _counts(r: CellResult) -> str:
     if not r.ran:
         return "not run"
@@ -89,7 +98,8 @@ def render_markdown(results: Sequence[CellResult], *, command: str) -> str:
     any_broken = False
     for r in results:
         if r.setup_error:
-            out.append(f"- **{r.sdk.label} on {r.engine.label}**: not run: {r.setup_error.splitlines()[0]}")
+            any_broken = True
+            out.append(f"- **{r.sdk.label} on {r.engine.label}**: not run: {_why(r.setup_error)}")
             continue
         if not r.failed and not r.errors:
             continue

@@ -10,6 +10,7 @@ import os
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -143,7 +144,8 @@ def _run_cell(plan: Plan, *, root: Path, sdk: SdkRelease, engine: EngineRelease,
     if plan.corpus is not None and staging.is_dir():
         passed = {s for s, o in cell.outcomes.items() if o == "PASSED"}
         written = assemble(staging, passed=passed, corpus=plan.corpus, recorded=Recorded(
-            engine=engine.engine, engine_version=engine.version, sdk=sdk.sdk, sdk_version=sdk.version))
+            engine=engine.engine, engine_version=engine.version, sdk=sdk.sdk, sdk_version=sdk.version),
+            places={"cache": cache_root(), "root": root, "home": Path.home(), "tmp": Path(tempfile.gettempdir())})
         log(f"versions: {len(written)} histories of {sdk.label} on {engine.label} filed in {plan.corpus}")
     log(f"versions: {sdk.label} on {engine.label}: {cell.counts} in {wall:.0f} s")
     return cell

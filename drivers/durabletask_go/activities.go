@@ -1,9 +1,9 @@
 package main
 
-// The built-in activities echo, fail, sleep and record, exactly as fake_worker/activities.py
-// (docs/programs.md "Built-in activities"): attempts are counted per logical call, keyed by
+// The built-in activities echo, fail, sleep and record (docs/programs.md "Built-in activities",
+// checked against the golden file's `activities`): attempts are counted per logical call, keyed by
 // (instance id, task execution id) or (instance id, "task-<task id>") without an execution id;
-// `record` appends one json.dumps line per execution to $CONFORMANCE_LEDGER.
+// `record` appends one JSON line per execution to $CONFORMANCE_LEDGER.
 //
 // durabletask-go's task.ActivityContext has no instance id (only GetTaskID and
 // GetTaskExecutionID), but the ledger and the attempt key need it. The ActivityRequest the SDK
@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -39,10 +38,10 @@ type LedgerMissing struct{ Message string }
 
 func (e LedgerMissing) Error() string { return e.Message }
 
-// InputError: an input the activity cannot use (Python raises TypeError/ValueError there).
-type InputError struct{ Message string }
+// ActivityInputError: an input the activity does not take.
+type ActivityInputError struct{ Message string }
 
-func (e InputError) Error() string { return e.Message }
+func (e ActivityInputError) Error() string { return e.Message }
 
 // ------------------------------------------------------------------ instance ids of activity requests
 
@@ -139,9 +138,9 @@ func (r *activityRunner) run(ctx task.ActivityContext, name string) (any, error)
 	if err := ctx.GetInput(&raw); err != nil {
 		return nil, err
 	}
-	input, err := pyLoads(raw)
+	input, err := decodeValue(raw)
 	if err != nil {
-		return nil, InputError{fmt.Sprintf("activity input is not JSON: %v", err)}
+		return nil, ActivityInputError{fmt.Sprintf("activity input is not JSON: %v", err)}
 	}
 	taskID, execID := ctx.GetTaskID(), ctx.GetTaskExecutionID()
 	iid := r.tracker.instanceOf(activityKey{execID: execID, taskID: taskID})
@@ -154,56 +153,18 @@ func (r *activityRunner) run(ctx task.ActivityContext, name string) (any, error)
 	attempt := r.attempts[[2]string{iid, callKey}]
 	r.mu.Unlock()
 
-	result := func(v any) (any, error) {
-		if v == nil {
-			return nil, nil
-		}
-		return pyJSON{v}, nil
+	result, sleep, err := builtin(name, input, attempt)
+	if err != nil {
+		return nil, err
 	}
-	switch name {
-	case "echo":
-		return result(input)
-	case "sleep":
-		s, err := pyFloat(orZero(input))
-		if err != nil {
-			return nil, err
+	if sleep > 0 {
+		select {
+		case <-time.After(seconds(sleep)):
+		case <-ctx.Context().Done():
+			return nil, ctx.Context().Err()
 		}
-		if s > 0 {
-			select {
-			case <-time.After(seconds(s)):
-			case <-ctx.Context().Done():
-				return nil, ctx.Context().Err()
-			}
-		}
-		return result(input)
-	case "fail":
-		spec, ok := input.(*OMap)
-		if !ok {
-			n, err := pyInt(orZero(input))
-			if err != nil {
-				return nil, err
-			}
-			spec = NewOMap()
-			spec.Set("times", n)
-		}
-		timesVal, hasTimes := spec.Get("times")
-		times := int64(0)
-		if hasTimes {
-			n, err := pyInt(timesVal)
-			if err != nil {
-				return nil, err
-			}
-			times = n
-		}
-		if int64(attempt) <= times {
-			msg, ok := spec.Get("message")
-			if !ok {
-				msg = fmt.Sprintf("planned failure %d of %s", attempt, pyStr(timesVal))
-			}
-			return nil, ActivityFailure{pyStr(msg)}
-		}
-		return result(input)
-	case "record":
+	}
+	if name == "record" {
 		path := r.ledger
 		if path == "" {
 			path = os.Getenv("CONFORMANCE_LEDGER")
@@ -211,73 +172,59 @@ func (r *activityRunner) run(ctx task.ActivityContext, name string) (any, error)
 		if path == "" {
 			return nil, LedgerMissing{"the record activity needs env CONFORMANCE_LEDGER to name a file"}
 		}
-		line := NewOMap()
-		line.Set("instance_id", iid)
-		line.Set("task_id", int64(taskID))
-		line.Set("task_execution_id", execID)
-		line.Set("attempt", int64(attempt))
-		line.Set("worker_pid", int64(os.Getpid()))
-		line.Set("time", float64(time.Now().UnixNano())/1e9)
-		line.Set("input", input)
+		line := map[string]any{"instance_id": iid, "task_id": taskID, "task_execution_id": execID, "attempt": attempt,
+			"worker_pid": os.Getpid(), "time": float64(time.Now().UnixNano()) / 1e9, "input": input}
 		r.fileMu.Lock()
 		defer r.fileMu.Unlock()
 		f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 		if err != nil {
 			return nil, err
 		}
-		if _, err := f.WriteString(pyDumps(line) + "\n"); err != nil {
+		if _, err := f.WriteString(jsonText(line) + "\n"); err != nil {
 			f.Close()
 			return nil, err
 		}
 		if err := f.Close(); err != nil {
 			return nil, err
 		}
-		return result(input)
 	}
-	return nil, fmt.Errorf("no built-in activity %q", name)
+	return result, nil
 }
 
-// orZero is Python's `x or 0`.
-func orZero(v any) any {
-	if !pyTruthy(v) {
-		return int64(0)
-	}
-	return v
-}
-
-// pyInt is Python's int(v) for the values the fail activity accepts.
-func pyInt(v any) (int64, error) {
-	switch x := v.(type) {
-	case bool:
-		if x {
-			return 1, nil
+// builtin is what a built-in activity does on its attempt-th execution of a call (docs/programs.md
+// "Built-in activities", the golden file's `activities`): its result, or seconds to sleep first.
+func builtin(name string, input any, attempt int) (any, float64, error) {
+	switch name {
+	case "echo", "record":
+		return input, 0, nil
+	case "sleep":
+		if input == nil {
+			return input, 0, nil
 		}
-		return 0, nil
-	case int64:
-		return x, nil
-	case float64:
-		return int64(x), nil
-	case string:
-		if n, err := strconv.ParseInt(strings.TrimSpace(x), 10, 64); err == nil {
-			return n, nil
+		if s, ok := input.(float64); ok {
+			return input, max(s, 0), nil
 		}
-		return 0, InputError{fmt.Sprintf("invalid literal for int() with base 10: %s", pyStrRepr(x))}
-	}
-	return 0, InputError{fmt.Sprintf("int() argument must be a string, a bytes-like object or a real number, not '%s'",
-		pyTypeName(v))}
-}
-
-// pyFloat is Python's float(v) for the values the sleep activity accepts.
-func pyFloat(v any) (float64, error) {
-	if _, isStr := v.(string); !isStr {
-		if n, ok := asNumber(v); ok {
-			return n.float(), nil
+		return nil, 0, ActivityInputError{"sleep takes a number of seconds or null, got " + text(input)}
+	case "fail":
+		spec, isMap := input.(map[string]any)
+		times, ok := input, true
+		if isMap {
+			times = spec["times"]
 		}
-		return 0, InputError{fmt.Sprintf("float() argument must be a string or a real number, not '%s'", pyTypeName(v))}
+		if times == nil {
+			times = 0.0
+		}
+		n, ok := times.(float64)
+		if !ok {
+			return nil, 0, ActivityInputError{"fail takes a number or {times, message}, got " + text(input)}
+		}
+		if float64(attempt) <= n {
+			if message, has := spec["message"]; has {
+				return nil, 0, ActivityFailure{text(message)}
+			}
+			return nil, 0, ActivityFailure{fmt.Sprintf("planned failure %d of %s", attempt, text(n))}
+		}
+		return input, 0, nil
 	}
-	f, err := strconv.ParseFloat(strings.TrimSpace(v.(string)), 64)
-	if err != nil {
-		return 0, InputError{fmt.Sprintf("could not convert string to float: %s", pyStrRepr(v.(string)))}
-	}
-	return f, nil
+	return nil, 0, fmt.Errorf("no built-in activity %q", name)
 }

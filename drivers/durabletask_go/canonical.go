@@ -2,7 +2,7 @@ package main
 
 // The canonical program form (docs/programs.md "The canonical form"), the file the harness writes as
 // {canonical}: one shape per step, every default filled in, durations in seconds, expressions as
-// canonical nodes (expr.go evaluates them). The driver parses no shorthand and fills in no default.
+// canonical nodes (values.go evaluates them). The driver parses no shorthand and fills in no default.
 
 import (
 	"bytes"
@@ -15,17 +15,6 @@ const (
 	canonicalFormat  = "taskhub-programs/canonical"
 	canonicalVersion = 1
 )
-
-// Node is a canonical expression node, decoded as a value (*OMap, []any, int64, float64, ...):
-// {"lit": v}, {"int": n}, {"float": x}, {"list": [...]}, {"map": [[k, node], ...]},
-// {"var": name, "path": [...]}, {"text": [...]}, {"op": name, "arg": node}.
-type Node struct{ v any }
-
-func (n *Node) UnmarshalJSON(data []byte) error {
-	v, err := pyLoads(data)
-	n.v = v
-	return err
-}
 
 type Retry struct {
 	MaxAttempts int      `json:"max_attempts"`

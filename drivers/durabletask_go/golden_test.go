@@ -1,12 +1,15 @@
 package main
 
 // The driver against the cross-language golden file tests/programs/golden/programs.json: every
-// expression's canonical node, evaluated in the file's env, gives the recorded value, text,
-// truthiness and display text, or an ExpressionError; and the file's canonical programs load.
+// expression's canonical node, evaluated in the file's env, gives the recorded value, text and
+// truthiness, or an ExpressionError; each built-in activity case its recorded outcome on every
+// execution (errorType without the Go package: the SDK reports "main.ActivityFailure"); and the
+// file's canonical programs load.
 
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -14,48 +17,82 @@ import (
 
 const goldenFile = "../../tests/programs/golden/programs.json"
 
-func field(m any, k string) any {
-	v, _ := m.(*OMap).Get(k)
-	return v
+type golden struct {
+	Env         map[string]any `json:"env"`
+	Expressions []struct {
+		Expr      any    `json:"expr"`
+		Canonical any    `json:"canonical"`
+		Value     any    `json:"value"`
+		Text      string `json:"text"`
+		Truthy    bool   `json:"truthy"`
+		Error     string `json:"error"`
+	} `json:"expressions"`
+	Activities []struct {
+		Activity   string           `json:"activity"`
+		Input      any              `json:"input"`
+		Executions []map[string]any `json:"executions"`
+	} `json:"activities"`
 }
 
-func TestExpressionsMatchTheGoldenFile(t *testing.T) {
+func readGolden(t *testing.T) golden {
 	data, err := os.ReadFile(goldenFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc, err := pyLoads(data)
-	if err != nil {
+	var doc golden
+	if err := json.Unmarshal(data, &doc); err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]any{}
-	for _, k := range field(doc, "env").(*OMap).Keys() {
-		env[k] = field(field(doc, "env"), k)
+	return doc
+}
+
+func TestExpressionsMatchTheGoldenFile(t *testing.T) {
+	doc := readGolden(t)
+	if len(doc.Expressions) < 80 {
+		t.Fatalf("only %d expressions in %s", len(doc.Expressions), goldenFile)
 	}
-	cases := field(doc, "expressions").([]any)
-	if len(cases) < 80 {
-		t.Fatalf("only %d expressions in %s", len(cases), goldenFile)
-	}
-	for i, c := range cases {
-		where := pyDumps(field(c, "expr"))
-		got, err := evalNode(field(c, "canonical"), env)
-		if _, wantErr := c.(*OMap).Get("error"); wantErr {
+	for i, c := range doc.Expressions {
+		where := jsonText(c.Expr)
+		got, err := evalNode(c.Canonical, doc.Env)
+		if c.Error != "" {
 			if ee := (ExpressionError{}); !errors.As(err, &ee) {
-				t.Errorf("expressions[%d] %s: got %s (err %v), want an ExpressionError", i, where, pyDumps(got), err)
+				t.Errorf("expressions[%d] %s: got %s (err %v), want an ExpressionError", i, where, jsonText(got), err)
 			}
 			continue
 		}
 		if err != nil {
-			t.Errorf("expressions[%d] %s: %v, want %s", i, where, err, pyDumps(field(c, "value")))
+			t.Errorf("expressions[%d] %s: %v, want %s", i, where, err, jsonText(c.Value))
 			continue
 		}
-		want := field(c, "value")
-		if !pyEqual(got, want) || pyDumps(got) != pyDumps(want) {
-			t.Errorf("expressions[%d] %s: value %s, want %s", i, where, pyDumps(got), pyDumps(want))
+		if !equal(got, c.Value) || text(got) != c.Text || truthy(got) != c.Truthy {
+			t.Errorf("expressions[%d] %s: value %s text %q truthy %v, want %s %q %v", i, where, jsonText(got), text(got),
+				truthy(got), jsonText(c.Value), c.Text, c.Truthy)
 		}
-		if text(got) != field(c, "text") || pyStr(got) != field(c, "display") || pyTruthy(got) != field(c, "truthy") {
-			t.Errorf("expressions[%d] %s: text %q display %q truthy %v, want %q %q %v", i, where, text(got), pyStr(got),
-				pyTruthy(got), field(c, "text"), field(c, "display"), field(c, "truthy"))
+	}
+}
+
+func TestBuiltinActivitiesMatchTheGoldenFile(t *testing.T) {
+	doc := readGolden(t)
+	for _, c := range doc.Activities {
+		if c.Activity == "propagated" {
+			continue // not registered: no history propagation in this driver
+		}
+		for i, want := range c.Executions {
+			got := map[string]any{}
+			result, sleep, err := builtin(c.Activity, c.Input, i+1)
+			switch e := err.(type) {
+			case nil:
+				got["result"], got["sleep"] = result, sleep
+			case ActivityFailure:
+				got["error_type"], got["error_message"] = "ActivityFailure", e.Message
+			case ActivityInputError:
+				got["error_type"], got["error_message"] = "ActivityInputError", e.Message
+			default:
+				got["error_type"], got["error_message"] = fmt.Sprintf("%T", err), err.Error()
+			}
+			if jsonText(got) != jsonText(want) {
+				t.Errorf("%s(%s) execution %d: %s, want %s", c.Activity, jsonText(c.Input), i+1, jsonText(got), jsonText(want))
+			}
 		}
 	}
 }

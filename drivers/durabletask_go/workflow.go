@@ -112,7 +112,7 @@ func makeWorkflow(steps []*Step) task.Workflow {
 		if err := ctx.GetInput(&raw); err != nil {
 			return nil, err
 		}
-		input, err := pyLoads(raw)
+		input, err := decodeValue(raw)
 		if err != nil {
 			return nil, fmt.Errorf("workflow input is not JSON: %w", err)
 		}
@@ -122,7 +122,7 @@ func makeWorkflow(steps []*Step) task.Workflow {
 			return nil, err
 		}
 		if out.done && out.value != nil {
-			return pyJSON{out.value}, nil
+			return out.value, nil
 		}
 		return nil, nil
 	}
@@ -148,13 +148,12 @@ func retryPolicy(r *Retry) *task.RetryPolicy {
 	return p
 }
 
-// rawPayload: a value as JSON text, encoded as the Python SDKs do (json.dumps), for the SDK's
-// WithRaw*Input options. nil: no payload at all.
+// rawPayload: a value as JSON text for the SDK's WithRaw*Input options. nil: no payload at all.
 func rawPayload(v any) *wrapperspb.StringValue {
 	if v == nil {
 		return nil
 	}
-	return wrapperspb.String(pyDumps(v))
+	return wrapperspb.String(jsonText(v))
 }
 
 // makeTask schedules a task step (call_activity, call_child, timer, wait_event) without awaiting it.
@@ -188,7 +187,7 @@ func makeTask(ctx *task.WorkflowContext, s *Step, env map[string]any) (task.Task
 				return nil, err
 			}
 			if iid != nil {
-				opts = append(opts, task.WithChildWorkflowInstanceID(pyStr(iid)))
+				opts = append(opts, task.WithChildWorkflowInstanceID(text(iid)))
 			}
 		}
 		if p := retryPolicy(s.Retry); p != nil {
@@ -207,13 +206,13 @@ func makeTask(ctx *task.WorkflowContext, s *Step, env map[string]any) (task.Task
 	return nil, fmt.Errorf("%s is not a task", s.Step)
 }
 
-// await waits for a task and decodes its JSON result with Python's rules (nil when there is none).
+// await waits for a task and decodes its JSON result (nil when there is none).
 func await(t task.Task) (any, error) {
 	var raw json.RawMessage
 	if err := t.Await(&raw); err != nil {
 		return nil, err
 	}
-	return pyLoads(raw)
+	return decodeValue(raw)
 }
 
 func runSteps(ctx *task.WorkflowContext, steps []*Step, env map[string]any) (returned, error) {
@@ -268,7 +267,7 @@ func runSteps(ctx *task.WorkflowContext, steps []*Step, env map[string]any) (ret
 				if err != nil {
 					return returned{}, err
 				}
-				on = pyTruthy(cond)
+				on = truthy(cond)
 			}
 			branch := s.Else
 			if on {
@@ -297,7 +296,7 @@ func runSteps(ctx *task.WorkflowContext, steps []*Step, env map[string]any) (ret
 			case string:
 				ctx.SetCustomStatus(x)
 			default:
-				ctx.SetCustomStatus(pyDumps(x))
+				ctx.SetCustomStatus(jsonText(x))
 			}
 		case "continue_as_new":
 			input, err := evaluate(s.Input, env)
@@ -310,7 +309,7 @@ func runSteps(ctx *task.WorkflowContext, steps []*Step, env map[string]any) (ret
 			}
 			var newInput any
 			if input != nil {
-				newInput = pyJSON{input}
+				newInput = input
 			}
 			ctx.ContinueAsNew(newInput, opts...)
 			return returned{done: true}, nil
@@ -325,7 +324,7 @@ func runSteps(ctx *task.WorkflowContext, steps []*Step, env map[string]any) (ret
 			if err != nil {
 				return returned{}, err
 			}
-			return returned{}, ProgramFailure{Type: s.Type, Message: pyStr(msg)}
+			return returned{}, ProgramFailure{Type: s.Type, Message: text(msg)}
 		default: // capabilityGaps() refuses these before start
 			return returned{}, fmt.Errorf("step kind %q is not supported by this driver", s.Step)
 		}

@@ -1,18 +1,13 @@
 "use strict";
-// The built-in activities (echo, fail, sleep, record), ported from fake_worker/activities.py, which
-// stays the authority (docs/programs.md "Built-in activities"). Attempts are counted per logical
-// call, keyed by (instance id, task execution id), or (instance id, "task-<task id>") when the
-// execution id is empty, which it always is here: @dapr/durabletask-js 1.0.0 has no
-// taskExecutionId. Ledger lines are written as the text of values.js (Python's json.dumps encoding).
+// The built-in activities (docs/programs.md "Built-in activities"; test/golden.js checks `builtin`
+// against the golden file's cases). Attempts are counted per logical call, keyed by (instance id,
+// task execution id), or (instance id, "task-<task id>") when the execution id is empty, which it
+// always is here: @dapr/durabletask-js 1.0.0 has no taskExecutionId.
 
 const fs = require("fs");
 const V = require("./values");
 
 const LEDGER_ENV = "CONFORMANCE_LEDGER";
-
-/** Python's type name of a JSON value, as int() and float() name it in their errors. */
-const pyTypeName = (v) => (v === null ? "NoneType" : typeof v === "boolean" ? "bool" : typeof v === "number"
-  ? (Number.isInteger(v) ? "int" : "float") : typeof v === "string" ? "str" : Array.isArray(v) ? "list" : "dict");
 
 class ActivityFailure extends Error {
   constructor(errorType, message) {
@@ -21,31 +16,27 @@ class ActivityFailure extends Error {
   }
 }
 
-/** int(v) as Python computes it for a JSON value, or ActivityFailure(ValueError/TypeError). */
-function pyInt(v) {
-  if (typeof v === "boolean") return v ? 1 : 0;
-  if (typeof v === "number") {
-    if (!Number.isFinite(v)) throw new ActivityFailure("OverflowError", "cannot convert float infinity to integer");
-    return Math.trunc(v);
+/** [result, seconds to sleep first] of the attempt-th execution of one call; throws ActivityFailure. */
+function builtin(name, input, attempt) {
+  if (name === "echo" || name === "record") return [input, 0];
+  if (name === "propagated") return [null, 0]; // no history propagation in this SDK
+  if (name === "sleep") {
+    if (input === null || typeof input === "number") return [input, Math.max(0, input ?? 0)];
+    throw new ActivityFailure("ActivityInputError", `sleep takes a number of seconds or null, got ${V.text(input)}`);
   }
-  if (typeof v === "string" && /^\s*[+-]?\d+(_\d+)*\s*$/.test(v)) return parseInt(v.replace(/_/g, ""), 10);
-  if (typeof v === "string") throw new ActivityFailure("ValueError", `invalid literal for int() with base 10: ${V.repr(v)}`);
-  throw new ActivityFailure("TypeError",
-    `int() argument must be a string, a bytes-like object or a real number, not '${pyTypeName(v)}'`);
-}
-
-/** float(v) as Python computes it for a JSON value, or ActivityFailure(ValueError/TypeError). */
-function pyFloat(v) {
-  if (typeof v === "boolean") return v ? 1 : 0;
-  if (typeof v === "number") return v;
-  if (typeof v === "string") {
-    const t = v.trim().replace(/_/g, "");
-    if (/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(t)) return parseFloat(t);
-    if (/^[+-]?(inf|infinity)$/i.test(t)) return t.startsWith("-") ? -Infinity : Infinity;
-    if (/^[+-]?nan$/i.test(t)) return NaN;
-    throw new ActivityFailure("ValueError", `could not convert string to float: ${V.repr(v)}`);
+  if (name === "fail") {
+    const spec = V.isMapping(input) ? input : { times: input };
+    const times = spec.times ?? 0;
+    if (typeof times !== "number") {
+      throw new ActivityFailure("ActivityInputError", `fail takes a number or {times, message}, got ${V.text(input)}`);
+    }
+    if (attempt <= times) {
+      const message = "message" in spec ? V.text(spec.message) : `planned failure ${attempt} of ${V.text(times)}`;
+      throw new ActivityFailure("ActivityFailure", message);
+    }
+    return [input, 0];
   }
-  throw new ActivityFailure("TypeError", `float() argument must be a string or a real number, not '${pyTypeName(v)}'`);
+  throw new ActivityFailure("ActivityNotRegisteredError", `Activity function named '${name}' was not registered.`);
 }
 
 class ActivityRunner {
@@ -56,43 +47,20 @@ class ActivityRunner {
 
   /** The activity's result, a Promise of it (sleep), or throws ActivityFailure. */
   run({ name, input, instanceId, taskId, taskExecutionId }) {
-    const key = JSON.stringify([instanceId, taskExecutionId || `task-${taskId}`, 0]);
+    const key = JSON.stringify([instanceId, taskExecutionId || `task-${taskId}`]);
     const attempt = (this.attempts.get(key) || 0) + 1;
     this.attempts.set(key, attempt);
-    if (name === "echo") return input;
-    if (name === "sleep") {
-      const seconds = V.truthy(input) ? pyFloat(input) : 0;
-      return new Promise((resolve) => setTimeout(() => resolve(input), Math.max(0, seconds) * 1000));
-    }
-    if (name === "fail") {
-      const spec = V.isMapping(input) ? input : { times: pyInt(V.truthy(input) ? input : 0) };
-      const hasTimes = Object.prototype.hasOwnProperty.call(spec, "times");
-      const times = hasTimes ? spec.times : null; // spec.get("times") -> None when absent
-      if (attempt <= pyInt(hasTimes ? times : 0)) {
-        const message = Object.prototype.hasOwnProperty.call(spec, "message")
-          ? spec.message
-          : `planned failure ${attempt} of ${V.display(times)}`;
-        throw new ActivityFailure("ActivityFailure", V.display(message));
-      }
-      return input;
-    }
+    const [result, seconds] = builtin(name, input, attempt);
     if (name === "record") {
       const file = this.ledger || process.env[LEDGER_ENV];
       if (!file) throw new ActivityFailure("LedgerMissing", `the record activity needs env ${LEDGER_ENV} to name a file`);
-      const line = V.json({
-        instance_id: instanceId,
-        task_id: taskId,
-        task_execution_id: taskExecutionId,
-        attempt,
-        worker_pid: process.pid,
-        time: new V.Float(Date.now() / 1000),
-        input,
-      });
-      fs.appendFileSync(file, line + "\n", "utf-8");
-      return input;
+      const line = { instance_id: instanceId, task_id: taskId, task_execution_id: taskExecutionId, attempt,
+        worker_pid: process.pid, time: Date.now() / 1000, input };
+      fs.appendFileSync(file, JSON.stringify(line) + "\n", "utf-8");
     }
-    throw new ActivityFailure("ActivityNotRegisteredError", `Activity function named '${name}' was not registered.`);
+    if (seconds > 0) return new Promise((resolve) => setTimeout(() => resolve(result), seconds * 1000));
+    return result;
   }
 }
 
-module.exports = { ActivityFailure, ActivityRunner, LEDGER_ENV };
+module.exports = { ActivityFailure, ActivityRunner, LEDGER_ENV, builtin };

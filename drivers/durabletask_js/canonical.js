@@ -4,7 +4,6 @@
 // canonical nodes (values.js evaluates them). The driver parses no shorthand and fills in no default.
 
 const fs = require("fs");
-const { decode } = require("./values");
 
 const FORMAT = "taskhub-programs/canonical";
 const VERSION = 1;
@@ -29,7 +28,7 @@ function readPrograms(file) {
     throw new ProgramError(`cannot read the canonical programs: ${e.message}`);
   }
   try {
-    return programsOf(decode(text), file);
+    return programsOf(JSON.parse(text), file);
   } catch (e) {
     if (e instanceof SyntaxError) throw new ProgramError(`${file} is not JSON: ${e.message}`);
     throw e;

@@ -9,7 +9,7 @@
 // an async generator that walks the steps and yields SDK tasks (`ctx.callActivity`,
 // `ctx.callSubOrchestrator`, `ctx.createTimer`, `ctx.waitForExternalEvent`, `whenAll`, `whenAny`)
 // and calls `ctx.setCustomStatus` and `ctx.continueAsNew`. The built-in activities are registered
-// with `addNamedActivity` and run by activities.js, a port of fake_worker/activities.py. The
+// with `addNamedActivity` and run by activities.js (checked against the golden file). The
 // programs come in the canonical form (canonical.js: one shape per step, defaults filled in);
 // values.js evaluates its expression nodes (docs/programs.md "Values").
 //
@@ -154,6 +154,11 @@ function timedeltaRepr(seconds) {
   return `datetime.timedelta(${parts.length ? parts.join(", ") : "0"})`;
 }
 
+/** repr(name) of the event name, as the reference's (dx's) TimeoutError message has it. */
+function pyStringRepr(name) {
+  return name.includes("'") && !name.includes('"') ? `"${name}"` : `'${name.replace(/\\/g, "\\\\").replace(/'/g, "\\'")}'`;
+}
+
 class Returned {
   constructor(value) {
     this.value = value;
@@ -167,11 +172,11 @@ function timerAt(ctx, seconds) {
 function makeTask(sdk, ctx, step, env) {
   switch (step.step) {
     case "call_activity":
-      return ctx.callActivity(step.name, V.plain(evaluate(step.input, env)));
+      return ctx.callActivity(step.name, evaluate(step.input, env));
     case "call_child": {
       const iid = step.instance_id !== null ? evaluate(step.instance_id, env) : null; // null: the default id
-      return ctx.callSubOrchestrator(step.workflow, V.plain(evaluate(step.input, env)),
-        iid === null ? undefined : V.display(iid));
+      return ctx.callSubOrchestrator(step.workflow, evaluate(step.input, env),
+        iid === null ? undefined : V.text(iid));
     }
     case "timer":
       return ctx.createTimer(timerAt(ctx, step.duration));
@@ -192,7 +197,7 @@ async function* waitWithTimeout(sdk, ctx, step, env) {
   }
   if (step.default !== null) return evaluate(step.default, env);
   throw new (errorClass("TimeoutError"))(
-    `Timed out after ${timedeltaRepr(step.timeout)} waiting for external event ${V.repr(step.name)}`);
+    `Timed out after ${timedeltaRepr(step.timeout)} waiting for external event ${pyStringRepr(step.name)}`);
 }
 
 async function* runSteps(sdk, ctx, steps, env) {
@@ -240,12 +245,12 @@ async function* runSteps(sdk, ctx, steps, env) {
         break;
       }
       case "continue_as_new":
-        ctx.continueAsNew(V.plain(evaluate(step.input, env)), step.carry_events);
+        ctx.continueAsNew(evaluate(step.input, env), step.carry_events);
         return new Returned(null);
       case "return":
-        return new Returned(V.plain(evaluate(step.value, env)));
+        return new Returned(evaluate(step.value, env));
       case "fail":
-        throw new (errorClass(step.type))(V.display(evaluate(step.message, env)));
+        throw new (errorClass(step.type))(V.text(evaluate(step.message, env)));
       default: // capabilityGaps() refuses these before start; never reached
         throw new Error(`step kind '${step.step}'`);
     }

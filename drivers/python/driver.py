@@ -169,7 +169,7 @@ class Interpreter:
         if isinstance(step, P.CallChild):
             iid = P.evaluate(step.instance_id, env) if step.instance_id is not None else None
             return a.call_child(ctx, step.workflow, P.evaluate(step.input, env),
-                                None if iid is None else P.display(iid), step.retry, app=step.app,
+                                None if iid is None else P.text(iid), step.retry, app=step.app,
                                 propagation=step.propagation)
         if isinstance(step, P.Timer):
             return a.timer(ctx, timedelta(seconds=step.duration))
@@ -308,7 +308,7 @@ def _run_return(it: Interpreter, ctx: Any, step: Any, env: dict[str, Any]) -> It
 
 
 def _run_fail(it: Interpreter, ctx: Any, step: Any, env: dict[str, Any]) -> Iterator[Any]:
-    raise error_class(step.type)(it.lang.P.display(it.lang.P.evaluate(step.message, env)))
+    raise error_class(step.type)(it.lang.P.text(it.lang.P.evaluate(step.message, env)))
     yield
 
 

@@ -264,7 +264,7 @@ def start_child(eng: Engine, parent: Instance, child_id: str, start: pb.HistoryE
                 fail.childWorkflowInstanceFailed.taskScheduledId = task_id
                 fd = fail.childWorkflowInstanceFailed.failureDetails
                 fd.errorType = "WorkflowInstanceAlreadyExists"
-                fd.errorMessage = f"a workflow with ID '{child_id}' is already running"
+                fd.errorMessage = f"an active workflow with ID '{child_id}' already exists"  # daprd's text
                 table.add_inbox(parent, fail, tx)
             return
         table.forget(existing, tx)

@@ -25,7 +25,7 @@ from taskhub_wire.kinds import ActionKind, EventKind
 
 from taskhub_programs import (
     All, AnyOf, Bundle, CallActivity, CallChild, ContinueAsNew, ExpressionError, Fail, If, IfPatched, Program,
-    Return, SetStatus, SetVar, Step, Timer, WaitEvent, compile_expr,
+    Return, SetStatus, SetVar, Step, Timer, WaitEvent, compile_expr, text,
 )
 from fake_worker.replay.tasks import (
     Completable, EventWithTimeout, Retryable, RetrySpec, Task, TaskFailure, TimerTask, WhenAll, WhenAny,
@@ -487,7 +487,7 @@ def _task_maker(step: Any) -> TaskMaker:
         def call_child(ctx: _Context, env: Env) -> Task:
             iid = iid_of(env) if iid_of is not None else None
             return ctx.call(name=step.workflow, input=input_of(env), retry=_retry_spec(step), child=True,
-                            instance_id=None if iid is None else str(iid), app=step.app,
+                            instance_id=None if iid is None else text(iid), app=step.app,
                             propagation=step.propagation)
 
         return call_child
@@ -578,14 +578,14 @@ def _run_steps(ctx: _Context, ops: Sequence[_Op], env: Env) -> Generator[Task, A
             env[step.var] = op.value(env)
         elif isinstance(step, SetStatus):
             value = op.value(env)
-            ctx.custom_status = value if isinstance(value, str) or value is None else to_json(value)
+            ctx.custom_status = value if isinstance(value, str) or value is None else text(value)
         elif isinstance(step, ContinueAsNew):
             ctx.continue_as_new(op.value(env), step.carry_events)
             return _Returned(None)
         elif isinstance(step, Return):
             return _Returned(op.value(env))
         elif isinstance(step, Fail):
-            raise ProgramFailure(step.type, str(op.value(env)))
+            raise ProgramFailure(step.type, text(op.value(env)))
     return None
 
 

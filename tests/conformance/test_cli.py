@@ -97,3 +97,20 @@ def test_version_says_where_the_library_is():
     out = conformance("--version")
     assert out.returncode == 0 and out.stdout.startswith("conformance ")
     assert f"library: {ROOT} (a checkout)" in out.stdout and f"scenarios: {ROOT / 'scenarios'}" in out.stdout
+
+
+def test_selection_by_area_and_the_scenarios_that_failed_last_time(tmp_path):
+    lib = tmp_path / "lib"
+    write(lib, "x/good.yaml", GOOD)
+    write(lib, "x/wrong.yaml", GOOD.replace("output: 1", "output: 2"))
+    write(lib, "y/other.yaml", GOOD)
+    reports = str(tmp_path / "rep")
+    area = conformance("run", "--scenarios", str(lib), "--area", "x", "--reports", reports)
+    assert area.returncode == 1 and "2 scenarios" in area.stdout.splitlines()[0], area.stdout
+    again = conformance("run", "--scenarios", str(lib), "--last-failed", "--reports", reports)
+    assert again.returncode == 1 and "1 scenario on" in again.stdout.splitlines()[0], again.stdout + again.stderr
+    assert "x/wrong" in again.stdout and "x/good" not in again.stdout
+    typo = conformance("run", "--scenarios", str(lib), "--area", "yy", "--no-reports")
+    assert typo.returncode == 2 and "unknown area 'yy' (did you mean 'y'?)" in typo.stderr
+    fresh = conformance("run", "--scenarios", str(lib), "--last-failed", "--reports", str(tmp_path / "none"))
+    assert fresh.returncode == 2 and "no earlier run in" in fresh.stderr

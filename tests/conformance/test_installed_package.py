@@ -77,7 +77,8 @@ def test_version_list_validate_and_targets_from_elsewhere(installed):
     bin_dir, work, _ = installed
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     out = _run([str(bin_dir / "conformance"), "--version"], cwd=work)
-    assert out.returncode == 0 and out.stdout.strip() == f"conformance {version}", out.stdout + out.stderr
+    assert out.returncode == 0 and out.stdout.splitlines()[0] == f"conformance {version}", out.stdout + out.stderr
+    assert "(installed package data)" in out.stdout.splitlines()[1]  # and where the library is
     where = _run([str(bin_dir / "python"), "-c", "import conformance; print(conformance.__file__)"], cwd=work)
     assert Path(where.stdout.strip()).is_relative_to(bin_dir.parent), where.stdout  # not the checkout
 

@@ -115,9 +115,9 @@ FEATURES = """\
       - raise: {event: go, data: {ok: true}}
     expect:
       status: COMPLETED
-      custom_status: '{"stage": "new", "n": 2.5}'
+      custom_status: '{"n":2.5,"stage":"new"}'
       output:
-        text: 'n=2.5 xs=["a", {"z": 1.0, "a": [1, "x"]}, "child got 2.5"]'
+        text: 'n=2.5 xs=["a",{"a":[1,"x"],"z":1},"child got 2.5"]'
         retried: {times: 1, message: flaky}
         w: {timed_out: true}
         g: {ok: true}

@@ -21,15 +21,31 @@ TARGETED = {
     "skips-patch-check": ["patching/mismatch-stalls-and-recovers"],
     "drops-events-while-suspended": ["lifecycle/events-while-suspended-are-kept"],
     "forgets-timer": ["timers/timer-fires"],
+    # The history rules (conformance/checks/history.py), caught by the check every flow scenario runs.
+    "unstamped-timers": ["timers/timer-fires"],
+    "backdated-results": ["activities/chain"],
+    "timer-fired-at-creation": ["timers/timer-fires"],
+    "repeats-turn-time": ["timers/timer-fires"],
+    "result-after-actions": ["activities/chain"],
+    "keeps-timeout-timers": ["timers/timeout-timer-cancelled-by-event"],
+    "terminates-with-failure": ["lifecycle/terminate-running"],
     "reorders-actions": ["vectors/fan-out-order"],
     "reuses-task-execution-ids": ["vectors/task-execution-ids-differ"],
 }
 CONTROL = "activities/chain"
+# A mutant that the control itself exercises is checked against another plain scenario.
+CONTROLS = {"backdated-results": "timers/timer-fires", "result-after-actions": "timers/timer-fires"}
 
 
 def test_every_mutant_has_targets():
     assert set(TARGETED) == set(ENGINE_MUTANTS) | set(WORKER_MUTATIONS)
     assert len(TARGETED) >= 8
+
+
+# The history rule each history mutant breaks: the history check must name it (not only an expectation).
+RULE_OF = {"unstamped-timers": "R2.6", "backdated-results": "R2.6", "timer-fired-at-creation": "R2.6",
+           "repeats-turn-time": "R2.6", "result-after-actions": "R2.1", "keeps-timeout-timers": "R6.3",
+           "terminates-with-failure": "R6.8"}
 
 
 @pytest.mark.parametrize("mutant", sorted(TARGETED))
@@ -39,6 +55,8 @@ def test_mutant_is_caught(mutant: str, tmp_path: Path):
         scenario = load_scenario(SCENARIOS / f"{scenario_id}.yaml", root=SCENARIOS)
         scenario = type(scenario)(**{**scenario.__dict__, "timeout": min(scenario.timeout, 6.0)})
         result = run_scenario(scenario, pair, work_root=tmp_path, reproduce=f"mutant {mutant}")
+        if mutant in RULE_OF:
+            assert f"({RULE_OF[mutant]})" in result.message, f"the history check missed {mutant}:\n{result.message}"
         assert result.outcome is Outcome.FAILED, (
             f"mutant {mutant} was not caught by {scenario_id}: {result.outcome.value}\n{result.message}")
 
@@ -46,6 +64,6 @@ def test_mutant_is_caught(mutant: str, tmp_path: Path):
 @pytest.mark.parametrize("mutant", sorted(ENGINE_MUTANTS))
 def test_engine_mutants_still_run_a_plain_chain(mutant: str, tmp_path: Path):
     """A mutant differs in one behaviour only: the plain chain still passes, so failures above are specific."""
-    scenario = load_scenario(SCENARIOS / f"{CONTROL}.yaml", root=SCENARIOS)
+    scenario = load_scenario(SCENARIOS / f"{CONTROLS.get(mutant, CONTROL)}.yaml", root=SCENARIOS)
     result = run_scenario(scenario, mutant_pair(mutant), work_root=tmp_path, reproduce="control")
     assert result.outcome is Outcome.PASSED, result.message

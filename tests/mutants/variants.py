@@ -75,6 +75,90 @@ class ForgetsTimer(EnginePolicy):
         return False
 
 
+def _kind(ev: pb.HistoryEvent) -> str:
+    return ev.WhichOneof("eventType") or ""
+
+
+class _Restamps(EnginePolicy):
+    """Base of the history-rule mutants: the turn is decided as the reference decides it, then one
+    thing about the events it commits is changed (the history checks must catch each)."""
+
+    def decide_turn(self, *, inst: Instance, new_events: list[pb.HistoryEvent], resp: pb.WorkflowResponse,
+                    now_ns: int) -> Decision:
+        out = super().decide_turn(inst=inst, new_events=new_events, resp=resp, now_ns=now_ns)
+        return self.change(inst, out)
+
+    def change(self, inst: Instance, out: Decision) -> Decision:
+        return out
+
+
+class UnstampedTimers(_Restamps):
+    """R2.6: records TimerCreated without a timestamp."""
+
+    def change(self, inst: Instance, out: Decision) -> Decision:
+        for ev in out.events:
+            if _kind(ev) == "timerCreated":
+                ev.ClearField("timestamp")
+        return out
+
+
+class BackdatedResults(_Restamps):
+    """R2.6: stamps an activity's result before the TaskScheduled it answers."""
+
+    def change(self, inst: Instance, out: Decision) -> Decision:
+        for ev in out.events:
+            if _kind(ev) == "taskCompleted":
+                ev.timestamp.FromNanoseconds(1_000_000_000)
+        return out
+
+
+class TimerFiredAtCreation(_Restamps):
+    """R2.6 [DAPR]: stamps TimerFired with a time before its fireAt (as the standalone sidecar does)."""
+
+    def change(self, inst: Instance, out: Decision) -> Decision:
+        for ev in out.events:
+            if _kind(ev) == "timerFired":
+                ev.timestamp.FromNanoseconds(ev.timerFired.fireAt.ToNanoseconds() - 1_000_000)
+        return out
+
+
+class RepeatsTurnTime(_Restamps):
+    """R2.6: a turn that delivers a TimerFired gets the previous turn's WorkflowStarted time."""
+
+    def change(self, inst: Instance, out: Decision) -> Decision:
+        previous = [e for e in inst.history if _kind(e) == "workflowStarted"]
+        if previous and any(_kind(e) == "timerFired" for e in out.events):
+            out.events[0].timestamp.CopyFrom(previous[-1].timestamp)
+        return out
+
+
+class ResultAfterActions(_Restamps):
+    """R2.1: records an activity's result after the events the turn's answer made."""
+
+    def change(self, inst: Instance, out: Decision) -> Decision:
+        results = [e for e in out.events if _kind(e) == "taskCompleted"]
+        if not results:
+            return out
+        return replace(out, events=tuple(e for e in out.events if _kind(e) != "taskCompleted") + tuple(results))
+
+
+class KeepsTimeoutTimers(_Restamps):
+    """R6.3: an event that arrives first does not cancel its wait's timeout timer."""
+
+    def change(self, inst: Instance, out: Decision) -> Decision:
+        return replace(out, cancel_event_timers=())
+
+
+class TerminatesWithFailure(_Restamps):
+    """R6.8: a terminated instance's ExecutionCompleted carries failureDetails."""
+
+    def change(self, inst: Instance, out: Decision) -> Decision:
+        if out.completed is not None and out.completed.executionCompleted.workflowStatus == \
+                pb.ORCHESTRATION_STATUS_TERMINATED:
+            out.completed.executionCompleted.failureDetails.errorType = "Terminated"
+        return out
+
+
 def _reorder(result: TurnResult) -> TurnResult:
     return replace(result, actions=tuple(reversed(result.actions)))
 
@@ -116,6 +200,13 @@ ENGINE_MUTANTS: dict[str, EnginePolicy] = {
     "skips-patch-check": SkipsPatchCheck(),
     "drops-events-while-suspended": DropsEventsWhileSuspended(),
     "forgets-timer": ForgetsTimer(),
+    "unstamped-timers": UnstampedTimers(),
+    "backdated-results": BackdatedResults(),
+    "timer-fired-at-creation": TimerFiredAtCreation(),
+    "repeats-turn-time": RepeatsTurnTime(),
+    "result-after-actions": ResultAfterActions(),
+    "keeps-timeout-timers": KeepsTimeoutTimers(),
+    "terminates-with-failure": TerminatesWithFailure(),
 }
 
 

@@ -4,7 +4,7 @@
 Programs that cover every step kind and shorthand, and expressions that cover every node of the
 canonical expression language and the edges of its semantics (docs/programs.md, "The canonical
 form"): number kinds, key order, text of every kind of value, truthiness, operators on the wrong
-kinds of value, missing variables, keys and indexes.
+kinds of value, missing variables, keys and indexes; and the built-in activities' outcomes.
 """
 
 from __future__ import annotations
@@ -75,15 +75,28 @@ EXPRESSIONS: list[Any] = [
     {"$sum": "${xs}"}, {"$sum": []}, {"$sum": [1, "a"]}, {"$sum": [1.5, 2]},
     {"$concat": ["a", 1, None, {"k": [1]}, 2.0]}, {"$concat": ["${n}", "-", "${input}"]}, {"$concat": "xy"},
     {"$add": [{"$len": "${xs}"}, 2]}, {"k": "${s}", "m": {"$add": ["${n}", "${f}"]}}, {"$lt": "ab"},
-    # text and display text of the edges: escapes, quotes, number forms
+    # the text of the edges: escapes, quotes, number forms, key order
     {"$concat": [["q\"\\/\n\r\t\b\f\u0001\u007f\u00e9\U0001F600"]]},
     ["it's", 'say "hi"', "both ' \"", "tab\t", "\u00e9", None, True, {"k": False}],
-    [1e15, 1e16, 1.5e-07, 2.5e20, 0.0001, 123456789012345678, -0.0, 100.0, 1e300],
+    [1e15, 1e16, 1.5e-07, 2.5e20, 0.0001, 0.00001, 1e-7, 1e21, 123456789012345678, 100.0, 1e300, 0.1],
+    {"$add": [0.5, 1.5]}, "${f}${n}", {"b": {"d": 1, "c": [{"z": 0, "y": 1}]}, "a": 2, "B": 3},
+    {"$concat": {"b": 1, "a": 2}}, {"$len": {"b": 1, "a": 2}}, "fail: ${input}", "${instance_id}-${n}",
+]
+
+# The built-in activities (docs/programs.md "Built-in activities"): (activity, input, executions of one call;
+# `propagated` of a call that received no history).
+ACTIVITIES: list[tuple[str, Any, int]] = [
+    ("echo", {"b": [1, "x"], "a": None}, 2), ("echo", None, 1), ("record", {"k": 1.5}, 2), ("propagated", {"x": 1}, 1),
+    ("sleep", None, 1), ("sleep", 0, 1), ("sleep", 0.25, 1), ("sleep", -3, 1), ("sleep", "1", 1), ("sleep", [1], 1),
+    ("sleep", True, 1),
+    ("fail", 2, 3), ("fail", {"times": 1, "message": {"why": "x"}}, 2), ("fail", {"times": 2}, 3),
+    ("fail", {"times": 1, "message": "boom"}, 2), ("fail", None, 1), ("fail", 0, 1), ("fail", {"message": "m"}, 1),
+    ("fail", 1.5, 2), ("fail", "2", 1), ("fail", {"times": "x"}, 1), ("fail", [1], 1), ("fail", True, 1),
 ]
 
 
 def build(*, evaluate: Any, error: type[Exception], canonical_form: Any = None, canonical_expr: Any = None,
-          text: Any = None) -> dict[str, Any]:
+          text: Any = None, builtin: Any = None, failure: type[Exception] | None = None) -> dict[str, Any]:
     """The golden document, computed with the given functions of taskhub_programs."""
     exprs = []
     for e in EXPRESSIONS:
@@ -99,28 +112,41 @@ def build(*, evaluate: Any, error: type[Exception], canonical_form: Any = None, 
             case["value"] = value
             case["text"] = text(value) if text is not None else (value if isinstance(value, str) else json.dumps(value))
             case["truthy"] = bool(value)
-            case["display"] = str(value)
         exprs.append(case)
     doc: dict[str, Any] = {
         "_generated_by": "python -m tests.programs.golden_cases (inputs in tests/programs/golden_cases.py)",
-        "_about": "The canonical program form and the expression semantics of docs/programs.md, for the "
-                  "driver tests of every language: each program's canonical form, and each expression's "
-                  "canonical form and outcome in `env` (value, its text, truthiness and display text; or an "
-                  "ExpressionError, whose message is informative only).",
+        "_about": "The canonical program form, the expression semantics and the built-in activities of "
+                  "docs/programs.md, for the driver tests of every language: each program's canonical form; each "
+                  "expression's canonical form and outcome in `env` (value, its text and truthiness; or an "
+                  "ExpressionError, whose message is informative only); each built-in activity's outcome on each "
+                  "execution of one call (result and seconds slept, or errorType and errorMessage).",
         "programs": PROGRAMS,
         "env": ENV,
         "expressions": exprs,
     }
     if canonical_form is not None:
         doc["canonical"] = canonical_form(PROGRAMS)
+    if builtin is not None:
+        doc["activities"] = [{"activity": name, "input": value, "executions": [
+            _execution(builtin, failure, name, value, attempt) for attempt in range(1, n + 1)]}
+            for name, value, n in ACTIVITIES]
     return doc
+
+
+def _execution(builtin: Any, failure: Any, name: str, value: Any, attempt: int) -> dict[str, Any]:
+    try:
+        result, seconds = builtin(name, value, attempt)
+    except failure as exc:
+        return {"error_type": exc.error_type, "error_message": str(exc)}
+    return {"result": result, "sleep": seconds}
 
 
 def main() -> None:
     import taskhub_programs as P
+    from fake_worker.activities import ActivityFailure, builtin
 
     doc = build(evaluate=P.evaluate, error=P.ExpressionError, canonical_form=P.canonical_form,
-                canonical_expr=P.canonical_expr, text=P.text)
+                canonical_expr=P.canonical_expr, text=P.text, builtin=builtin, failure=ActivityFailure)
     GOLDEN.write_text(json.dumps(doc, indent=1, ensure_ascii=True) + "\n", encoding="utf-8")
 
 

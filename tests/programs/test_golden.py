@@ -10,6 +10,7 @@ canonical form.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ import pytest
 import yaml
 
 import taskhub_programs as P
+from fake_worker.activities import ActivityFailure, ActivityRunner, builtin
 from tests.programs.golden_cases import GOLDEN, build
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,7 +48,7 @@ NODES = {"lit", "int", "float", "list", "map", "var", "text", "op"}
 
 def test_the_golden_file_is_current():
     fresh = build(evaluate=P.evaluate, error=P.ExpressionError, canonical_form=P.canonical_form,
-                  canonical_expr=P.canonical_expr, text=P.text)
+                  canonical_expr=P.canonical_expr, text=P.text, builtin=builtin, failure=ActivityFailure)
     assert json.loads(json.dumps(fresh)) == DOC, (
         "tests/programs/golden/programs.json is stale: regenerate it with `python -m tests.programs.golden_cases` "
         "and review the diff (a changed outcome changes what every driver must do)")
@@ -61,9 +63,8 @@ def test_each_canonical_expression_has_its_recorded_outcome(case: dict[str, Any]
             run(env)
         return
     value = run(env)
-    assert P.text(value) == case["text"]  # the text pins number kinds and key order too
+    assert P.text(value) == case["text"]  # the text pins number forms and key order too
     assert P.truthy(value) is case["truthy"]
-    assert P.display(value) == case["display"]
 
 
 def test_outcomes_that_pin_the_semantics():
@@ -73,17 +74,57 @@ def test_outcomes_that_pin_the_semantics():
     def text_of(expr: Any) -> str:
         return by_expr[json.dumps(expr)]["text"]
 
-    assert text_of("n=${xs}") == "n=[1, 2, 3]"
-    assert text_of({"$add": [1, 2.0]}) == "3.0"
-    assert text_of({"$add": ["a", 1, [1, 2]]}) == "a1[1, 2]"
-    assert text_of("${m}!") == '{"z": 1, "1": "one", "a": null}!'
+    assert text_of("n=${xs}") == "n=[1,2,3]"
+    assert text_of({"$add": [1, 2.0]}) == "3"
+    assert text_of({"$add": ["a", 1, [1, 2]]}) == "a1[1,2]"
+    assert text_of("${m}!") == '{"1":"one","a":null,"z":1}!'
     assert text_of("${s} and ${t} and ${none}") == "h\u00e9llo and true and null"
-    assert text_of({"$concat": ["a", 1, None, {"k": [1]}, 2.0]}) == 'a1null{"k": [1]}2.0'
+    assert text_of({"$concat": ["a", 1, None, {"k": [1]}, 2.0]}) == 'a1null{"k":[1]}2'
     assert text_of({"$eq": [1, 1.0]}) == "true"
     assert by_expr[json.dumps({"$not": []})]["value"] is True
-    assert by_expr[json.dumps(1e16)]["text"] == "1e+16"
+    assert by_expr[json.dumps(1e16)]["text"] == "10000000000000000"
+    assert text_of([1e15, 1e16, 1.5e-07, 2.5e20, 0.0001, 0.00001, 1e-7, 1e21, 123456789012345678, 100.0, 1e300, 0.1]) \
+        == "[1000000000000000,10000000000000000,1.5e-7,250000000000000000000,0.0001,0.00001,1e-7,1e+21," \
+           "123456789012345680,100,1e+300,0.1]"
+    assert text_of({"b": {"d": 1, "c": [{"z": 0, "y": 1}]}, "a": 2, "B": 3}) == '{"B":3,"a":2,"b":{"c":[{"y":1,"z":0}],"d":1}}'
     assert by_expr[json.dumps({"$lt": [1, "a"]})]["error"] == "ExpressionError"
     assert by_expr[json.dumps("${input.a.-4}")]["error"] == "ExpressionError"
+
+
+def test_the_text_is_what_json_stringify_writes():
+    """The text of every value of the golden file is JSON.stringify's with sorted keys (docs/programs.md
+    "Text"): standard JSON encoders produce it, so no driver imitates the reference's language."""
+    node = shutil.which("node")
+    assert node, "node is not on PATH (install Node.js >= 20)"
+    values = [c["value"] for c in DOC["expressions"] if "value" in c and not isinstance(c["value"], str)]
+    script = ("const vs = JSON.parse(require('fs').readFileSync(0, 'utf-8'));"
+              "const sorted = (k, v) => v && typeof v === 'object' && !Array.isArray(v) ? "
+              "Object.fromEntries(Object.entries(v).sort(([a], [b]) => a < b ? -1 : a > b ? 1 : 0)) : v;"
+              "process.stdout.write(JSON.stringify(vs.map((v) => JSON.stringify(v, sorted))));")
+    done = subprocess.run([node, "-e", script], input=json.dumps(values), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [P.text(v) for v in values]
+
+
+def test_each_built_in_activity_has_its_recorded_outcome(tmp_path: Path):
+    """The reference worker's runner, execution by execution of one call (the golden file's `activities`)."""
+    seen = set()
+    for case in DOC["activities"]:
+        runner = ActivityRunner(ledger=str(tmp_path / "ledger.jsonl"))
+        for attempt, want in enumerate(case["executions"], start=1):
+            seen.add(case["activity"])
+            call = dict(name=case["activity"], input=case["input"], instance_id="wf", task_id=1,
+                        task_execution_id="teid")
+            if "error_type" in want:
+                with pytest.raises(ActivityFailure) as err:
+                    runner.run(**call)
+                assert (err.value.error_type, str(err.value)) == (want["error_type"], want["error_message"])
+            else:
+                assert runner.run(**call) == want["result"], (case, attempt)
+    assert seen == set(P.BUILTIN_ACTIVITIES)
+    lines = [json.loads(x) for x in (tmp_path / "ledger.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [(x["instance_id"], x["task_execution_id"], x["attempt"], x["input"]) for x in lines] == \
+        [("wf", "teid", 1, {"k": 1.5}), ("wf", "teid", 2, {"k": 1.5})]
 
 
 def _walk_steps(steps: list[dict[str, Any]], where: str):

@@ -38,7 +38,8 @@ def test_python_sdk_both_layouts_and_the_old_ext_folder(tmp_path):
     merged = detect(python_sdk(tmp_path / "new", merged=True))
     assert (merged.worker, merged.editable) == ("dapr", (tmp_path / "new",))
     assert "workflow inside dapr" in merged.layout
-    assert detect(tmp_path / "new", worker="dapr-ext-workflow").worker == "dapr-ext-workflow"
+    as_ext = detect(tmp_path / "new", worker="dapr-ext-workflow")
+    assert as_ext.worker == "dapr-ext-workflow" and as_ext.env_dir == merged.env_dir  # one environment per checkout
     # One environment per checkout.
     assert old.env_dir != merged.env_dir and old.env_dir == detect(tmp_path / "old").env_dir
 
@@ -49,9 +50,12 @@ def test_the_other_four_sdks(tmp_path):
     write(tmp_path / "go" / "go.mod", "module github.com/dapr/durabletask-go\n\ngo 1.26.0\n")
     write(tmp_path / "java" / "settings.gradle", "rootProject.name = 'durabletask-java'\ninclude ':client'\n")
     (tmp_path / "java" / "client" / "src" / "main" / "java").mkdir(parents=True)
-    found = {name: detect(tmp_path / name).worker for name in ("py", "js", "go", "java")}
+    write(tmp_path / "java-sdk" / "pom.xml", "<project><artifactId>dapr-sdk-parent</artifactId></project>")
+    write(tmp_path / "java-sdk" / "durabletask-client" / "pom.xml", "<project/>")
+    assert detect(tmp_path / "java-sdk").layout == "java-sdk (durabletask-client module)"
+    found = {name: detect(tmp_path / name).worker for name in ("py", "js", "go", "java", "java-sdk")}
     assert found == {"py": "durabletask-dapr", "js": "durabletask-js", "go": "durabletask-go-worker",
-                     "java": "durabletask-java"}
+                     "java": "durabletask-java", "java-sdk": "durabletask-java"}
 
 
 @pytest.mark.parametrize("make, says", [

@@ -62,3 +62,11 @@ def test_replaying_a_corpus_needs_a_corpus_and_one_release(tmp_path: Path, capsy
     assert conformance_main(["replay", "--corpus", str(tmp_path), "--sdk", "durabletask-dapr@0.17.4"]) == 2
     assert "no recorded histories there" in capsys.readouterr().err
     assert conformance_main(["replay"]) == 2
+
+
+def test_machine_paths_are_written_as_their_names() -> None:
+    from conformance.versions.corpus import scrub
+
+    text = 'File "/srv/u/.cache/tc/dd-0.17.2/lib/worker.py" and "/srv/u/src/drivers/driver.py", /srv/u/x'
+    places = {"cache": Path("/srv/u/.cache/tc"), "root": Path("/srv/u/src"), "home": Path("/srv/u")}
+    assert scrub(text, places) == 'File "<cache>/dd-0.17.2/lib/worker.py" and "<root>/drivers/driver.py", <home>/x'

@@ -565,9 +565,9 @@ def _run_in_sdk_venv(code: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 _GAP_SCRIPT = """
 import dataclasses, sys
-import driver
-driver.init_language()
-P = driver.P
+import driver  # the dx adapter
+import taskhub_programs as P
+from drivers.python.driver import run
 
 @dataclasses.dataclass(frozen=True)
 class Signal:  # a step kind the driver predates
@@ -576,15 +576,16 @@ class Signal:  # a step kind the driver predates
 program = P.Program(name="w", version="v1", steps=(P.Timer(duration=1.0),
                                                    P.If(cond=True, then=(Signal(target="x"),))))
 bundle = P.Bundle(programs={"w": P.ProgramFamily(name="w", versions={"v1": program}, default="v1")})
-driver.load = lambda path: bundle
-driver.main(["--sidecar", "127.0.0.1:1", "--programs", "unused.json"])
+P.load_bundle = lambda path: bundle
+run(driver.DaprWorkflowAdapter, ["--sidecar", "127.0.0.1:1", "--programs", "unused.json"])
 """
+_MAIN = "import sys, driver; from drivers.python.driver import run; run(driver.DaprWorkflowAdapter, sys.argv[1:])"
 
 
 def test_driver_refuses_a_step_it_cannot_express() -> None:
     done = _run_in_sdk_venv(_GAP_SCRIPT)
     assert done.returncode == 3, done.stderr
-    assert "capability gap" in done.stderr
+    assert "cannot express" in done.stderr
     assert "$.programs.w.versions.v1.steps[1].if.then[0]: step kind 'Signal'" in done.stderr
     assert "connected to" not in done.stdout
 
@@ -592,13 +593,13 @@ def test_driver_refuses_a_step_it_cannot_express() -> None:
 def test_driver_reports_bundle_problems(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"programs": {"w": {"steps": [{"timer": "soon"}]}}}), encoding="utf-8")
-    done = _run_in_sdk_venv("import sys, driver; driver.main(sys.argv[1:])",
+    done = _run_in_sdk_venv(_MAIN,
                             "--sidecar", "127.0.0.1:1", "--programs", str(bad))
     assert done.returncode == 2, done.stderr
     assert "$.programs.w.steps[0].timer.duration" in done.stderr
     as_yaml = tmp_path / "bundle.yaml"
     as_yaml.write_text(BUNDLE_PATH.read_text(encoding="utf-8"), encoding="utf-8")
-    done = _run_in_sdk_venv("import sys, driver; driver.main(sys.argv[1:])",
+    done = _run_in_sdk_venv(_MAIN,
                             "--sidecar", "127.0.0.1:1", "--programs", str(as_yaml))
     if "PyYAML is not installed" in done.stderr:  # the .sdk/dx venv (drivers/sdk_envs/dx.txt) has no PyYAML
         assert done.returncode == 2 and "pass the bundle as .json" in done.stderr

@@ -412,7 +412,7 @@ def test_set_and_every_operator() -> None:
     [a] = actions([], start("calc"))
     assert a == complete(1, {
         "add": 3, "add_text": "a1", "sub": 3, "lt": True, "le": True, "eq": True, "not": False, "len": 3, "sum": 6,
-        "concat": "x1[1, 2, 3]", "index": 2, "last": 3, "text": "n=[1, 2, 3] k=v"})
+        "concat": "x1[1,2,3]", "index": 2, "last": 3, "text": "n=[1,2,3] k=v"})
 
 
 def test_unknown_variable_fails_with_ExpressionError() -> None:
@@ -425,9 +425,9 @@ def test_unknown_variable_fails_with_ExpressionError() -> None:
 # ---------------------------------------------------------------------------- set_status, continue_as_new, return, fail
 
 
-def test_custom_status_is_json_text_for_values_and_the_string_itself_for_strings() -> None:
+def test_custom_status_is_the_text_of_values_and_the_string_itself_for_strings() -> None:
     result = run([], start("status"))
-    assert result.custom_status == '{"stage": 1}'
+    assert result.custom_status == '{"stage":1}'
     past = start("status") + [timer_created(1, 1)]
     result = run(past, [workflow_started(1), timer_fired(1, 1)])
     assert result.custom_status == "two"

@@ -68,37 +68,16 @@ final class Builtins {
       attempt = attempts.getOrDefault(key, 0) + 1;
       attempts.put(key, attempt);
     }
+    Object[] outcome = builtin(name, input, attempt);
+    double seconds = (Double) outcome[1];
+    if (seconds > 0) {
+      try {
+        Thread.sleep((long) (seconds * 1000), (int) ((seconds * 1e9) % 1_000_000));
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    }
     switch (name) {
-      case "echo":
-        return input;
-      case "sleep": {
-        double seconds = pyFloat(PyJson.truthy(input) ? input : 0L);
-        if (seconds > 0) {
-          try {
-            Thread.sleep((long) (seconds * 1000), (int) ((seconds * 1e9) % 1_000_000));
-          } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-          }
-        }
-        return input;
-      }
-      case "fail": {
-        Map<?, ?> spec;
-        if (input instanceof Map) {
-          spec = (Map<?, ?>) input;
-        } else {
-          Map<String, Object> m = new LinkedHashMap<>();
-          m.put("times", pyInt(PyJson.truthy(input) ? input : 0L));
-          spec = m;
-        }
-        Object times = spec.containsKey("times") ? spec.get("times") : 0L;
-        if (BigInteger.valueOf(attempt).compareTo(pyInt(times)) <= 0) {
-          String message = spec.containsKey("message") ? PyJson.str(spec.get("message"))
-              : "planned failure " + attempt + " of " + PyJson.str(spec.get("times"));
-          throw ErrorClasses.newError("ActivityFailure", message);
-        }
-        return input;
-      }
       case "record": {
         String path = ledger != null && !ledger.isEmpty() ? ledger : System.getenv(LEDGER_ENV);
         if (path == null || path.isEmpty()) {
@@ -113,7 +92,7 @@ final class Builtins {
         line.put("worker_pid", ProcessHandle.current().pid());
         line.put("time", now.getEpochSecond() + now.getNano() / 1e9);
         line.put("input", input);
-        byte[] bytes = (PyJson.dumps(line) + "\n").getBytes(StandardCharsets.UTF_8);
+        byte[] bytes = (Json.dumps(line) + "\n").getBytes(StandardCharsets.UTF_8);
         synchronized (lock) {
           try {
             Files.write(Path.of(path), bytes, StandardOpenOption.CREATE, StandardOpenOption.APPEND);
@@ -124,65 +103,49 @@ final class Builtins {
         return input;
       }
       default:
-        throw ErrorClasses.newError("ActivityNotRegisteredError",
-            "Activity function named '" + name + "' was not registered.");
+        return outcome[0];
     }
   }
 
-  /** Python's float(x) for a JSON value. */
-  private static double pyFloat(Object v) {
-    if (v instanceof Boolean) {
-      return ((Boolean) v) ? 1.0 : 0.0;
-    }
-    if (v instanceof Number) {
-      return ((Number) v).doubleValue();
-    }
-    if (v instanceof String) {
-      String s = ((String) v).strip().replace("_", "");
-      try {
-        return switch (s.toLowerCase()) {
-          case "inf", "+inf", "infinity", "+infinity" -> Double.POSITIVE_INFINITY;
-          case "-inf", "-infinity" -> Double.NEGATIVE_INFINITY;
-          case "nan", "+nan", "-nan" -> Double.NaN;
-          default -> Double.parseDouble(s);
-        };
-      } catch (NumberFormatException e) {
-        throw ErrorClasses.newError("ValueError", "could not convert string to float: " + PyJson.reprString((String) v));
-      }
-    }
-    throw ErrorClasses.newError("TypeError",
-        "float() argument must be a string or a real number, not '" + PyJson.typeName(v) + "'");
+  private static boolean number(Object v) {
+    return v instanceof Number;
   }
 
-  /** Python's int(x) for a JSON value. */
-  private static BigInteger pyInt(Object v) {
-    if (v instanceof Boolean) {
-      return ((Boolean) v) ? BigInteger.ONE : BigInteger.ZERO;
-    }
-    if (v instanceof Long) {
-      return BigInteger.valueOf((Long) v);
-    }
-    if (v instanceof BigInteger) {
-      return (BigInteger) v;
-    }
-    if (v instanceof Double) {
-      double d = (Double) v;
-      if (Double.isNaN(d)) {
-        throw ErrorClasses.newError("ValueError", "cannot convert float NaN to integer");
+  /**
+   * {result, seconds to sleep first} of the attempt-th execution of one call (docs/programs.md
+   * "Built-in activities"; Check golden compares it with the golden file's activity cases).
+   */
+  static Object[] builtin(String name, Object input, int attempt) {
+    switch (name) {
+      case "echo", "record":
+        return new Object[] {input, 0.0};
+      case "propagated":
+        return new Object[] {null, 0.0}; // no history propagation in this driver
+      case "sleep":
+        if (input == null || number(input)) {
+          return new Object[] {input, Math.max(0.0, input == null ? 0.0 : ((Number) input).doubleValue())};
+        }
+        throw ErrorClasses.newError("ActivityInputError", "sleep takes a number of seconds or null, got " + Json.text(input));
+      case "fail": {
+        Map<?, ?> spec = input instanceof Map ? (Map<?, ?>) input : null;
+        Object times = spec == null ? input : spec.get("times");
+        if (times == null) {
+          times = 0L;
+        }
+        if (!number(times)) {
+          throw ErrorClasses.newError("ActivityInputError", "fail takes a number or {times, message}, got "
+              + Json.text(input));
+        }
+        if (attempt <= ((Number) times).doubleValue()) {
+          String message = spec != null && spec.containsKey("message") ? Json.text(spec.get("message"))
+              : "planned failure " + attempt + " of " + Json.text(times);
+          throw ErrorClasses.newError("ActivityFailure", message);
+        }
+        return new Object[] {input, 0.0};
       }
-      if (Double.isInfinite(d)) {
-        throw ErrorClasses.newError("OverflowError", "cannot convert float infinity to integer");
-      }
-      return new BigDecimal(d).toBigInteger();
+      default:
+        throw ErrorClasses.newError("ActivityNotRegisteredError", "Activity function named '" + name
+            + "' was not registered.");
     }
-    if (v instanceof String) {
-      String s = ((String) v).strip();
-      if (s.matches("[+-]?[0-9]+(_[0-9]+)*")) {
-        return new BigInteger(s.replace("_", "").replace("+", ""));
-      }
-      throw ErrorClasses.newError("ValueError", "invalid literal for int() with base 10: " + PyJson.reprString((String) v));
-    }
-    throw ErrorClasses.newError("TypeError", "int() argument must be a string, a bytes-like object or a real number, not '"
-        + PyJson.typeName(v) + "'");
   }
 }

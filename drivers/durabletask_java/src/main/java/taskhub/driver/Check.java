@@ -13,7 +13,7 @@ import java.util.Map;
  * reads one JSON document per line on stdin and writes one line per input on stdout.
  *
  * <pre>
- *   java -cp durabletask-java-driver.jar taskhub.driver.Check json     # line: any JSON value -> PyJson.dumps of it
+ *   java -cp durabletask-java-driver.jar taskhub.driver.Check json     # line: any JSON value -> Json.dumps of it
  *   java -cp durabletask-java-driver.jar taskhub.driver.Check eval     # line: {"expr": NODE, "env": {...}} (a canonical node)
  *                                                                      #   -> {"value": V} or {"error": [type, message]}
  *   java -cp durabletask-java-driver.jar taskhub.driver.Check str      # line: any JSON value -> Python str() of it, as JSON
@@ -41,10 +41,10 @@ public final class Check {
         out.println(golden(java.nio.file.Files.readString(java.nio.file.Path.of(line.strip()), StandardCharsets.UTF_8)));
         continue;
       }
-      Object doc = PyJson.loads(line);
+      Object doc = Json.loads(line);
       switch (mode) {
-        case "json" -> out.println(PyJson.dumps(doc));
-        case "str" -> out.println(PyJson.dumps(PyJson.str(doc)));
+        case "json" -> out.println(Json.dumps(doc));
+        case "str" -> out.println(Json.dumps(Json.text(doc)));
         case "eval" -> {
           Map<String, Object> req = (Map<String, Object>) doc;
           Map<String, Object> res = new LinkedHashMap<>();
@@ -53,7 +53,7 @@ public final class Check {
           } catch (RuntimeException e) {
             res.put("error", java.util.List.of(e.getClass().getName(), String.valueOf(e.getMessage())));
           }
-          out.println(PyJson.dumps(res));
+          out.println(Json.dumps(res));
         }
         default -> {
           System.err.println("usage: Check json|eval|str|golden < lines");
@@ -65,14 +65,14 @@ public final class Check {
 
   @SuppressWarnings("unchecked")
   static String golden(String text) throws IOException {
-    Map<String, Object> doc = (Map<String, Object>) PyJson.loads(text);
+    Map<String, Object> doc = (Map<String, Object>) Json.loads(text);
     Map<String, Object> env = (Map<String, Object>) doc.get("env");
     java.util.List<Map<String, Object>> cases = (java.util.List<Map<String, Object>>) doc.get("expressions");
     StringBuilder problems = new StringBuilder();
     int mismatches = 0;
     for (int i = 0; i < cases.size(); i++) {
       Map<String, Object> c = cases.get(i);
-      String where = "expressions[" + i + "] " + PyJson.dumps(c.get("expr")) + ": ";
+      String where = "expressions[" + i + "] " + Json.dumps(c.get("expr")) + ": ";
       Object got;
       try {
         got = Expressions.evaluate(c.get("canonical"), env);
@@ -84,18 +84,37 @@ public final class Check {
         continue;
       }
       Map<String, Object> outcome = new LinkedHashMap<>();
-      outcome.put("value", PyJson.dumps(got));
+      outcome.put("value", Json.dumps(got));
       outcome.put("text", Expressions.text(got));
-      outcome.put("truthy", PyJson.truthy(got));
-      outcome.put("display", PyJson.str(got));
+      outcome.put("truthy", Json.truthy(got));
       Map<String, Object> want = new LinkedHashMap<>();
-      want.put("value", c.containsKey("error") ? "an ExpressionError" : PyJson.dumps(c.get("value")));
+      want.put("value", c.containsKey("error") ? "an ExpressionError" : Json.dumps(c.get("value")));
       want.put("text", c.get("text"));
       want.put("truthy", c.get("truthy"));
-      want.put("display", c.get("display"));
       if (!outcome.equals(want)) {
-        problems.append(where).append(PyJson.dumps(outcome)).append(" != ").append(PyJson.dumps(want)).append('\n');
+        problems.append(where).append(Json.dumps(outcome)).append(" != ").append(Json.dumps(want)).append('\n');
         mismatches++;
+      }
+    }
+    java.util.List<Map<String, Object>> activities = (java.util.List<Map<String, Object>>) doc.get("activities");
+    for (Map<String, Object> c : activities) {
+      java.util.List<Object> executions = (java.util.List<Object>) c.get("executions");
+      for (int i = 0; i < executions.size(); i++) {
+        Map<String, Object> got = new LinkedHashMap<>();
+        try {
+          Object[] outcome = Builtins.builtin((String) c.get("activity"), c.get("input"), i + 1);
+          got.put("result", outcome[0]);
+          got.put("sleep", outcome[1]);
+        } catch (RuntimeException e) {
+          got.put("error_type", e.getClass().getSimpleName());
+          got.put("error_message", e.getMessage());
+        }
+        if (!Json.dumps(got).equals(Json.dumps(executions.get(i)))) {
+          problems.append("activities ").append(c.get("activity")).append('(').append(Json.dumps(c.get("input")))
+              .append(") execution ").append(i + 1).append(": ").append(Json.dumps(got)).append(" != ")
+              .append(Json.dumps(executions.get(i))).append('\n');
+          mismatches++;
+        }
       }
     }
     try {

@@ -33,7 +33,7 @@ import taskhub.driver.Programs.Program;
  * <p>Every program of the bundle becomes a {@link TaskOrchestration} registered with
  * {@link DurableTaskGrpcWorkerBuilder#addOrchestration} (versioned programs as one factory per
  * version, the default one marked latest); the built-in activities are {@code TaskActivity}s.
- * Payloads use {@link PyJsonConverter} (Python's json.dumps encoding). The worker gets its gRPC
+ * Payloads use {@link JsonConverter} (Python's json.dumps encoding). The worker gets its gRPC
  * channel from this driver, with {@link WorkItemTap} on it (readiness, activity instance ids).
  *
  * <p>Prints {@code connected to HOST:PORT} once the work-item stream is open; stops cleanly on
@@ -159,7 +159,7 @@ public final class Driver {
     });
     DurableTaskGrpcWorkerBuilder builder = new DurableTaskGrpcWorkerBuilder()
         .grpcChannel(channel)
-        .dataConverter(new PyJsonConverter())
+        .dataConverter(new JsonConverter())
         .withExecutorService(pool);
     List<String> registered = register(builder, bundle, new Builtins(ledger, tap));
     System.err.println("durabletask-java-driver: " + SDK + "; registered " + String.join(", ", registered));
@@ -229,7 +229,7 @@ public final class Driver {
     }
     Object doc;
     try {
-      doc = PyJson.loads(text);
+      doc = Json.loads(text);
     } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
       throw new Exit(EXIT_USAGE, path + ": not valid JSON: " + e.getOriginalMessage());
     }

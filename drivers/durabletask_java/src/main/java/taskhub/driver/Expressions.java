@@ -14,7 +14,7 @@ import java.util.regex.Pattern;
 /**
  * Expressions of the program language as canonical nodes (docs/programs.md "The canonical form"),
  * evaluated with the semantics of docs/programs.md "Values" (the values and their text are
- * {@link PyJson}'s). A bad expression raises an exception whose class is named {@code ExpressionError}
+ * {@link Json}'s). A bad expression raises an exception whose class is named {@code ExpressionError}
  * (so the SDK reports that errorType).
  */
 final class Expressions {
@@ -70,13 +70,13 @@ final class Expressions {
       case "op":
         return apply("$" + arg, evaluate(n.get("arg"), env));
       default:
-        throw expressionError("not an expression node: " + PyJson.head(PyJson.dumps(node), 80));
+        throw expressionError("not an expression node: " + Json.head(Json.dumps(node), 80));
     }
   }
 
   /** `_text`: strings as they are, anything else as JSON. */
   static String text(Object v) {
-    return v instanceof String ? (String) v : PyJson.dumps(v);
+    return v instanceof String ? (String) v : Json.dumps(v);
   }
 
   @SuppressWarnings("unchecked")
@@ -86,7 +86,7 @@ final class Expressions {
       Set<String> known = new TreeSet<>(Expressions::compareCodePoints);
       known.addAll(env.keySet());
       throw expressionError("unknown variable " + quote(head) + " in '${" + ref + "}'; known: "
-          + PyJson.repr(new ArrayList<>(known)));
+          + Json.dumps(new ArrayList<>(known)));
     }
     Object value = env.get(head);
     for (String part : path) {
@@ -103,8 +103,8 @@ final class Expressions {
         value = ((Map<String, Object>) value).get(part);
         continue;
       }
-      throw expressionError("'${" + ref + "}': " + PyJson.reprString(part) + " not found in "
-          + PyJson.head(PyJson.dumps(value), 80));
+      throw expressionError("'${" + ref + "}': " + Json.dumps(part) + " not found in "
+          + Json.head(Json.dumps(value), 80));
     }
     return value;
   }
@@ -135,7 +135,7 @@ final class Expressions {
         case "$eq":
           return pyEquals(subscript(arg, 0), subscript(arg, 1));
         case "$not":
-          return !PyJson.truthy(arg);
+          return !Json.truthy(arg);
         case "$len":
           return len(arg);
         case "$sum":
@@ -146,7 +146,7 @@ final class Expressions {
           break;
       }
     } catch (PyError exc) {
-      throw expressionError(op + " cannot be applied to " + PyJson.head(PyJson.dumps(arg), 80) + ": "
+      throw expressionError(op + " cannot be applied to " + Json.head(Json.dumps(arg), 80) + ": "
           + exc.getMessage());
     }
     throw expressionError("unknown operator " + op);
@@ -173,9 +173,9 @@ final class Expressions {
       return out;
     }
     if (v instanceof Map) {
-      return new ArrayList<>(((Map<String, Object>) v).keySet());
+      return new ArrayList<>(new TreeSet<>(((Map<String, Object>) v).keySet())); // sorted keys
     }
-    throw new PyError("'" + PyJson.typeName(v) + "' object is not iterable");
+    throw new PyError("'" + Json.typeName(v) + "' object is not iterable");
   }
 
   @SuppressWarnings("unchecked")
@@ -198,7 +198,7 @@ final class Expressions {
     if (v instanceof Map) {
       throw new PyError(Integer.toString(i)); // str(KeyError(i)): JSON keys are never ints
     }
-    throw new PyError("'" + PyJson.typeName(v) + "' object is not subscriptable");
+    throw new PyError("'" + Json.typeName(v) + "' object is not subscriptable");
   }
 
   private static Object len(Object v) throws PyError {
@@ -212,7 +212,7 @@ final class Expressions {
     if (v instanceof Map) {
       return (long) ((Map<?, ?>) v).size();
     }
-    throw new PyError("object of type '" + PyJson.typeName(v) + "' has no len()");
+    throw new PyError("object of type '" + Json.typeName(v) + "' has no len()");
   }
 
   /** sum(items) with start 0: left to right, Python's + on each step. */
@@ -270,13 +270,13 @@ final class Expressions {
       return out;
     }
     if (a instanceof String) {
-      throw new PyError("can only concatenate str (not \"" + PyJson.typeName(b) + "\") to str");
+      throw new PyError("can only concatenate str (not \"" + Json.typeName(b) + "\") to str");
     }
     if (a instanceof List) {
-      throw new PyError("can only concatenate list (not \"" + PyJson.typeName(b) + "\") to list");
+      throw new PyError("can only concatenate list (not \"" + Json.typeName(b) + "\") to list");
     }
-    throw new PyError("unsupported operand type(s) for +: '" + PyJson.typeName(a) + "' and '"
-        + PyJson.typeName(b) + "'");
+    throw new PyError("unsupported operand type(s) for +: '" + Json.typeName(a) + "' and '"
+        + Json.typeName(b) + "'");
   }
 
   private static Object sub(Object a, Object b) throws PyError {
@@ -286,8 +286,8 @@ final class Expressions {
       }
       return intValue(bigInt(a).subtract(bigInt(b)));
     }
-    throw new PyError("unsupported operand type(s) for -: '" + PyJson.typeName(a) + "' and '"
-        + PyJson.typeName(b) + "'");
+    throw new PyError("unsupported operand type(s) for -: '" + Json.typeName(a) + "' and '"
+        + Json.typeName(b) + "'");
   }
 
   /** Exact comparison of two Python numbers: negative, zero, positive; null if a NaN is involved. */
@@ -349,8 +349,8 @@ final class Expressions {
       }
       return op.equals("<") ? x.size() < y.size() : x.size() <= y.size();
     }
-    throw new PyError("'" + op + "' not supported between instances of '" + PyJson.typeName(a) + "' and '"
-        + PyJson.typeName(b) + "'");
+    throw new PyError("'" + op + "' not supported between instances of '" + Json.typeName(a) + "' and '"
+        + Json.typeName(b) + "'");
   }
 
   /** Python ==, deep, for JSON values (1 == 1.0 == True). */

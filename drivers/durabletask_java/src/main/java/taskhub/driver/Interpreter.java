@@ -86,7 +86,7 @@ final class Interpreter implements TaskOrchestration {
     if (step instanceof CallChild c) {
       Object iid = c.instanceId() == null ? null : Expressions.evaluate(c.instanceId(), env);
       return ctx.callSubOrchestrator(c.workflow(), Expressions.evaluate(c.input(), env),
-          iid == null ? null : PyJson.str(iid), options(c.retry()), Object.class);
+          iid == null ? null : Json.text(iid), options(c.retry()), Object.class);
     }
     if (step instanceof Timer t) {
       return ctx.createTimer(duration(t.duration()));
@@ -147,7 +147,7 @@ final class Interpreter implements TaskOrchestration {
           return out;
         }
       } else if (step instanceof If c) {
-        Returned out = runSteps(ctx, PyJson.truthy(Expressions.evaluate(c.cond(), env)) ? c.then() : c.otherwise(), env);
+        Returned out = runSteps(ctx, Json.truthy(Expressions.evaluate(c.cond(), env)) ? c.then() : c.otherwise(), env);
         if (out != null) {
           return out;
         }
@@ -166,7 +166,7 @@ final class Interpreter implements TaskOrchestration {
       } else if (step instanceof Return r) {
         return new Returned(Expressions.evaluate(r.value(), env));
       } else if (step instanceof Fail f) {
-        throw ErrorClasses.newError(f.type(), PyJson.str(Expressions.evaluate(f.message(), env)));
+        throw ErrorClasses.newError(f.type(), Json.text(Expressions.evaluate(f.message(), env)));
       } else {
         throw new IllegalStateException("step kind " + step.getClass().getSimpleName()); // refused at start-up
       }

@@ -187,7 +187,7 @@ final class Programs {
           return new Fail(s.get("message"), type);
         }
         default:
-          gaps.add(path + ": step kind " + PyJson.reprString((String) s.get("step"))
+          gaps.add(path + ": step kind " + Json.dumps((String) s.get("step"))
               + " is not expressible with durabletask-java in this driver");
           return null;
       }
@@ -202,7 +202,7 @@ final class Programs {
       Object attempts = b.get("max_attempts");
       int n = 1;
       if (attempts instanceof BigInteger || (Long) attempts > Integer.MAX_VALUE) {
-        gaps.add(path + ".max_attempts: " + PyJson.repr(attempts) + " does not fit RetryPolicy's int maxNumberOfAttempts");
+        gaps.add(path + ".max_attempts: " + Json.dumps(attempts) + " does not fit RetryPolicy's int maxNumberOfAttempts");
       } else {
         n = ((Long) attempts).intValue();
       }

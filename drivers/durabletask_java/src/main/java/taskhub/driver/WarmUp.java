@@ -27,7 +27,7 @@ final class WarmUp {
           + "[{\"var\": \"input\", \"path\": []}, {\"lit\": \"-x\"}]}}, \"retry\": null, \"as\": null}, "
           + "{\"step\": \"timer\", \"duration\": 1.0, \"as\": null}, "
           + "{\"step\": \"return\", \"value\": {\"var\": \"input\", \"path\": []}}]}]}}}";
-      Program program = Programs.parse(PyJson.loads(canonical)).programs().get("warmup").versions().get("");
+      Program program = Programs.parse(Json.loads(canonical)).programs().get("warmup").versions().get("");
       long now = System.currentTimeMillis();
       Timestamp ts = Timestamp.newBuilder().setSeconds(now / 1000).setNanos((int) (now % 1000) * 1_000_000).build();
       OrchestratorService.OrchestratorRequest req = OrchestratorService.OrchestratorRequest.newBuilder()
@@ -36,13 +36,13 @@ final class WarmUp {
               .setOrchestratorStarted(OrchestratorService.OrchestratorStartedEvent.newBuilder()))
           .addNewEvents(OrchestratorService.HistoryEvent.newBuilder().setEventId(-1).setTimestamp(ts)
               .setExecutionStarted(OrchestratorService.ExecutionStartedEvent.newBuilder().setName("warmup")
-                  .setInput(StringValue.of(PyJson.dumps("w")))
+                  .setInput(StringValue.of(Json.dumps("w")))
                   .setOrchestrationInstance(OrchestratorService.OrchestrationInstance.newBuilder()
                       .setInstanceId("warmup"))))
           .build();
       OrchestratorService.OrchestratorResponse.parseFrom(
           OrchestrationRunner.loadAndRun(req.toByteArray(), new Interpreter(program)));
-      PyJson.loads(PyJson.dumps(Map.of("a", List.of(1L, 2.5, "\u00e9", true))));
+      Json.loads(Json.dumps(Map.of("a", List.of(1L, 2.5, "\u00e9", true))));
     } catch (Exception | LinkageError e) {
       System.err.println("durabletask-java-driver: warm-up failed (ignored): " + e);
     }
