@@ -180,7 +180,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if reports is not None:
         written = write_reports(events=events, out_dir=reports, catalogue=prepared.catalogue)
         print("reports: " + ", ".join(str(p) for p in written.values()))
-    bad = sum(1 for r in results if r.outcome.value in options.failing)
+    bad = sum(1 for r in results if r.outcome in options.failing)
     return EXIT_FAILED if bad else EXIT_OK
 
 

@@ -14,22 +14,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conformance.failures import Failure
-from conformance.verdict import Level
+from conformance.verdict import Level, Outcome
 
 
-class Outcome(str, enum.Enum):
-    """A scenario's outcome on a pair (docs/verdicts.md). Only FAILED and ERROR fail a run by default."""
-
-    PASSED = "PASSED"
-    FAILED = "FAILED"  # the target breaks a MUST of the catalogue
-    WARNING = "WARNING"  # the target breaks a SHOULD (fails a run only with --fail-on should)
-    OBSERVATION = "OBSERVATION"  # differs from the reference where the contract leaves it open; never a failure
-    KNOWN_FAILURE = "KNOWN_FAILURE"  # a MUST broken that the target declares as known (a declared gap)
-    NOT_APPLICABLE = "NOT_APPLICABLE"  # the target lacks a capability the scenario requires
-    ERROR = "ERROR"  # the harness or the target could not run the scenario
+class Channel(enum.StrEnum):
+    WORKER = "worker"  # worker <-> sidecar, through the proxy
+    CLIENT = "client"  # harness <-> sidecar
 
 
-_LEGACY_OUTCOMES = {"NOT_IMPLEMENTED": "KNOWN_FAILURE"}  # events.jsonl written before verdict levels
+class MessageDirection(enum.StrEnum):
+    REQUEST = "request"  # to the sidecar
+    RESPONSE = "response"  # a unary call's answer
+    ITEM = "item"  # a stream item to the worker
 
 
 @dataclass(frozen=True)
@@ -37,13 +33,18 @@ class TranscriptEntry:
     """One protocol message seen by the harness (through the proxy or its own client)."""
 
     t: float  # seconds since the scenario started
-    channel: str  # "worker" (worker <-> sidecar, via the proxy) or "client" (harness <-> sidecar)
-    direction: str  # "request" (to the sidecar), "response" (unary answer), "item" (stream item to the worker)
+    channel: Channel
+    direction: MessageDirection
     rpc: str  # method name, e.g. "CompleteActivityTask"
     summary: str  # one line for humans
     message: dict[str, Any] = field(default_factory=dict)  # the decoded message (may be truncated)
     fault: str | None = None  # the fault applied to this message, if any
     status: str | None = None  # gRPC status of a failed call
+
+    def __post_init__(self) -> None:
+        # Built from the proxy's and the client's plain names, and from events.jsonl: typed here, once.
+        object.__setattr__(self, "channel", Channel(self.channel))
+        object.__setattr__(self, "direction", MessageDirection(self.direction))
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ class ScenarioFinished:
     gap_passed: bool = False  # a declared gap that passed (or only differed): remove or narrow it
     # Per requirement: its verdict in this run (an Outcome value), the scenario's requirements and any a
     # check named; empty for results written before verdict levels (then every requirement has `outcome`).
-    verdicts: tuple[tuple[str, str], ...] = ()
+    verdicts: tuple[tuple[str, Outcome], ...] = ()
     broken: tuple[str, ...] = ()  # the MUST requirements this run breaks (FAILED or KNOWN_FAILURE)
     observations: tuple[tuple[str, str], ...] = ()  # (field, text): differences the contract allows
     failures: tuple[Failure, ...] = ()  # every mismatch, per requirement it weighs on (conformance.failures)
@@ -112,9 +113,9 @@ def from_json(line: str) -> Event:
     if cls is None:
         raise ValueError(f"not a conformance event: kind {raw.get('kind')!r}")
     if cls is ScenarioFinished:
-        raw["outcome"] = Outcome(_LEGACY_OUTCOMES.get(raw["outcome"], raw["outcome"]))
+        raw["outcome"] = Outcome(raw["outcome"])
         raw["requirements"] = tuple(raw["requirements"])
-        raw["verdicts"] = tuple((r, _LEGACY_OUTCOMES.get(v, v)) for r, v in raw.get("verdicts", ()))
+        raw["verdicts"] = tuple((r, Outcome(v)) for r, v in raw.get("verdicts", ()))
         raw["broken"] = tuple(raw.get("broken", ()))
         raw["observations"] = tuple(tuple(o) for o in raw.get("observations", ()))
         raw["failures"] = tuple(Failure(**{**f, "level": Level(f["level"])}) for f in raw.get("failures", ()))

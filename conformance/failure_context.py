@@ -107,8 +107,8 @@ def failure_context(scenario: Any, *, worker: str, work_dir: Path, observed: Any
     """The text that follows a failure's mismatches: the vector's turn, the SDK's log lines, which SDK build ran."""
     parts = []
     if scenario.kind == "vector":
-        parts.append(vector_context(scenario, answer=getattr(observed, "vector_answer", None),
-                                    expected=getattr(observed, "vector_expected", None)))
+        parts.append(vector_context(scenario, answer=getattr(observed, "answer", None),
+                                    expected=getattr(observed, "expected", None)))
     parts.append(worker_log(work_dir, worker))
     parts.append(provenance)
     return "".join(f"\n\n{p}" for p in parts if p)

@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from conformance.verdict import Judgement, Level, Mismatch, Verdict, group
+from conformance.verdict import Judgement, Level, Mismatch, Outcome, group
 
-_LEVEL_OF = {Verdict.FAILED: Level.MUST, Verdict.WARNING: Level.SHOULD, Verdict.OBSERVATION: Level.OBSERVATION}
+_LEVEL_OF = {Outcome.FAILED: Level.MUST, Outcome.WARNING: Level.SHOULD, Outcome.OBSERVATION: Level.OBSERVATION}
 _VERDICT_OF = {level: verdict for verdict, level in _LEVEL_OF.items()}
 
 
@@ -97,11 +97,11 @@ def describe_requirement(rid: str, *, source: str = "", full: bool = True) -> li
     return lines
 
 
-def _heading(verdict: Verdict, requirements: Sequence[str]) -> str:
+def _heading(verdict: Outcome, requirements: Sequence[str]) -> str:
     names = ", ".join(requirements)
-    if verdict is Verdict.FAILED:
+    if verdict is Outcome.FAILED:
         return f"FAILED: breaks {names} (MUST)"
-    if verdict is Verdict.WARNING:
+    if verdict is Outcome.WARNING:
         musts = [r for r in requirements if (req := _requirement(r)) is not None and req.level == "MUST"]
         if musts:  # a MUST weighed as a SHOULD here (e.g. a history no engine writes for this worker)
             return (f"WARNING: {names} — {'a MUST' if len(requirements) == 1 else 'MUSTs'} in the catalogue, "
@@ -118,7 +118,7 @@ def render(failures: Sequence[Failure], *, sources: Mapping[str, str], note: str
     blocks = []
     for section in group((_VERDICT_OF[f.level], f.requirement, f.text) for f in failures):
         lines = [_heading(section.verdict, section.requirements)]
-        full = section.verdict is not Verdict.OBSERVATION
+        full = section.verdict is not Outcome.OBSERVATION
         for rid in section.requirements:
             lines += describe_requirement(rid, source=sources.get(rid, ""), full=full)
         lines += [f"  - [{check_of.get(t, 'check')}] {t}" for t in section.texts]

@@ -196,6 +196,7 @@ class ScenarioFile(pytest.File):
     def collect(self):  # type: ignore[override]
         from conformance.errors import InputError
         from conformance.scenario.loader import load_scenario
+        from conformance.scenario.model import Direction
 
         root = _scenario_root(self.path)
         assert root is not None
@@ -207,7 +208,7 @@ class ScenarioFile(pytest.File):
         if not _selection(self.config).selects(scenario):
             return
         for pair in _pairs(self.config):
-            if pair.direction == "self" or pair.direction in scenario.applies_to:
+            if pair.direction is Direction.SELF or pair.direction in scenario.applies_to:
                 yield ScenarioItem.from_parent(self, name=pair.label, scenario=scenario, pair=pair)
 
 
@@ -254,7 +255,7 @@ class ScenarioItem(pytest.Item):
                         f"{result.gap_reason}")
         from conformance.reporting.model import failure_text
 
-        if outcome.value in options.failing:
+        if outcome in options.failing:
             raise (ScenarioError if outcome is Outcome.ERROR else ScenarioFailed)(failure_text(result))
         if outcome in (Outcome.WARNING, Outcome.OBSERVATION):  # shown, not failed (unless --conformance-fail-on)
             self.user_properties.append((outcome.value.lower(), result.message))

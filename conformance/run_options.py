@@ -18,9 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from conformance.errors import InputError
+from conformance.verdict import Outcome
 
 # --fail-on LEVEL -> the outcomes it adds to FAILED and ERROR, which always fail a run.
-FAIL_ON = {"must": (), "should": ("WARNING",), "observation": ("OBSERVATION",), "known": ("KNOWN_FAILURE",)}
+FAIL_ON = {"must": (), "should": (Outcome.WARNING,), "observation": (Outcome.OBSERVATION,),
+           "known": (Outcome.KNOWN_FAILURE,)}
 PYTEST_PREFIX = "--conformance-"
 
 
@@ -28,8 +30,8 @@ class UsageError(InputError):
     pass
 
 
-def parse_fail_on(text: str) -> tuple[str, ...]:
-    out: list[str] = []
+def parse_fail_on(text: str) -> tuple[Outcome, ...]:
+    out: list[Outcome] = []
     for word in (w.strip().lower() for w in text.split(",") if w.strip()):
         if word not in FAIL_ON:
             raise argparse.ArgumentTypeError(f"unknown level {word!r}; one of {', '.join(FAIL_ON)}")
@@ -37,9 +39,9 @@ def parse_fail_on(text: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def failing_outcomes(fail_on: Sequence[Sequence[str]] = ()) -> frozenset[str]:
-    """The outcome values that make a run fail."""
-    return frozenset({"FAILED", "ERROR", *(o for group in fail_on for o in group)})
+def failing_outcomes(fail_on: Sequence[Sequence[Outcome]] = ()) -> frozenset[Outcome]:
+    """The outcomes that make a run fail."""
+    return frozenset({Outcome.FAILED, Outcome.ERROR, *(o for group in fail_on for o in group)})
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +158,7 @@ class RunOptions:
         return cls(**values)
 
     @property
-    def failing(self) -> frozenset[str]:
+    def failing(self) -> frozenset[Outcome]:
         return failing_outcomes(self.fail_on)
 
 
@@ -247,7 +249,7 @@ def last_failed(reports: Path) -> set[str]:
         raise UsageError(f"--last-failed: no earlier run in {reports} (no events.jsonl); run without it first, "
                          "or give that run's --reports")
     return {e.scenario for e in read_events(path)
-            if isinstance(e, ScenarioFinished) and e.outcome.value in ("FAILED", "ERROR")}
+            if isinstance(e, ScenarioFinished) and e.outcome in (Outcome.FAILED, Outcome.ERROR)}
 
 
 def check_requirements(options: RunOptions, *, catalogue: Any) -> None:

@@ -32,17 +32,28 @@ class Level(str, enum.Enum):
         return {"MUST": cls.MUST, "SHOULD": cls.SHOULD}.get(level, cls.OBSERVATION)
 
 
-class Verdict(str, enum.Enum):
-    """The status of one requirement in one scenario run (also the scenario's own outcome)."""
+class Outcome(str, enum.Enum):
+    """The one outcome vocabulary, end to end: a requirement's status in one scenario run (`judge`),
+    a scenario's outcome on a pair (events.ScenarioFinished), a matrix cell (reporting.model), the
+    exit code's and the pytest plugin's decisions (docs/verdicts.md). Only FAILED and ERROR fail a
+    run by default."""
 
     PASSED = "PASSED"
-    FAILED = "FAILED"  # a MUST broken
-    WARNING = "WARNING"  # a SHOULD broken
-    OBSERVATION = "OBSERVATION"  # differs from the reference where the contract leaves it open
+    FAILED = "FAILED"  # the target breaks a MUST of the catalogue
+    WARNING = "WARNING"  # the target breaks a SHOULD (fails a run only with --fail-on should)
+    OBSERVATION = "OBSERVATION"  # differs from the reference where the contract leaves it open; never a failure
+    KNOWN_FAILURE = "KNOWN_FAILURE"  # a MUST broken that the target declares as known (a declared gap)
+    NOT_APPLICABLE = "NOT_APPLICABLE"  # the target lacks a capability the scenario requires
+    ERROR = "ERROR"  # the harness or the target could not run the scenario
+    UNCOVERED = "UNCOVERED"  # a matrix cell only: no scenario covers the requirement on the pair
 
 
-_STRENGTH = {Verdict.FAILED: 3, Verdict.WARNING: 2, Verdict.OBSERVATION: 1, Verdict.PASSED: 0}
-_OF_LEVEL = {Level.MUST: Verdict.FAILED, Level.SHOULD: Verdict.WARNING, Level.OBSERVATION: Verdict.OBSERVATION}
+# What a scenario run can end with (every outcome but a matrix cell's UNCOVERED).
+SCENARIO_OUTCOMES = tuple(o for o in Outcome if o is not Outcome.UNCOVERED)
+Verdict = Outcome  # `judge` decides PASSED, FAILED, WARNING or OBSERVATION: the same enum, under its old name
+
+_STRENGTH = {Outcome.FAILED: 3, Outcome.WARNING: 2, Outcome.OBSERVATION: 1, Outcome.PASSED: 0}
+_OF_LEVEL = {Level.MUST: Outcome.FAILED, Level.SHOULD: Outcome.WARNING, Level.OBSERVATION: Outcome.OBSERVATION}
 
 # The requirement an observation of another worker's answers is filed under (catalogue level INFO).
 CROSS_WORKER = "RPL-XREF-001"
@@ -112,43 +123,43 @@ class Break:
 class Section:
     """Mismatches of one verdict that weigh on the same requirements."""
 
-    verdict: Verdict
+    verdict: Outcome
     requirements: tuple[str, ...]
     texts: tuple[str, ...]
 
     @property
     def heading(self) -> str:
         names = ", ".join(self.requirements)
-        if self.verdict is Verdict.FAILED:
+        if self.verdict is Outcome.FAILED:
             return f"FAILED: breaks {names} (MUST)"
-        if self.verdict is Verdict.WARNING:
+        if self.verdict is Outcome.WARNING:
             return f"WARNING: does not meet {names} (SHOULD)"
         return f"OBSERVATION ({names}): differs from the reference where the contract allows it"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Judgement:
-    outcome: Verdict
-    per_requirement: tuple[tuple[str, Verdict], ...]  # every requirement of the scenario, plus any a mismatch names
+    outcome: Outcome
+    per_requirement: tuple[tuple[str, Outcome], ...]  # every requirement of the scenario, plus any a mismatch names
     broken: tuple[str, ...]  # requirements FAILED (MUST broken), in scenario order
     sections: tuple[Section, ...] = field(default=())  # worst first
     # (index of the mismatch, requirement, verdict): where each mismatch weighs, in the order judged.
-    marks: tuple[tuple[int, str, Verdict], ...] = field(default=())
+    marks: tuple[tuple[int, str, Outcome], ...] = field(default=())
 
 
-def worst(verdicts: Iterable[Verdict]) -> Verdict:
-    return max(verdicts, key=_STRENGTH.__getitem__, default=Verdict.PASSED)
+def worst(verdicts: Iterable[Outcome]) -> Outcome:
+    return max(verdicts, key=_STRENGTH.__getitem__, default=Outcome.PASSED)
 
 
 def judge(mismatches: Sequence[Mismatch], *, requirements: Sequence[str],
           levels: Mapping[str, str]) -> Judgement:
     """Fold mismatches into verdicts. `levels` maps requirement ids to catalogue levels
     (an id missing from it counts as MUST: an uncatalogued requirement is not excused)."""
-    status: dict[str, Verdict] = {r: Verdict.PASSED for r in requirements}
-    marks: list[tuple[int, str, Verdict]] = []
+    status: dict[str, Outcome] = {r: Outcome.PASSED for r in requirements}
+    marks: list[tuple[int, str, Outcome]] = []
 
-    def mark(index: int, rid: str, verdict: Verdict) -> None:
-        status[rid] = worst((status.get(rid, Verdict.PASSED), verdict))
+    def mark(index: int, rid: str, verdict: Outcome) -> None:
+        status[rid] = worst((status.get(rid, Outcome.PASSED), verdict))
         marks.append((index, rid, verdict))
 
     for index, m in enumerate(mismatches):
@@ -165,24 +176,24 @@ def judge(mismatches: Sequence[Mismatch], *, requirements: Sequence[str],
         # with none of them, an observation is filed under RPL-XREF-001 and a warning under the first one.
         same = [r for r in targets if Level.of_requirement(levels.get(r, "MUST")) is m.level]
         if m.level is Level.OBSERVATION and not same:
-            mark(index, CROSS_WORKER, Verdict.OBSERVATION)
+            mark(index, CROSS_WORKER, Outcome.OBSERVATION)
             continue
         for rid in same or targets[:1]:
             mark(index, rid, _OF_LEVEL[m.level])
     outcome = worst(status.values())
-    broken = tuple(r for r, v in status.items() if v is Verdict.FAILED)
+    broken = tuple(r for r, v in status.items() if v is Outcome.FAILED)
     sections = group((verdict, rid, mismatches[i].text) for i, rid, verdict in marks)
     return Judgement(outcome=outcome, per_requirement=tuple(status.items()), broken=broken, sections=sections,
                      marks=tuple(marks))
 
 
-def group(marks: Iterable[tuple[Verdict, str, str]]) -> tuple[Section, ...]:
+def group(marks: Iterable[tuple[Outcome, str, str]]) -> tuple[Section, ...]:
     """Sections from (verdict, requirement, text) marks, worst first; requirements that share the same
     mismatches are named together, so each mismatch is shown once."""
-    texts: dict[tuple[Verdict, str], list[str]] = {}
+    texts: dict[tuple[Outcome, str], list[str]] = {}
     for verdict, rid, text in marks:
         texts.setdefault((verdict, rid), []).append(text)
-    merged: dict[tuple[Verdict, tuple[str, ...]], list[str]] = {}
+    merged: dict[tuple[Outcome, tuple[str, ...]], list[str]] = {}
     for (verdict, rid), found in texts.items():
         merged.setdefault((verdict, tuple(found)), []).append(rid)
     order = sorted(merged, key=lambda k: -_STRENGTH[k[0]])

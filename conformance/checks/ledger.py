@@ -12,10 +12,10 @@ from collections import Counter
 
 from taskhub_wire.kinds import EventKind, Operation
 
-from conformance.checks import Observed, check, fail
+from conformance.checks.base import FlowObservation, check, fail
 
 
-def classify(obs: Observed) -> dict[str, int]:
+def classify(obs: FlowObservation) -> dict[str, int]:
     ids = set(obs.instances.values()) | set(obs.histories)
     runs = Counter((line["instance_id"], int(line["task_id"])) for line in obs.ledger if line["instance_id"] in ids)
     scheduled: set[tuple[str, int]] = set()
@@ -41,7 +41,7 @@ def classify(obs: Observed) -> dict[str, int]:
 
 
 @check("ledger", always=True)
-def ledger(obs: Observed) -> None:
+def ledger(obs: FlowObservation) -> None:
     want = obs.scenario.ledger
     if want is None:
         return

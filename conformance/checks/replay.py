@@ -7,7 +7,7 @@ from typing import Any
 
 from taskhub_wire.kinds import ActionKind, EventKind, Operation
 
-from conformance.checks import Observed, check, fail
+from conformance.checks.base import FlowObservation, VectorObservation, check, fail
 from conformance.scenario.matching import Matcher
 from conformance.scenario.model import MISSING
 from conformance.verdict import Level, Mismatch, classify_answer_mismatch
@@ -49,7 +49,7 @@ def _answered(answer: dict[str, Any]) -> list[tuple[str, int, str]]:
 
 
 @check("replay_determinism")
-def replay_determinism(obs: Observed) -> None:
+def replay_determinism(obs: FlowObservation) -> None:
     """Every committed turn, replayed on a fresh worker, gives the actions history recorded for it."""
     if obs.replay is None:
         fail(obs, "replay_determinism", ["this worker target cannot replay histories (no replay channel)"])
@@ -74,7 +74,7 @@ def replay_determinism(obs: Observed) -> None:
 
 
 @check("same_item_twice")
-def same_item_twice(obs: Observed) -> None:
+def same_item_twice(obs: FlowObservation) -> None:
     """The same work item sent twice gets identical answers."""
     if obs.replay is None:
         fail(obs, "same_item_twice", ["this worker target cannot replay histories (no replay channel)"])
@@ -95,7 +95,7 @@ def same_item_twice(obs: Observed) -> None:
 
 
 @check("zombie_rejected")
-def zombie_rejected(obs: Observed) -> None:
+def zombie_rejected(obs: FlowObservation) -> None:
     """Stale completions change nothing: no result sent with a stale token reaches history."""
     out = []
     if not obs.zombie_results:
@@ -107,8 +107,8 @@ def zombie_rejected(obs: Observed) -> None:
     fail(obs, "zombie_rejected", out)
 
 
-@check("vector")
-def vector(obs: Observed) -> None:
+@check("vector", vector=True)
+def vector(obs: VectorObservation) -> None:
     """A turn-level vector: the worker's actions (in order), custom status and version.
 
     Each mismatch of the actions carries the level the contract gives it (conformance.verdict):
@@ -117,17 +117,17 @@ def vector(obs: Observed) -> None:
     """
     vec = obs.scenario.vector
     assert vec is not None
-    answer = obs.vector_answer
+    answer = obs.answer
     if answer is None:
         # On a history no engine writes for this worker, answering at all is robustness: a SHOULD.
         fail(obs, "vector", [Mismatch(text="the worker did not answer the vector's turn in time", requirement=ANSWERED,
-                                      level=Level.SHOULD if obs.vector_foreign else None)])
+                                      level=Level.SHOULD if obs.foreign else None)])
         return
-    expected = vec.actions if obs.vector_expected is None else obs.vector_expected
+    expected = vec.actions if obs.expected is None else obs.expected
     m = Matcher()
     out: list[str | Mismatch] = []
     actions = answer["actions"]
-    if obs.vector_held and not actions and expected:
+    if obs.held and not actions and expected:
         # Suspended at the end of the turn: no actions is the contract's answer (EVT-SUSP-001), the reference's
         # (acting on the events before the suspension) another one; the held work follows the resume.
         fail(obs, "vector", [Mismatch(text=f"no actions where the reference answers {len(expected)}: the turn leaves "
@@ -143,28 +143,28 @@ def vector(obs: Observed) -> None:
     if vec.version is not None:
         out += m.match(dict(vec.version), answer.get("version") or {}, "version")
     why = ("a history no engine writes for this worker (built from the reference worker's answers, which it numbers "
-           "differently, or impossible for any worker)" if obs.vector_foreign else
+           "differently, or impossible for any worker)" if obs.foreign else
            "the turn delivers ExecutionTerminated: the engine terminates the instance and applies none of the "
-           "answer (R3.16)" if obs.vector_overridden else "")
+           "answer (R3.16)" if obs.overridden else "")
     if why and out:
         # Either no engine sends this worker the history, or no engine applies the answer: only observations.
         out = [Mismatch(text=x.text if isinstance(x, Mismatch) else x, level=Level.OBSERVATION,
                         field=x.field if isinstance(x, Mismatch) else "actions") for x in out]
         out.append(Mismatch(text=f"({why}: compared as an observation)", level=Level.OBSERVATION))
-    if out and obs.vector_note:
+    if out and obs.note:
         # The note weighs what the mismatches weigh: it must not turn observations into a failure.
         levels = [x.level if isinstance(x, Mismatch) else None for x in out]
         strongest = None if None in levels else min(levels, key=list(Level).index)
-        out.append(Mismatch(text=f"(the vector was {obs.vector_note})", level=strongest))
+        out.append(Mismatch(text=f"(the vector was {obs.note})", level=strongest))
     fail(obs, "vector", out)
 
 
-@check("distinct_task_execution_ids")
-def distinct_task_execution_ids(obs: Observed) -> None:
+@check("distinct_task_execution_ids", vector=True)
+def distinct_task_execution_ids(obs: VectorObservation) -> None:
     """The taskExecutionIds a worker puts in its ScheduleTask actions differ per call (their values are its own)."""
     seen: dict[str, int] = {}
     out = []
-    for i, a in enumerate((obs.vector_answer or {}).get("actions", [])):
+    for i, a in enumerate((obs.answer or {}).get("actions", [])):
         teid = (a.get(ActionKind.SCHEDULE_TASK) or {}).get("taskExecutionId")
         if not teid:
             continue  # none sent: the sidecar makes one (seed 000 task_execution_id)

@@ -59,7 +59,7 @@ from taskhub_wire.kinds import SUSPENSION_FIELDS, EventKind
 from conformance.targets.reference import (
     OPTIONAL_TIMER_FIRE_AT, REFERENCE_POLICY, Engine, EnginePolicy, MemoryStore, engine_errors as errors, execute,
 )
-from conformance.fuzz.common import Budget, Clock, FindingError, Progress, finding_error, hypothesis_settings, key, seed_for
+from conformance.fuzz.common import Budget, Clock, Progress, finding_error, hypothesis_settings, key, seed_for
 
 START_NS = 1_767_225_600 * 1_000_000_000
 
@@ -116,10 +116,6 @@ class Held:
     task_id: int
     item: pb.WorkItem
     owner: Any = None  # the engine's instance record when taken (a purge or a reused id replaces it)
-
-
-class Violation(FindingError):
-    pass
 
 
 @dataclass

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from conformance.fuzz import programs as P
 from conformance.fuzz.campaign import CampaignResult, fuzz_command
 from conformance.fuzz.common import Clock, Progress, finding_error, hypothesis_settings, key, seed_for
+from conformance.verdict import Outcome
 
 FLOW_FEATURES = P.Features(patching=False, versions=False, retries=False, children=True, timers=True, events=True,
                            carry_events=True, suspend=True, continue_as_new=True)
@@ -87,7 +88,7 @@ def flow_docs(draw: Any) -> dict[str, Any]:
     }
 
 
-def _run(doc: dict[str, Any], pair: Any, work: Path) -> tuple[str, str]:
+def _run(doc: dict[str, Any], pair: Any, work: Path) -> tuple[Outcome, str]:
     from conformance.runner.execute import run_scenario
     from conformance.scenario.loader import load_scenario
 
@@ -97,7 +98,7 @@ def _run(doc: dict[str, Any], pair: Any, work: Path) -> tuple[str, str]:
     path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
     scenario = load_scenario(path, root=root)
     result = run_scenario(scenario, pair, work_root=work, reproduce="fuzz flow")
-    return result.outcome.value, result.message or ""
+    return result.outcome, result.message or ""
 
 
 def _signature(message: str) -> str:
@@ -138,12 +139,12 @@ def run_flow_campaign(args: Any, target: Any, budget: Any, database: Path | None
             clock.examples += 1
             progress.tick(clock, findings=len(findings))
             ref_outcome, ref_msg = _run(doc, ref_pair, work)
-            if ref_outcome != "PASSED":
+            if ref_outcome is not Outcome.PASSED:
                 progress.count("skipped-reference-fails")
                 return  # only flows the reference pair passes say something about the target
             progress.count("compared")
             outcome, msg = _run(doc, pair, work)
-            if outcome in ("FAILED", "ERROR"):
+            if outcome in (Outcome.FAILED, Outcome.ERROR):
                 f = FlowFinding(target=target.name, signature=_signature(msg), doc=doc, message=msg, seed=args.seed)
                 if f.key in known:
                     return

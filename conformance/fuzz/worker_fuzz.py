@@ -37,7 +37,6 @@ from taskhub_core.turn import stale
 from taskhub_programs import Bundle, parse_bundle
 from taskhub_wire import pb
 
-from conformance.targets.reference import execute
 from conformance.fuzz import programs as P
 from conformance.fuzz.common import (
     Budget, Clock, FindingError, Progress, Stage, Timeline, finding_error, hypothesis_settings, key, other_errors,
@@ -450,13 +449,6 @@ def known_from(paths: Iterable[Path], target: str) -> set[str]:
             if line.startswith("# fuzz-key: "):
                 out.add(line[len("# fuzz-key: "):])
     return out
-
-
-def execute_twice_equal(bundle: Bundle, case: TurnCase) -> bool:
-    a = execute(bundle, instance_id=case.instance_id, past=case.past, new=case.new)
-    b = execute(bundle, instance_id=case.instance_id, past=case.past, new=case.new)
-    return [x.SerializeToString(deterministic=True) for x in a.actions] == \
-        [x.SerializeToString(deterministic=True) for x in b.actions]
 
 
 __all__ = ["Finding", "FindingError", "WorkerCampaign", "known_from"]

@@ -41,9 +41,10 @@ from google.protobuf.message import Message
 from taskhub_wire.rpc import DAPR_WORKFLOW, TASKHUB, Kind, Method
 
 from conformance.errors import InputError
+from conformance.events import MessageDirection
 
 ACTIONS: tuple[str, ...] = ("drop", "duplicate", "delay", "replay_later", "cut_stream")
-DIRECTIONS: tuple[str, ...] = ("request", "item", "response")
+DIRECTIONS: tuple[str, ...] = (MessageDirection.REQUEST, MessageDirection.ITEM, MessageDirection.RESPONSE)
 
 # Which actions make sense where (direction by the RPC's kind).
 _ALLOWED: Mapping[tuple[Kind, str], tuple[str, ...]] = MappingProxyType({
@@ -66,10 +67,6 @@ def _bad_rules(problems: Sequence[str]) -> InputError:
     return InputError(problems, subject="fault rules")
 
 
-def method_for(rpc: str) -> Method | None:
-    return METHODS.get(rpc)
-
-
 def default_direction(rpc: str) -> str:
     method = METHODS.get(rpc)
     return "item" if method is not None and method.kind is Kind.SERVER_STREAM else "request"
@@ -77,7 +74,7 @@ def default_direction(rpc: str) -> str:
 
 def message_class(method: Method, direction: str) -> type[Message]:
     """The class of the message a rule with this direction looks at."""
-    return method.request if direction == "request" else method.response
+    return method.request if direction == MessageDirection.REQUEST else method.response
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -63,12 +63,12 @@ def read_events(path: Path) -> list[Event]:
 
 def write_differential(events: Sequence[Event], out_dir: Path) -> tuple[Path, Path]:
     """The observations of a run's scenarios, by field and worker (conformance.reporting.differential)."""
-    from conformance.events import ScenarioFinished
+    from conformance.events import Outcome, ScenarioFinished
     from conformance.reporting.differential import DifferentialReport
 
     report = DifferentialReport()
     for e in events:
-        if not isinstance(e, ScenarioFinished) or e.outcome.value in ("ERROR", "NOT_APPLICABLE"):
+        if not isinstance(e, ScenarioFinished) or e.outcome in (Outcome.ERROR, Outcome.NOT_APPLICABLE):
             continue
         report.compared(sdk=e.worker)
         for fld, text in e.observations:

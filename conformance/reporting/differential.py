@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -157,12 +157,6 @@ def add_difference(*, sdk: str, path: str, reference: Any, got: Any, source: str
     """For callers outside the fuzzer (vector scenarios): record one difference from the reference
     in `report` (default: the process-wide report that `write_shared` writes)."""
     (report or _SHARED).add(sdk=sdk, path=path, reference=reference, got=got, source=source, example=example)
-
-
-def add_differences(*, sdk: str, diffs: Iterable[tuple[str, Any, Any]], source: str,
-                    report: DifferentialReport | None = None) -> None:
-    for path, ref, got in diffs:
-        add_difference(sdk=sdk, path=path, reference=ref, got=got, source=source, report=report)
 
 
 def shared() -> DifferentialReport:

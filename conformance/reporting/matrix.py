@@ -17,58 +17,58 @@ from pathlib import Path
 
 from conformance.events import Event, Outcome, ScenarioFinished
 from conformance.reporting.catalogue import Catalogue
-from conformance.reporting.model import Cell, CellStatus, Row, RunView, reason
+from conformance.reporting.model import Cell, Row, RunView, reason
 
 COLUMN_ORDER = (
-    CellStatus.PASSED,
-    CellStatus.FAILED,
-    CellStatus.ERROR,
-    CellStatus.KNOWN_FAILURE,
-    CellStatus.WARNING,
-    CellStatus.OBSERVATION,
-    CellStatus.NOT_APPLICABLE,
-    CellStatus.UNCOVERED,
+    Outcome.PASSED,
+    Outcome.FAILED,
+    Outcome.ERROR,
+    Outcome.KNOWN_FAILURE,
+    Outcome.WARNING,
+    Outcome.OBSERVATION,
+    Outcome.NOT_APPLICABLE,
+    Outcome.UNCOVERED,
 )
 ICON = {
-    CellStatus.PASSED: "✅",
-    CellStatus.FAILED: "❌",
-    CellStatus.ERROR: "💥",
-    CellStatus.KNOWN_FAILURE: "🚧",
-    CellStatus.WARNING: "⚠️",
-    CellStatus.OBSERVATION: "🔍",
-    CellStatus.NOT_APPLICABLE: "➖",
-    CellStatus.UNCOVERED: "⬜",
+    Outcome.PASSED: "✅",
+    Outcome.FAILED: "❌",
+    Outcome.ERROR: "💥",
+    Outcome.KNOWN_FAILURE: "🚧",
+    Outcome.WARNING: "⚠️",
+    Outcome.OBSERVATION: "🔍",
+    Outcome.NOT_APPLICABLE: "➖",
+    Outcome.UNCOVERED: "⬜",
 }
 LABEL = {
-    CellStatus.PASSED: "passed",
-    CellStatus.FAILED: "FAILED",
-    CellStatus.ERROR: "ERROR",
-    CellStatus.KNOWN_FAILURE: "known failure",
-    CellStatus.WARNING: "warning",
-    CellStatus.OBSERVATION: "observation",
-    CellStatus.NOT_APPLICABLE: "not applicable",
-    CellStatus.UNCOVERED: "uncovered",
+    Outcome.PASSED: "passed",
+    Outcome.FAILED: "FAILED",
+    Outcome.ERROR: "ERROR",
+    Outcome.KNOWN_FAILURE: "known failure",
+    Outcome.WARNING: "warning",
+    Outcome.OBSERVATION: "observation",
+    Outcome.NOT_APPLICABLE: "not applicable",
+    Outcome.UNCOVERED: "uncovered",
 }
 MEANING = {
-    CellStatus.PASSED: "every scenario covering it passed",
-    CellStatus.FAILED: "a scenario found the target breaking this MUST",
-    CellStatus.ERROR: "a scenario could not run: a harness or target error",
-    CellStatus.KNOWN_FAILURE: "the target breaks this MUST and declares it (a known gap, with evidence)",
-    CellStatus.WARNING: "the target does not meet this SHOULD",
-    CellStatus.OBSERVATION: "differs from the reference where the contract allows it (reports/differential.md)",
-    CellStatus.NOT_APPLICABLE: "the target lacks a capability the scenarios need",
-    CellStatus.UNCOVERED: "no scenario covers it on this pair",
+    Outcome.PASSED: "every scenario covering it passed",
+    Outcome.FAILED: "a scenario found the target breaking this MUST",
+    Outcome.ERROR: "a scenario could not run: a harness or target error",
+    Outcome.KNOWN_FAILURE: "the target breaks this MUST and declares it (a known gap, with evidence)",
+    Outcome.WARNING: "the target does not meet this SHOULD",
+    Outcome.OBSERVATION: "differs from the reference where the contract allows it (reports/differential.md)",
+    Outcome.NOT_APPLICABLE: "the target lacks a capability the scenarios need",
+    Outcome.UNCOVERED: "no scenario covers it on this pair",
 }
 # background, text
 COLOUR = {
-    CellStatus.PASSED: ("#dcfce7", "#166534"),
-    CellStatus.FAILED: ("#fecaca", "#991b1b"),
-    CellStatus.ERROR: ("#e9d5ff", "#6b21a8"),
-    CellStatus.KNOWN_FAILURE: ("#fed7aa", "#9a3412"),
-    CellStatus.WARNING: ("#fef3c7", "#92400e"),
-    CellStatus.OBSERVATION: ("#e0f2fe", "#075985"),
-    CellStatus.NOT_APPLICABLE: ("#e5e7eb", "#374151"),
-    CellStatus.UNCOVERED: ("#ffffff", "#6b7280"),
+    Outcome.PASSED: ("#dcfce7", "#166534"),
+    Outcome.FAILED: ("#fecaca", "#991b1b"),
+    Outcome.ERROR: ("#e9d5ff", "#6b21a8"),
+    Outcome.KNOWN_FAILURE: ("#fed7aa", "#9a3412"),
+    Outcome.WARNING: ("#fef3c7", "#92400e"),
+    Outcome.OBSERVATION: ("#e0f2fe", "#075985"),
+    Outcome.NOT_APPLICABLE: ("#e5e7eb", "#374151"),
+    Outcome.UNCOVERED: ("#ffffff", "#6b7280"),
 }
 
 
@@ -96,7 +96,7 @@ class Matrix:
             out.setdefault(row.area, []).append(row)
         return out
 
-    def column_counts(self, pair: str) -> dict[CellStatus, int]:
+    def column_counts(self, pair: str) -> dict[Outcome, int]:
         counts = dict.fromkeys(COLUMN_ORDER, 0)
         for row in self.rows:
             counts[self.cell(row.id, pair).status] += 1
@@ -134,10 +134,10 @@ def _grouped(lines: list[tuple[str, str, str]]) -> list[tuple[list[str], str, st
 def _count(cell: Cell) -> str:
     """How many of the covering scenarios gave the cell its status: "2 of 82 scenarios"."""
     total = len(cell.results)
-    if cell.status in (CellStatus.PASSED, CellStatus.UNCOVERED) or not total:
+    if cell.status in (Outcome.PASSED, Outcome.UNCOVERED) or not total:
         return f"{total} scenario{'s' if total != 1 else ''}" if total else ""
     worst = {r.outcome for r in cell.results if r.outcome is not Outcome.PASSED}
-    bad = sum(1 for r in cell.results if r.outcome in worst and r.outcome.value == cell.status.value) or \
+    bad = sum(1 for r in cell.results if r.outcome in worst and r.outcome is cell.status) or \
         sum(1 for r in cell.results if r.outcome is not Outcome.PASSED)
     return f"{bad} of {total} scenario{'s' if total != 1 else ''}"
 
@@ -189,7 +189,7 @@ def render_matrix_md(matrix: Matrix) -> str:
                 text = f"{ICON[cell.status]} {LABEL[cell.status]}"
                 if cell.gap_passed:
                     text += " (declared gap passed)"
-                if cell.status is not CellStatus.PASSED and cell.results:
+                if cell.status is not Outcome.PASSED and cell.results:
                     text += f" ({_count(cell)})"
                     details.append(f"- **{row.id}** on `{pair}`: {LABEL[cell.status]}, {_count(cell)}")
                     details += [f"  - {', '.join(f'`{s}`' for s in names)} {o}" + (f": {_md(why)}" if why else "")
@@ -253,9 +253,9 @@ def _cell_html(cell: Cell) -> str:
     style = f' style="background-color:{bg};color:{fg}"'
     attrs = f'class="cell {status.value}"{style} title="{escape(tooltip)}" data-status="{status.value}"'
     gap = '<span class="gap">declared gap passed</span>' if cell.gap_passed else ""
-    if status is CellStatus.UNCOVERED or not lines:
+    if status is Outcome.UNCOVERED or not lines:
         return f"<td {attrs}>{LABEL[status]}{gap}</td>"
-    if status is CellStatus.PASSED:  # the scenarios that show it, each linked to its file
+    if status is Outcome.PASSED:  # the scenarios that show it, each linked to its file
         names = "".join(f"<li>{_scenario_link(r)}</li>" for r in cell.results)
         return (f"<td {attrs}><details><summary>{LABEL[status]} · {escape(_count(cell))}</summary>"
                 f"<ul>{names}</ul></details>{gap}</td>")
@@ -274,7 +274,7 @@ def _cell_html(cell: Cell) -> str:
         names = "".join(f"<li>{_scenario_link(r)}</li>" for r in passed)
         items += f"<li><details><summary>{len(passed)} passed</summary><ul>{names}</ul></details></li>"
     summary = f"{LABEL[status]} · {_count(cell)}"
-    opened = " open" if status in (CellStatus.FAILED, CellStatus.ERROR) else ""  # the ones to act on
+    opened = " open" if status in (Outcome.FAILED, Outcome.ERROR) else ""  # the ones to act on
     return f"<td {attrs}><details{opened}><summary>{escape(summary)}</summary><ul>{items}</ul></details>{gap}</td>"
 
 
@@ -302,7 +302,7 @@ def render_matrix_html(matrix: Matrix) -> str:
     out.append('<div class="legend">')
     for status in COLUMN_ORDER:
         bg, fg = COLOUR[status]
-        extra = ' class="sw UNCOVERED"' if status is CellStatus.UNCOVERED else ' class="sw"'
+        extra = ' class="sw UNCOVERED"' if status is Outcome.UNCOVERED else ' class="sw"'
         out.append(
             f'<div><span{extra} style="background-color:{bg};color:{fg};border:1px solid {fg}33">{LABEL[status]}</span>'
             f"{escape(MEANING[status])}</div>"

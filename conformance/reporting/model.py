@@ -6,7 +6,6 @@ matrix) first fold the events into a `RunView`.
 
 from __future__ import annotations
 
-import enum
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -20,35 +19,25 @@ OUTCOME_ORDER = (Outcome.PASSED, Outcome.FAILED, Outcome.ERROR, Outcome.KNOWN_FA
 UNCATALOGUED_AREA = "(not in the catalogue)"
 
 
-class CellStatus(str, enum.Enum):
-    """The status of one requirement on one pair, aggregated over the scenarios covering it."""
-
-    FAILED = "FAILED"  # a MUST broken
-    ERROR = "ERROR"
-    KNOWN_FAILURE = "KNOWN_FAILURE"  # a MUST broken that the target declares
-    WARNING = "WARNING"  # a SHOULD broken
-    OBSERVATION = "OBSERVATION"  # differs from the reference where the contract allows it
-    PASSED = "PASSED"
-    NOT_APPLICABLE = "NOT_APPLICABLE"
-    UNCOVERED = "UNCOVERED"  # no scenario covers the requirement on this pair
+CellStatus = Outcome  # a matrix cell's status is an Outcome (UNCOVERED only here): the same enum
 
 
 # Worst first: one failing scenario makes the requirement fail on that pair; a known failure stays
 # visible over a pass; NOT_APPLICABLE only when nothing else ran.
 CELL_PRECEDENCE = (
-    CellStatus.FAILED,
-    CellStatus.ERROR,
-    CellStatus.KNOWN_FAILURE,
-    CellStatus.WARNING,
-    CellStatus.OBSERVATION,
-    CellStatus.PASSED,
-    CellStatus.NOT_APPLICABLE,
+    Outcome.FAILED,
+    Outcome.ERROR,
+    Outcome.KNOWN_FAILURE,
+    Outcome.WARNING,
+    Outcome.OBSERVATION,
+    Outcome.PASSED,
+    Outcome.NOT_APPLICABLE,
 )
 
 
 @dataclass(frozen=True, slots=True)
 class Cell:
-    status: CellStatus
+    status: Outcome
     results: tuple[ScenarioFinished, ...] = ()
 
     @property
@@ -133,34 +122,34 @@ class RunView:
 
         A result counts on each requirement with that requirement's own verdict in the run: a scenario
         that breaks one MUST and only differs on another fails the first row, not the second."""
-        grouped: dict[tuple[str, str], list[tuple[CellStatus, ScenarioFinished]]] = {}
+        grouped: dict[tuple[str, str], list[tuple[Outcome, ScenarioFinished]]] = {}
         for result in self.results:
             for rid, status in requirement_statuses(result):
                 grouped.setdefault((rid, result.pair), []).append((status, result))
         return {key: Cell(_worst(s for s, _ in rs), tuple(r for _, r in rs)) for key, rs in grouped.items()}
 
     def cell(self, cells: dict[tuple[str, str], Cell], requirement_id: str, pair: str) -> Cell:
-        return cells.get((requirement_id, pair), Cell(CellStatus.UNCOVERED))
+        return cells.get((requirement_id, pair), Cell(Outcome.UNCOVERED))
 
 
-def aggregate(results: Iterable[ScenarioFinished]) -> CellStatus:
-    return _worst(CellStatus(r.outcome.value) for r in results)
+def aggregate(results: Iterable[ScenarioFinished]) -> Outcome:
+    return _worst(r.outcome for r in results)
 
 
-def _worst(statuses: Iterable[CellStatus]) -> CellStatus:
+def _worst(statuses: Iterable[Outcome]) -> Outcome:
     present = set(statuses)
     for status in CELL_PRECEDENCE:
         if status in present:
             return status
-    return CellStatus.UNCOVERED
+    return Outcome.UNCOVERED
 
 
-def requirement_statuses(result: ScenarioFinished) -> list[tuple[str, CellStatus]]:
+def requirement_statuses(result: ScenarioFinished) -> list[tuple[str, Outcome]]:
     """Each requirement the result speaks for, with its status in that run (outcome-wide for old results,
     and for outcomes that are about the whole run: ERROR, NOT_APPLICABLE)."""
     if not result.verdicts or result.outcome in (Outcome.ERROR, Outcome.NOT_APPLICABLE):
-        return [(rid, CellStatus(result.outcome.value)) for rid in dict.fromkeys(result.requirements)]
-    return [(rid, CellStatus(value)) for rid, value in result.verdicts]
+        return [(rid, result.outcome) for rid in dict.fromkeys(result.requirements)]
+    return [(rid, Outcome(value)) for rid, value in result.verdicts]
 
 
 # ------------------------------------------------------------------------------------ text helpers

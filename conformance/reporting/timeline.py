@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from xml.sax.saxutils import escape
 
-from conformance.events import TranscriptEntry
+from conformance.events import Channel, MessageDirection, TranscriptEntry
 from conformance.reporting.model import short_summary, transcript_line, xml_safe
 
 WIDTH = 1080
@@ -56,7 +56,7 @@ def _geometry(n: int) -> _Geometry:
 def _ends(entry: TranscriptEntry) -> tuple[str, str]:
     """(from lane, to lane) of an entry's arrow."""
     outward = entry.direction in ("response", "item")  # from the sidecar to its caller
-    other = "worker" if entry.channel == "worker" else "harness"
+    other = "worker" if entry.channel is Channel.WORKER else "harness"
     return ("sidecar", other) if outward else (other, "sidecar")
 
 
@@ -192,18 +192,18 @@ def _row(entry: TranscriptEntry, index: int, y: int, g: _Geometry) -> tuple[str,
     fault = entry.fault or ""
     status = entry.status if entry.status and entry.status.upper() != "OK" else ""
     dropped = bool(fault) and _is_dropping(fault)
-    if dropped and entry.channel == "worker":
+    if dropped and entry.channel is Channel.WORKER:
         x2 = _LANES["proxy"]  # the proxy swallowed it
 
     if fault:
         color, marker = _FAULT, "fault"
-    elif entry.direction == "item":
+    elif entry.direction is MessageDirection.ITEM:
         color, marker = _ITEM, "item"
-    elif entry.direction == "response":
+    elif entry.direction is MessageDirection.RESPONSE:
         color, marker = (_STATUS, "status") if status else (_RESPONSE, "resp")
     else:
         color, marker = _INK, "ink"
-    dash = ' stroke-dasharray="6 4"' if entry.direction == "response" else ""
+    dash = ' stroke-dasharray="6 4"' if entry.direction is MessageDirection.RESPONSE else ""
     width = "2" if fault else "1.3"
     head = "" if dropped else f' marker-end="url(#ah-{marker})"'
     shapes = [f'<line x1="{x1}" y1="{line_y}" x2="{x2}" y2="{line_y}" stroke="{color}" stroke-width="{width}"{dash}{head}/>']

@@ -14,8 +14,9 @@ from conformance.reproduce import Invocation, reproduce_command
 from conformance.events import Event, Outcome, RunFinished, RunStarted, ScenarioFinished, ScenarioStarted
 from conformance.runner.execute import run_scenario
 from conformance.runner.isolation import EngineLock, engine_turn
-from conformance.scenario.model import Scenario
+from conformance.scenario.model import Direction, Scenario
 from conformance.targets.base import Pair
+from conformance.verdict import SCENARIO_OUTCOMES
 
 Sink = Callable[[Event], None]
 
@@ -30,7 +31,7 @@ class Plan:
     def build(cls, scenarios: Sequence[Scenario], pairs: Sequence[Pair]) -> "Plan":
         # The self-check runs everything: the reference pair must pass every scenario.
         return cls(tuple((s, p) for p in pairs for s in scenarios
-                         if p.direction == "self" or p.direction in s.applies_to))
+                         if p.direction is Direction.SELF or p.direction in s.applies_to))
 
 
 def run_plan(plan: Plan, *, sinks: Sequence[Sink], jobs: int = 4, work_root: Path | None = None,
@@ -62,5 +63,5 @@ def run_plan(plan: Plan, *, sinks: Sequence[Sink], jobs: int = 4, work_root: Pat
         results = list(pool.map(one, plan.items))
     counts = Counter(r.outcome.value for r in results)
     emit(RunFinished(run_id=run_id, finished_at=time.time(), duration_s=time.monotonic() - began,
-                     counts={o.value: counts.get(o.value, 0) for o in Outcome}))
+                     counts={o.value: counts.get(o.value, 0) for o in SCENARIO_OUTCOMES}))
     return results

@@ -30,18 +30,18 @@ from taskhub_core.delivery import suspended_after, terminates
 from taskhub_wire.kinds import PRODUCED_FIELDS
 from taskhub_wire.rpc import DAPR_WORKFLOW, TASKHUB, TaskHubClient
 
-from conformance.checks import ALWAYS, CHECKS, Observed
+from conformance.checks import ALWAYS, FlowObservation, Observation, VectorObservation, run_check
 from conformance.events import Outcome, ScenarioFinished, TranscriptEntry
 from conformance.failures import TargetMisbehaved, failures_of, render, reproduce_line
 from conformance.reporting.logs import adopt
 from conformance.scenario import steps
-from conformance.scenario.model import MISSING, ErrorExpect, Scenario, StartSpec
+from conformance.scenario.model import MISSING, Compare, ErrorExpect, Reach, Scenario, ScenarioKind, StartSpec
 from conformance.scenario.placeholders import substitute
 from conformance.scenario.steps import Step
 from conformance.scenario.wire import event_dict, message_dict
 from conformance.runner.isolation import claimer
 from conformance.targets.base import CannotExpress, Gap, Pair, Replayer, WorkerStart
-from conformance.verdict import Level, Mismatch, Verdict, judge
+from conformance.verdict import Level, Mismatch, judge
 
 
 @functools.cache
@@ -608,7 +608,7 @@ def _final_wait(run: _Run, h: _Harness) -> None:
             return  # the expectations check reports the actual status, with every other mismatch
 
 
-def _observe(run: _Run, h: _Harness) -> Observed:
+def _observe(run: _Run, h: _Harness, *, replay: Replayer | None) -> FlowObservation:
     ids = dict(run.instances)
     for key in run.scenario.expect:
         if key not in ids:
@@ -628,12 +628,12 @@ def _observe(run: _Run, h: _Harness) -> Observed:
     from conformance.versions.corpus import record_if_asked
 
     redeployed = any(getattr(st.args, "programs", None) or getattr(st.args, "versions", None) for st in run.scenario.steps)
-    record_if_asked(scenario_id=run.scenario.id, kind="redeployed" if redeployed else run.scenario.kind,
+    record_if_asked(scenario_id=run.scenario.id, kind="redeployed" if redeployed else run.scenario.kind.value,
                     programs_doc=run.scenario.programs_doc,
                     iids=raw, fetch=lambda iid: (h.client_for(iid).call(
                         "GetInstance", pb.GetInstanceRequest(instanceId=iid, getInputsAndOutputs=True),
                         timeout=10).workflowState, raw[iid]))
-    return Observed(scenario=run.scenario, instances=run.instances, keys=ids, states=states,
+    return FlowObservation(scenario=run.scenario, instances=run.instances, keys=ids, states=states, replay=replay,
                     histories={k: [event_dict(e, with_router=bool(run.scenario.apps)) for e in v]
                                for k, v in raw.items()}, raw_histories=raw,
                     ledger=ledger, counters=counters, zombie_results=zombies, reproduce=run.reproduce,
@@ -698,7 +698,7 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
     with ExitStack() as stack:
         h: _Harness | None = None
         try:
-            if scenario.kind == "vector":
+            if scenario.kind is ScenarioKind.VECTOR:
                 obs = _run_vector(run, stack)
             else:
                 h = _Harness(run, stack)
@@ -707,16 +707,15 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
                 for step in scenario.steps:
                     _do_step(run, h, step)
                 _final_wait(run, h)
-                obs = _observe(run, h)
-                obs.replay = _replayer(run, h.bundle, stack)
+                obs = _observe(run, h, replay=_replayer(run, h.bundle, stack))
             names = list(ALWAYS) + [c for c in scenario.checks if c not in ALWAYS]
-            if scenario.kind == "vector":
+            if scenario.kind is ScenarioKind.VECTOR:
                 names = ["vector"] + [c for c in scenario.checks if c != "vector"]
             if checks_only:
                 names = [n for n in names if n in checks_only]
             for name in names:
                 try:
-                    CHECKS[name](obs)
+                    run_check(name, obs)
                 except TargetMisbehaved as exc:
                     failures.append(exc)
         except TargetMisbehaved as exc:  # a step's own expectation (conformance.failures)
@@ -758,14 +757,14 @@ def _verdict(scenario: Scenario, failures: Sequence[TargetMisbehaved], gap: Gap 
     levels = requirement_levels()
     found = [(f.check, m) for f in failures for m in f.found]
     judged = judge([m for _, m in found], requirements=scenario.requirements, levels=levels)
-    known = judged.outcome is Verdict.FAILED and gap is not None
-    verdicts = tuple((rid, Outcome.KNOWN_FAILURE.value if known and v is Verdict.FAILED else v.value)
+    known = judged.outcome is Outcome.FAILED and gap is not None
+    verdicts = tuple((rid, Outcome.KNOWN_FAILURE if known and v is Outcome.FAILED else v)
                      for rid, v in judged.per_requirement)
     observations = tuple((m.field or check, m.text) for check, m in found if m.level is Level.OBSERVATION)
     data = failures_of(judged, found, reproduce=reproduce)
     common = dict(duration_s=duration, transcript=transcript, verdicts=verdicts, broken=judged.broken,
                   observations=observations, failures=data, **base)
-    if judged.outcome is Verdict.PASSED:
+    if judged.outcome is Outcome.PASSED:
         # Only a gap narrowed to named scenarios can be judged by one scenario passing.
         passed_gap = gap is not None and bool(gap.scenarios)
         return ScenarioFinished(outcome=Outcome.PASSED, gap_passed=passed_gap,
@@ -776,9 +775,9 @@ def _verdict(scenario: Scenario, failures: Sequence[TargetMisbehaved], gap: Gap 
         assert gap is not None
         return ScenarioFinished(outcome=Outcome.KNOWN_FAILURE, message=message,
                                 gap_reason=f"declared gap {gap.requirement}: {gap.reason}", **common)
-    if judged.outcome is Verdict.FAILED:
+    if judged.outcome is Outcome.FAILED:
         return ScenarioFinished(outcome=Outcome.FAILED, message=message, **common)
-    outcome = Outcome.WARNING if judged.outcome is Verdict.WARNING else Outcome.OBSERVATION
+    outcome = Outcome.WARNING if judged.outcome is Outcome.WARNING else Outcome.OBSERVATION
     # A declared gap that now only warns or observes excuses nothing: say so, as for a passing gap.
     stale = gap is not None and bool(gap.scenarios)
     return ScenarioFinished(outcome=outcome, message=message, gap_passed=stale,
@@ -795,7 +794,7 @@ def _has_wait(node: Any) -> bool:
     return False
 
 
-def _run_vector(run: _Run, stack: ExitStack) -> Observed:
+def _run_vector(run: _Run, stack: ExitStack) -> VectorObservation:
     """A turn-level vector: the reference sidecar hands the turn, in the worker's dialect, to the worker under test."""
     vec = run.scenario.vector
     assert vec is not None
@@ -813,7 +812,7 @@ def _run_vector(run: _Run, stack: ExitStack) -> Observed:
     expected = tuple(engine_view(list(turn.expected), vec.instance_id, wire=False))
     if answer is not None:
         answer = {**answer, "actions": engine_view(answer["actions"], vec.instance_id, wire=False)}
-    if vec.compare == "fuzz":  # a regression vector: judged by the worker's profile, as a campaign would
+    if vec.compare is Compare.FUZZ:  # a regression vector: judged by the worker's profile, as a campaign would
         profile = profile_for(run.pair.worker.name, run.pair.worker.capabilities)
         expected = tuple(relax(p, profile, answer=False) for p in expected)
         if answer is not None:
@@ -828,16 +827,15 @@ def _run_vector(run: _Run, stack: ExitStack) -> Observed:
     own_wait_ids = "event_wait_ids" in run.pair.worker.capabilities
     waits_in_past = _has_wait(run.scenario.programs_doc) and any(
         e.WhichOneof("eventType") in PRODUCED_FIELDS and not e.HasField("executionCompleted") for e in turn.past)
-    foreign = (own_wait_ids and (vec.compare == "fuzz" or waits_in_past)) or vec.history == "impossible"
+    foreign = (own_wait_ids and (vec.compare is Compare.FUZZ or waits_in_past)) or vec.history is Reach.IMPOSSIBLE
     # A turn that delivers ExecutionTerminated ends the instance whatever the answer: the engine drops the
     # turn's actions and the termination wins over a continue-as-new (R3.16), so no answer differs there.
     terminated = terminates(turn.new)
     # A turn that leaves the instance suspended may be answered with no actions: the worker holds what the
     # events before the suspension let the code do until the resume (EVT-SUSP-001; durabletask-go does).
     held = suspended_after(turn.new, suspended=False)
-    return Observed(scenario=run.scenario, instances={}, states={}, histories={}, reproduce=run.reproduce,
-                    vector_answer=answer, vector_expected=expected, vector_note=turn.note, vector_foreign=foreign,
-                    vector_overridden=terminated, vector_held=held)
+    return VectorObservation(scenario=run.scenario, reproduce=run.reproduce, answer=answer, expected=expected,
+                             note=turn.note, foreign=foreign, overridden=terminated, held=held)
 
 
 __all__ = ["HarnessError", "run_scenario"]

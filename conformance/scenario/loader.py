@@ -13,7 +13,8 @@ from taskhub_programs import ProgramError, parse_bundle, parse_duration
 from conformance.errors import InputError, Problem
 from conformance.scenario.engine import parse_engine
 from conformance.scenario.model import (
-    DIRECTIONS, MISSING, STATUSES, AccessRule, AppSpec, AppWorker, ErrorExpect, Expectation, HistoryExpect, LedgerExpect, Scenario, StartSpec, Vector,
+    DIRECTIONS, MISSING, STATUSES, AccessRule, AppSpec, AppWorker, Compare, ErrorExpect, Expectation, HistoryExpect,
+    InstanceStatus, LedgerExpect, Reach, Scenario, ScenarioKind, StartSpec, Vector,
 )
 from conformance.scenario.placeholders import has_placeholder
 from conformance.scenario.source import SourceDoc, did_you_mean, load_source
@@ -216,7 +217,7 @@ def _expectation(c: _Checker, raw: Any, path: tuple[Any, ...]) -> Expectation | 
                 re.compile(str(regex))
             except re.error as exc:
                 c.err(path + (("failure",) if key == "message" else ("stall",)) + (key,), f"not a valid regex: {exc}")
-    return Expectation(status=status, output=raw.get("output", MISSING), custom_status=raw.get("custom_status", MISSING),
+    return Expectation(status=InstanceStatus(status) if status in STATUSES else None, output=raw.get("output", MISSING), custom_status=raw.get("custom_status", MISSING),
                        failure_type=failure.get("type"), failure_message=failure.get("message"),
                        stall_reason=stall.get("reason"), stall_description=stall.get("description"),
                        history=history, exists=raw.get("exists"), span=c.doc.span(path))
@@ -294,8 +295,8 @@ def _scenario(c: _Checker, doc: SourceDoc, *, path: Path, root: Path) -> Scenari
     sid = data.get("id", expected_id)
     if sid != expected_id:
         c.err(("id",), f"id {sid!r} does not match the file's path; it must be {expected_id!r} (the id is the path)")
-    kind = data.get("kind", "flow")
-    if kind not in ("flow", "vector"):
+    kind = data.get("kind", ScenarioKind.FLOW)
+    if kind not in tuple(ScenarioKind):
         c.err(("kind",), f"kind {kind!r}; use flow (default) or vector")
     reqs = c.get(data, "requirements", (), list)
     if isinstance(reqs, list) and not reqs:
@@ -366,7 +367,7 @@ def _scenario(c: _Checker, doc: SourceDoc, *, path: Path, root: Path) -> Scenari
     vector = None
     expect: dict[str, Expectation] = {}
     ledger = None
-    if kind == "vector":
+    if kind == ScenarioKind.VECTOR:
         vector = _vector(c, data.get("vector"), ("vector",))
     else:
         if "start" in data:
@@ -402,7 +403,7 @@ def _scenario(c: _Checker, doc: SourceDoc, *, path: Path, root: Path) -> Scenari
     return Scenario(
         id=expected_id, title=str(data.get("title", expected_id)), source=display,
         requirements=tuple(map(str, reqs or ())), applies_to=tuple(applies), requires=tuple(map(str, requires)),
-        programs=bundle, programs_doc=dict(programs_raw or {}), kind=kind, sidecar=dict(sidecar),
+        programs=bundle, programs_doc=dict(programs_raw or {}), kind=ScenarioKind(kind), sidecar=dict(sidecar),
         engine=engine, worker=dict(worker), starts=tuple(starts), steps=tuple(steps), faults=faults, expect=expect, ledger=ledger,
         checks=tuple(checks), timeout=timeout, vector=vector, span=doc.span(()),
         requirements_span=doc.span(("requirements",)), apps=apps)
@@ -590,12 +591,12 @@ def _vector(c: _Checker, raw: Any, path: tuple[Any, ...]) -> Vector | None:
         return None
     c.keys(raw, {"instance_id", "past", "new", "actions", "custom_status", "version", "compare", "history"}, path,
            "vector")
-    history = raw.get("history", "reachable")
-    if history not in ("reachable", "impossible"):
+    history = raw.get("history", Reach.REACHABLE)
+    if history not in tuple(Reach):
         c.err(path + ("history",), f"history {history!r}; use reachable (default: an engine can write it) or impossible "
                                    "(no engine writes it: the answer is only an observation, no answer a SHOULD)")
-    compare = raw.get("compare", "exact")
-    if compare not in ("exact", "fuzz"):
+    compare = raw.get("compare", Compare.EXACT)
+    if compare not in tuple(Compare):
         c.err(path + ("compare",), f"compare {compare!r}; use exact (default) or fuzz (the worker's comparison "
                                    "profile also applies, as in a fuzz campaign)")
     events: dict[str, list[Any]] = {"past": [], "new": []}
@@ -617,7 +618,8 @@ def _vector(c: _Checker, raw: Any, path: tuple[Any, ...]) -> Vector | None:
         actions = []
     return Vector(instance_id=str(raw.get("instance_id", "vector")), past=tuple(events["past"]),
                   new=tuple(events["new"]), actions=tuple(actions), custom_status=raw.get("custom_status", MISSING),
-                  version=raw.get("version"), compare=str(compare), history=str(history))
+                  version=raw.get("version"), compare=Compare(compare) if compare in tuple(Compare) else Compare.EXACT,
+                  history=Reach(history) if history in tuple(Reach) else Reach.REACHABLE)
 
 
 def discover(root: Path, *, patterns: Sequence[str] = ()) -> list[Path]:

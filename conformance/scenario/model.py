@@ -31,8 +31,30 @@ class _Missing:
 
 MISSING: Any = _Missing()
 
-DIRECTIONS = ("self", "worker", "engine", "pair")
-STATUSES = ("RUNNING", "COMPLETED", "FAILED", "TERMINATED", "CANCELED", "PENDING", "SUSPENDED", "STALLED")
+class Direction(enum.StrEnum):
+    """Which side a run tests (DESIGN §1): a scenario applies to some, a pair runs in one."""
+
+    SELF = "self"  # reference sidecar and reference worker
+    WORKER = "worker"  # a worker under test on the reference sidecar
+    ENGINE = "engine"  # a sidecar under test with the reference worker
+    PAIR = "pair"  # both under test
+
+
+DIRECTIONS = tuple(Direction)
+class InstanceStatus(enum.StrEnum):
+    """An instance's runtime status as scenarios spell it (OrchestrationStatus without its prefix)."""
+
+    RUNNING = "RUNNING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    TERMINATED = "TERMINATED"
+    CANCELED = "CANCELED"
+    PENDING = "PENDING"
+    SUSPENDED = "SUSPENDED"
+    STALLED = "STALLED"
+
+
+STATUSES = tuple(InstanceStatus)
 
 
 @dataclass(frozen=True)
@@ -63,7 +85,7 @@ class HistoryExpect:
 
 @dataclass(frozen=True)
 class Expectation:
-    status: str | None = None
+    status: InstanceStatus | None = None
     output: Any = MISSING
     custom_status: Any = MISSING
     failure_type: str | None = None
@@ -86,6 +108,25 @@ class LedgerExpect:
     executions: int | None = None  # total executions
 
 
+class ScenarioKind(enum.StrEnum):
+    FLOW = "flow"  # the harness drives a sidecar and a worker over time
+    VECTOR = "vector"  # one turn: a history and the exact answer a worker must send
+
+
+class Compare(enum.StrEnum):
+    """How a vector's expected actions are compared."""
+
+    EXACT = "exact"  # the patterns as written
+    FUZZ = "fuzz"  # also by the worker's comparison profile, as the fuzzer compared when it found the vector
+
+
+class Reach(enum.StrEnum):
+    """Whether an engine can write a vector's history."""
+
+    REACHABLE = "reachable"
+    IMPOSSIBLE = "impossible"  # a dropped or doubled ExecutionStarted, reordered markers: the answer is an observation
+
+
 @dataclass(frozen=True)
 class Vector:
     instance_id: str
@@ -94,12 +135,9 @@ class Vector:
     actions: tuple[Any, ...]  # expected action patterns, in order
     custom_status: Any = MISSING
     version: Mapping[str, Any] | None = None
-    # exact: the patterns as written. fuzz: also by the worker's comparison profile, as the fuzzer
-    # compared when it found the vector (conformance/dialects/compare.py; regression scenarios).
-    compare: str = "exact"
-    # reachable: a history an engine can write. impossible: one no engine writes (a dropped or doubled
-    # ExecutionStarted, reordered markers): what the worker answers is an observation, no answer a SHOULD.
-    history: str = "reachable"
+    compare: Compare = Compare.EXACT  # conformance/dialects/compare.py; regression scenarios use FUZZ
+    # IMPOSSIBLE: what the worker answers is an observation, no answer a SHOULD.
+    history: Reach = Reach.REACHABLE
 
 
 class AppWorker(enum.Enum):
@@ -141,7 +179,7 @@ class Scenario:
     requires: tuple[str, ...]
     programs: Bundle
     programs_doc: Mapping[str, Any]  # the raw programs, for drivers that load a bundle file
-    kind: str = "flow"  # "flow" | "vector"
+    kind: ScenarioKind = ScenarioKind.FLOW
     sidecar: Mapping[str, Any] = field(default_factory=dict)  # options the reference sidecar needs
     engine: EngineSettings = NO_SETTINGS  # settings of the engine under test, whichever it is (engine.py)
     worker: Mapping[str, Any] = field(default_factory=dict)  # e.g. {"adversary": [...]}

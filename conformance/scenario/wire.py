@@ -13,7 +13,7 @@ from typing import Any
 from google.protobuf import json_format
 
 from taskhub_wire import pb
-from taskhub_wire.kinds import action_field, action_kind, event_field, event_kind
+from taskhub_wire.kinds import action_kind, event_field, event_kind
 
 from conformance.errors import InputError
 
@@ -141,13 +141,3 @@ def action_dict(action: pb.WorkflowAction) -> dict[str, Any]:
     kind = action_kind(action)
     body = _decoded(json_format.MessageToDict(getattr(action, kind.field)))
     return {kind.value: {"id": action.id, **body}}
-
-
-def parse_action(raw: Mapping[str, Any]) -> pb.WorkflowAction:
-    """The inverse of action_dict (for tests and hand-made answers)."""
-    (kind, body), = raw.items()
-    body = dict(body or {})
-    action = pb.WorkflowAction(id=int(body.pop("id", 0)))
-    json_format.ParseDict(body, getattr(action, action_field(kind)))
-    getattr(action, action_field(kind)).SetInParent()
-    return action

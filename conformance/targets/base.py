@@ -13,6 +13,8 @@ from typing import Any, Protocol
 
 from taskhub_programs import Bundle
 
+from conformance.scenario.model import Direction
+
 
 @dataclass(frozen=True)
 class Gap:
@@ -128,14 +130,14 @@ class Pair:
         return f"{self.sidecar.name}+{self.worker.name}"
 
     @property
-    def direction(self) -> str:
+    def direction(self) -> Direction:
         if self.sidecar.reference and self.worker.reference:
-            return "self"
+            return Direction.SELF
         if self.sidecar.reference:
-            return "worker"
+            return Direction.WORKER
         if self.worker.reference:
-            return "engine"
-        return "pair"
+            return Direction.ENGINE
+        return Direction.PAIR
 
     @property
     def capabilities(self) -> frozenset[str]:

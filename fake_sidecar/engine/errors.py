@@ -29,10 +29,6 @@ class FailedPrecondition(EngineError):
     code = "FAILED_PRECONDITION"
 
 
-class Unimplemented(EngineError):
-    code = "UNIMPLEMENTED"
-
-
 class ShuttingDown(EngineError):
     code = "CANCELLED"
 
