@@ -65,10 +65,18 @@ def _java_sdk_client(c: Checkout, *, m2: Path, log: Path, env: dict[str, str], p
     # The module fetches its protos during the build; once they are there, a rebuild skips the fetch
     # and can run offline.
     skip_fetch = ["-Ddownload.plugin.skip=true"] if protos.is_dir() and any(protos.glob("*.proto")) else []
-    _mvn(["-B", "-q", f"-Dmaven.repo.local={m2}", "-f", str(c.root / "pom.xml"), "-pl", "durabletask-client", "-am",
-          "-DskipTests", "-Dmaven.test.skip=true", "-Dcheckstyle.skip", "-Dspotbugs.skip", "-Djacoco.skip",
-          "-Dmaven.javadoc.skip", "-Dgpg.skip", "-Dstyle.color=never", *skip_fetch, "install"],
-         what=f"building java-sdk's durabletask-client in {c.root} with Maven", log=log, env=env)
+    args = ["-B", "-q", f"-Dmaven.repo.local={m2}", "-f", str(c.root / "pom.xml"), "-pl", "durabletask-client",
+            "-DskipTests", "-Dmaven.test.skip=true", "-Dcheckstyle.skip", "-Dspotbugs.skip", "-Djacoco.skip",
+            "-Dmaven.javadoc.skip", "-Dgpg.skip", "-Dstyle.color=never", *skip_fetch, "install"]
+    what = f"building java-sdk's durabletask-client in {c.root} with Maven"
+    # The module alone once its parent POM is installed (a rebuild after an edit); with it (-am) the first time.
+    if (m2 / "io" / "dapr" / "dapr-sdk-parent" / version).is_dir():
+        try:
+            _mvn(args, what=what, log=log, env=env)
+            return version
+        except CheckoutError:
+            pass
+    _mvn([*args[:-1], "-am", "install"], what=what, log=log, env=env)
     return version
 
 
