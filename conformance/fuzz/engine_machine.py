@@ -56,6 +56,8 @@ from taskhub_core.turn import TurnKind, decide_turn
 from taskhub_wire import pb
 from taskhub_wire.kinds import SUSPENSION_FIELDS, EventKind
 
+from conformance.checks.history import breaks as history_breaks
+from conformance.scenario.wire import event_dict
 from conformance.targets.reference import (
     OPTIONAL_TIMER_FIRE_AT, REFERENCE_POLICY, Engine, EnginePolicy, MemoryStore, engine_errors as errors, execute,
 )
@@ -70,7 +72,10 @@ PROGRAMS: dict[str, Any] = {
          "as": "b"},
         {"return": ["${a}", "${b}"]}]},
     "timers": {"steps": [{"timer": "1s"}, {"any": [{"timer": "1h"}, {"wait_event": "go"}]}, {"return": "woke"}]},
+    # The activity after the first wait makes the turn that consumed its event commit something, so
+    # the history shows whether that event cancelled the wait's timeout timer (R6.3).
     "waits": {"steps": [{"wait_event": {"name": "go", "timeout": "10s", "default": "d"}, "as": "a"},
+                        {"call_activity": {"name": "echo", "input": "${a}"}},
                         {"wait_event": "go", "as": "b"}, {"return": ["${a}", "${b}"]}]},
     "patched": {"steps": [{"if_patched": {"patch": "p1", "then": [{"call_activity": {"name": "echo", "input": "p1"}}]}},
                           {"wait_event": "go"},
@@ -145,29 +150,10 @@ def _engine_name(engine_class: type[Engine], policy: EnginePolicy) -> str:
 
 
 def history_problems(history: list[pb.HistoryEvent]) -> list[tuple[str, str]]:
-    """(check, message) for what is wrong with one committed history."""
-    out: list[tuple[str, str]] = []
-    seen: set[tuple[str, int]] = set()
-    started = completed = 0
-    for i, ev in enumerate(history):
-        kind = ev.WhichOneof("eventType")
-        if kind == EventKind.EXECUTION_STARTED.field:
-            started += 1
-        if kind == EventKind.EXECUTION_COMPLETED.field:
-            completed += 1
-            if i != len(history) - 1:
-                later = [e.WhichOneof("eventType") for e in history[i + 1:]]
-                out.append(("completion-final", f"events follow ExecutionCompleted at #{i}: {later}"))
-        k = resolution_key(ev)
-        if k is not None:
-            if k in seen:
-                out.append(("exactly-once", f"#{i} {kind} resolves {k[0]} {k[1]} again (R2.7: each result once)"))
-            seen.add(k)
-    if started > 1:
-        out.append(("exactly-once", f"ExecutionStarted {started} times"))
-    if completed > 1:
-        out.append(("completion-final", f"ExecutionCompleted {completed} times"))
-    return out
+    """(check, message) for what is wrong with one committed history: the same registered rules a
+    scenario's histories are judged by (conformance/checks/history.py), each check named by its rule."""
+    events = [event_dict(ev) for ev in history]
+    return [(f"history {b.rule}", f"event #{b.index}: {b.text}") for b in history_breaks(events)]
 
 
 class EngineMachine(RuleBasedStateMachine):
@@ -188,6 +174,9 @@ class EngineMachine(RuleBasedStateMachine):
         self.owed: dict[tuple[str, str, int], str] = {}
         self.raised: list[tuple[str, str, str, str]] = []  # iid, name, payload, execution id
         self.settled: list[Held] = []  # items already answered and applied: answering again must change nothing
+        # Instances the machine sent one action id twice in an answer the engine applied: the engine
+        # records the worker's ids as sent (R2.4: it never renumbers), so R2.4 blames the worker there.
+        self.worker_reused_ids: set[str] = set()
         self.n = 0
         self.log: list[str] = []
 
@@ -426,6 +415,8 @@ class EngineMachine(RuleBasedStateMachine):
             return
         if got == "applied":
             self.settled = (self.settled + [h])[-6:]
+            if applied_variant == "dup_timer":
+                self.worker_reused_ids.add(h.iid)
         if got != expect:
             why = {"stalled": "its patches do not extend the recorded ones, or a version is not available (R7)",
                    "abandoned": "an action id is already in history (R3.14) or an action has no type (R3.13)",
@@ -564,7 +555,8 @@ class EngineMachine(RuleBasedStateMachine):
         for iid in self.engine.instance_ids():
             inst = self._inst(iid)
             for check, message in history_problems(inst.history):
-                self.fail(check, f"{iid}: {message}")
+                if not (check == "history R2.4" and iid in self.worker_reused_ids):
+                    self.fail(check, f"{iid}: {message}")
             turn_ts = 0
             for ev in inst.history:
                 if ev.HasField("workflowStarted"):
