@@ -144,7 +144,8 @@ def _wants_conformance(config: pytest.Config) -> bool:
         part == "scenarios" for arg in config.args for part in Path(str(arg)).parts)
 
 
-@pytest.hookimpl(optionalhook=True)
+# tryfirst: xdist's own implementation (the core count) is registered after ours and would answer first.
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     return _options(config).jobs if _wants_conformance(config) else None
 
