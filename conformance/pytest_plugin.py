@@ -17,8 +17,13 @@ failure of a requirement the target claims.
   the items that ran (merged across pytest-xdist workers) are written there at the end.
 - pytest-xdist: items that must have a shared engine to themselves (`--conformance-sidecar
   address`; they restart or cut the worker's connection) are one `xdist_group` and also take the
-  engine's lock across processes; `-n auto` starts `--conformance-jobs` workers (default 6: items
-  mostly wait on the engine, so more workers than cores pays).
+  engine's lock across processes.
+- concurrency: items mostly wait on the engine, so each process runs the items it is about to run
+  ahead of time, in threads, as `conformance run --jobs` does: a plain `pytest` run keeps
+  `--conformance-jobs` items in flight (it knows its whole order), an xdist worker the item it runs
+  and the next one xdist gave it (all a worker knows); `-n auto` starts half of
+  `--conformance-jobs` workers, so both paths have as many scenarios in flight. Results are taken
+  in pytest's order, so verdicts, reports and `-x` read as in a serial run.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ _SHARED_LOADED = pytest.StashKey[dict]()
 _SHARED_INPUT = "conformance_scenarios"
 _STARTED = pytest.StashKey[float]()
 _EVENTS_OUTPUT = "conformance_events"
+_AHEAD = pytest.StashKey[Any]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -147,7 +153,7 @@ def _wants_conformance(config: pytest.Config) -> bool:
 # tryfirst: xdist's own implementation (the core count) is registered after ours and would answer first.
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    return _options(config).jobs if _wants_conformance(config) else None
+    return max(1, -(-_options(config).jobs // _WORKER_DEPTH)) if _wants_conformance(config) else None
 
 
 def _scenario_root(path: Path) -> Path | None:
@@ -234,18 +240,11 @@ class ScenarioItem(pytest.Item):
         from conformance.reporting.allure import annotate_pytest_item, scenario_case
         from conformance.reporting.catalogue import load_catalogue
         from conformance.run_options import CATALOGUE
-        from conformance.reproduce import Invocation, reproduce_command, run_words
-        from conformance.runner.execute import run_scenario
-        from conformance.runner.isolation import process_engine_turn
-
         options = _options(self.config)
-        root = _scenario_root(self.path)
-        invocation = Invocation(run=run_words(), options=tuple(_reproduce_extra(options, scenarios=root)),
-                                reports=None if options.no_reports else options.reports)
-        reproduce = reproduce_command(self.scenario.id, sidecar=self.pair.sidecar.name, worker=self.pair.worker.name,
-                                      invocation=invocation)
-        with process_engine_turn(self.pair, alone=self.alone, address=options.sidecar_address or ""):
-            result = run_scenario(self.scenario, self.pair, reproduce=reproduce)
+        ahead = self.config.stash.get(_AHEAD, None)
+        result = ahead.take(self) if ahead is not None else None
+        if result is None:
+            result = self.execute()
         self.config.stash[_EVENTS].append(result)
         self.user_properties.append(("requirements", " ".join(self.scenario.requirements)))
         if _allure_active(self.config):
@@ -261,6 +260,21 @@ class ScenarioItem(pytest.Item):
         if outcome in (Outcome.WARNING, Outcome.OBSERVATION):  # shown, not failed (unless --conformance-fail-on)
             self.user_properties.append((outcome.value.lower(), result.message))
 
+    def execute(self) -> Any:
+        """Run the scenario (in pytest's thread or ahead of time in another): its ScenarioFinished."""
+        from conformance.reproduce import Invocation, reproduce_command, run_words
+        from conformance.runner.execute import run_scenario
+        from conformance.runner.isolation import process_engine_turn
+
+        options = _options(self.config)
+        root = _scenario_root(self.path)
+        invocation = Invocation(run=run_words(), options=tuple(_reproduce_extra(options, scenarios=root)),
+                                reports=None if options.no_reports else options.reports)
+        reproduce = reproduce_command(self.scenario.id, sidecar=self.pair.sidecar.name, worker=self.pair.worker.name,
+                                      invocation=invocation)
+        with process_engine_turn(self.pair, alone=self.alone, address=options.sidecar_address or ""):
+            return run_scenario(self.scenario, self.pair, reproduce=reproduce)
+
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         if isinstance(excinfo.value, (ScenarioFailed, ScenarioError)):
             return str(excinfo.value)
@@ -269,6 +283,58 @@ class ScenarioItem(pytest.Item):
     def reportinfo(self) -> tuple[Path, int, str]:
         line = self.scenario.span.line - 1 if self.scenario.span else 0
         return self.path, line, f"{self.scenario.id} [{self.pair.label}]"
+
+
+# ------------------------------------------------------------------------- items run ahead of time
+
+_WORKER_DEPTH = 2  # an xdist worker knows the item it runs and the next one, no more
+
+
+class _Ahead:
+    """Scenario items started before pytest reaches them, in threads; pytest takes their results
+    in its own order. An item that needs a shared engine alone is never run ahead, nor beside one."""
+
+    def __init__(self, *, depth: int) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.depth = depth
+        self.pool = ThreadPoolExecutor(max_workers=depth, thread_name_prefix="scenario-ahead")
+        self.running: dict[str, Any] = {}  # nodeid -> Future[ScenarioFinished]
+
+    def start(self, items: list[pytest.Item]) -> None:
+        for item in items:
+            if not isinstance(item, ScenarioItem) or item.alone:
+                return
+            if item.nodeid not in self.running:
+                self.running[item.nodeid] = self.pool.submit(item.execute)
+
+    def take(self, item: "ScenarioItem") -> Any | None:
+        future = self.running.pop(item.nodeid, None)
+        return None if future is None else future.result()
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    if not isinstance(item, ScenarioItem) or item.alone:
+        return
+    config = item.config
+    if _AHEAD not in config.stash:
+        worker = hasattr(config, "workerinput")
+        config.stash[_AHEAD] = _Ahead(depth=_WORKER_DEPTH if worker else max(1, _options(config).jobs))
+    ahead = config.stash[_AHEAD]
+    if hasattr(config, "workerinput"):
+        upcoming = [item, *([nextitem] if nextitem is not None else [])]
+    else:
+        index = config.stash.setdefault(_ORDER, {i.nodeid: n for n, i in enumerate(item.session.items)})
+        n = index.get(item.nodeid, 0)
+        upcoming = item.session.items[n:n + ahead.depth]
+    ahead.start(upcoming)
+
+
+_ORDER = pytest.StashKey[dict]()
 
 
 class ScenarioFailed(AssertionError):
@@ -297,6 +363,8 @@ def _allure_active(config: pytest.Config) -> bool:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
+    if _AHEAD in config.stash:  # items run ahead that pytest never reached (-x, an interrupt)
+        config.stash[_AHEAD].close()
     results = config.stash.get(_EVENTS, [])
     if hasattr(config, "workerinput"):  # an xdist worker: hand its results to the controller
         from conformance.events import to_json

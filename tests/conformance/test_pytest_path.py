@@ -184,3 +184,38 @@ def test_selection_options_choose_the_same_scenarios_and_mistakes_stop_the_sessi
     unknown = _run("-m", "pytest", str(scenarios), "-p", "no:cacheprovider", "-q", "--conformance-worker", "nosuch",
                    cwd=tmp_path)
     assert unknown.returncode == 4 and "nosuch" in unknown.stderr and "Traceback" not in unknown.stderr
+
+
+SLOW = """title: waits {n}
+requirements: [TMR-FIRE-001]
+programs: {{main: {{steps: [{{timer: 1s}}, {{return: {n}}}]}}}}
+start: {{workflow: main}}
+expect: {{status: COMPLETED, output: {n}}}
+"""
+
+
+def test_a_plain_pytest_run_keeps_jobs_scenarios_in_flight_and_reports_in_pytest_order(tmp_path):
+    folder = tmp_path / "scenarios" / "slow"
+    folder.mkdir(parents=True)
+    for n in range(3):
+        (folder / f"wait-{n}.yaml").write_text(SLOW.format(n=n), encoding="utf-8")
+    reports = tmp_path / "reports"
+    done = _run("-m", "pytest", str(tmp_path / "scenarios"), "-p", "no:cacheprovider", "-q", "--conformance-jobs", "3",
+                "--conformance-reports", str(reports), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    finished = _finished(reports / "events.jsonl")
+    assert sorted(finished) == ["slow/wait-0", "slow/wait-1", "slow/wait-2"]
+    # Each waits a one-second timer; run ahead together, their runs overlap (serially they could not).
+    starts = [f.started_at for f in finished.values()]
+    ends = [f.started_at + f.duration_s for f in finished.values()]
+    assert max(starts) < min(ends), (starts, ends)
+
+
+def test_stopping_early_leaves_no_scenario_running_and_reports_what_pytest_reached(tmp_path):
+    scenarios = _library(tmp_path)  # bad.yaml sorts first
+    reports = tmp_path / "reports"
+    done = _run("-m", "pytest", str(scenarios), "-p", "no:cacheprovider", "-q", "-x", "--conformance-jobs", "2",
+                "--conformance-reports", str(reports), cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "1 failed" in done.stdout and "passed" not in done.stdout, done.stdout
+    assert sorted(_finished(reports / "events.jsonl")) == ["mine/bad"]
