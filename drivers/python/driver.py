@@ -27,6 +27,7 @@ Exit codes: 0 stopped, 2 usage or bundle error, 3 capability gap, 4 could not co
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import signal
@@ -46,6 +47,7 @@ class Adapter(Protocol):
     tag: str  # short name for log lines: dx, dd
     sdk: str  # "<distribution> <version>", as installed
     wait_timeout: bool  # the SDK's event wait takes a timeout (else: when_any([event, timer]))
+    custom_status: bool  # the workflow context has set_custom_status (else set_status steps are refused)
 
     def absent(self) -> dict[str, str]: ...  # capability -> why this release lacks it (probed)
     # `app` (another app's id) and `propagation` ("own" / "lineage") are None unless the step sets
@@ -100,7 +102,8 @@ def problems(bundle: Any, adapter: Adapter, lang: Language) -> list[dict[str, st
     from taskhub_programs.capabilities import needs
 
     absent = adapter.absent()
-    out = [{"path": path, "capability": cap, "reason": absent[cap]} for cap, path in needs(bundle) if cap in absent]
+    out = [{"path": path, "capability": cap, "reason": f"SDK release {adapter.sdk} lacks {cap} (probed: {absent[cap]})"}
+           for cap, path in needs(bundle) if cap in absent]
     P = lang.P
 
     def walk(steps: Sequence[Any], path: str, inside: str) -> None:
@@ -111,6 +114,9 @@ def problems(bundle: Any, adapter: Adapter, lang: Language) -> list[dict[str, st
                             "newer than this driver"})
                 continue
             here = f"{here}.{P.STEP_NAMES[type(step)]}"
+            if isinstance(step, P.SetStatus) and not adapter.custom_status:
+                out.append({"path": here, "capability": "", "reason": f"SDK release {adapter.sdk} lacks a custom "
+                            "status (probed: the workflow context has no set_custom_status)"})
             if isinstance(step, P.WaitEvent) and step.timeout is not None and not adapter.wait_timeout:
                 if inside == "all":  # it would have to fail the when_all when its timer wins
                     out.append({"path": here, "capability": "", "reason": "a wait with a timeout inside all: "
@@ -128,6 +134,72 @@ def problems(bundle: Any, adapter: Adapter, lang: Language) -> list[dict[str, st
         for vname, program in family.versions.items():
             walk(program.steps, f"$.programs.{name}" + (f".versions.{vname}" if vname else "") + ".steps", "")
     return out
+
+
+# ------------------------------------------------------------------ probing a release's API
+# Shared by the adapters: each asks its SDK's own classes, never a version number.
+
+
+def takes(fn: Any, parameter: str) -> bool:
+    """`fn` has a parameter of this name (a keyword the release accepts)."""
+    try:
+        return parameter in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def takes_name(fn: Any, parameter: str) -> bool:
+    """The parameter's annotation admits a str: the release calls an activity or workflow by name, not
+    only through the registered function object (dapr-ext-workflow before 1.16 read `fn.__name__`)."""
+    try:
+        annotation = inspect.signature(fn).parameters[parameter].annotation
+    except (TypeError, ValueError, KeyError):
+        return False
+    if isinstance(annotation, str):  # `from __future__ import annotations`: the text as written
+        import re
+
+        return re.search(r"\bstr\b", annotation) is not None
+    import typing
+
+    def admits(t: Any) -> bool:
+        return t is str or any(admits(a) for a in typing.get_args(t))
+
+    return admits(annotation)
+
+
+def fails_fast(task_module: Any, when_all: Callable[[list[Any]], Any]) -> bool | None:
+    """Whether the release's when_all fails as soon as one task fails: two fresh tasks of its own
+    task module, the first failed (cancel(), or fail() with its failure details in releases without
+    cancel); None when it cannot be asked."""
+    if task_module is None or not hasattr(task_module, "CompletableTask"):
+        return None
+    first, second = task_module.CompletableTask(), task_module.CompletableTask()
+    both = when_all([first, second])
+    try:
+        if hasattr(first, "cancel"):
+            first.cancel(RuntimeError("probe"))
+        else:
+            first.fail("probe", task_module.pb.TaskFailureDetails(errorMessage="probe"))
+    except Exception:  # noqa: BLE001 - a release whose tasks fail differently: cannot tell
+        return None
+    return bool(both.is_complete)
+
+
+def proto_message(task_module: Any, message: str) -> Any:
+    """The release's own generated message class (its `internal` package beside the task module)."""
+    import importlib
+
+    if task_module is None:
+        return None
+    package = task_module.__name__.rpartition(".")[0]
+    for name in ("orchestrator_actions_pb2", "orchestrator_service_pb2"):
+        try:
+            found = getattr(importlib.import_module(f"{package}.internal.{name}"), message, None)
+        except ImportError:
+            continue
+        if found is not None:
+            return found
+    return None
 
 
 # ------------------------------------------------------------------ the interpreter
