@@ -149,22 +149,43 @@ def takes(fn: Any, parameter: str) -> bool:
 
 
 def takes_name(fn: Any, parameter: str) -> bool:
-    """The parameter's annotation admits a str: the release calls an activity or workflow by name, not
-    only through the registered function object (dapr-ext-workflow before 1.16 read `fn.__name__`)."""
+    """The parameter's annotation is str or a union with str: the release calls an activity or workflow
+    by name, not only through the registered function (dapr-ext-workflow before 1.16 read `fn.__name__`)."""
     try:
         annotation = inspect.signature(fn).parameters[parameter].annotation
     except (TypeError, ValueError, KeyError):
         return False
     if isinstance(annotation, str):  # `from __future__ import annotations`: the text as written
-        import re
-
-        return re.search(r"\bstr\b", annotation) is not None
+        return "str" in _union_members(annotation.strip().strip("'\""))
+    import types
     import typing
 
-    def admits(t: Any) -> bool:
-        return t is str or any(admits(a) for a in typing.get_args(t))
+    if annotation is str:
+        return True
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return str in typing.get_args(annotation)
+    return False
 
-    return admits(annotation)
+
+def _union_members(text: str) -> list[str]:
+    """The top-level members of `Union[A, B]`, `Optional[A]` or `A | B` written as text; else [text]."""
+    for head in ("typing.Union[", "Union[", "typing.Optional[", "Optional["):
+        if text.startswith(head) and text.endswith("]"):
+            return _split_top(text[len(head):-1], ",")
+    parts = _split_top(text, "|")
+    return parts if len(parts) > 1 else [text]
+
+
+def _split_top(text: str, sep: str) -> list[str]:
+    out, depth, cur = [], 0, ""
+    for c in text:
+        depth += (c == "[") - (c == "]")
+        if c == sep and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += c
+    return [*out, cur.strip()]
 
 
 def fails_fast(task_module: Any, when_all: Callable[[list[Any]], Any]) -> bool | None:
