@@ -316,8 +316,7 @@ def build_pairs(options: RunOptions, *, scenarios: Sequence[Any] = ()) -> list[A
     if checkout is not None:  # failures name the checkout and environment that produced them
         pairs = [replace(p, worker=replace(p.worker, provenance=checkout.describe())) for p in pairs]
     if release is not None:  # the release runs, and failures say which and where its environment is
-        pairs = [replace(p, worker=replace(p.worker, version=release.release.version,
-                                           provenance=f"{release.release.label} from {release.path}"))
+        pairs = [replace(p, worker=release_worker(p.worker, release, declared=targets.workers[p.worker.name]))
                  for p in pairs]
     missing = not_installed(pairs, root=library().root)
     if missing:  # every scenario would fail the same way: say it once, before any runs
@@ -363,6 +362,17 @@ def prepare_release(options: RunOptions, *, targets: Any) -> Any:
     env = ensure(release, root=library().root, log=lambda m: print(m, file=sys.stderr, flush=True))
     print(f"{release.label}: {'cached' if env.reused else 'made'} environment {env.path}", file=sys.stderr, flush=True)
     return env
+
+
+def release_worker(worker: Any, env: Any, *, declared: Any) -> Any:
+    """The worker target on a release's cached environment: named by its version, and probed there
+    (the declared probe on the environment, also where the command's driver file moved with it)."""
+    from conformance.targets.probe import probed
+
+    worker = replace(worker, version=env.release.version, provenance=f"{env.release.label} from {env.path}")
+    if declared.probe:
+        worker = probed(replace(worker, probe=env.worker_command(declared.probe)), root=library().root)
+    return worker
 
 
 def prepare_run(options: RunOptions) -> PreparedRun:

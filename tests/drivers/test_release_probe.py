@@ -145,3 +145,19 @@ def test_an_older_release_runs_what_it_has_and_declines_what_it_lacks(tmp_path: 
     assert got["patching/first-turn-reports-patch"][0] == "NOT_APPLICABLE"
     assert "SDK release dapr-ext-workflow 1.15.1 lacks patching (probed:" in got["patching/first-turn-reports-patch"][1]
     assert rc == 0
+
+
+@pytest.mark.sdk
+@pytest.mark.slow
+def test_the_js_driver_probes_the_release_it_runs_with() -> None:
+    # The driver file moves with the release's environment (a copy beside its node_modules): the probe
+    # runs there, so it names that release, not the pin.
+    pinned = subprocess.run(["node", str(ROOT / "drivers" / "durabletask_js" / "driver.js"), "--probe"],
+                            capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert pinned.returncode == 0, pinned.stderr
+    assert json.loads(pinned.stdout) == {"sdk": "@dapr/durabletask-js 1.0.0", "absent": {}}
+    pair = _pair("durabletask-js", "0.1.0-alpha.2")
+    assert pair.worker.probed is not None and pair.worker.probed.sdk == "@dapr/durabletask-js 0.1.0-alpha.2"
+    assert "durabletask-js-0.1.0-alpha.2" in pair.worker.probe
+    assert pair.worker.capabilities == _declared("durabletask-js") - set(pair.worker.probed.absent)
+
