@@ -128,6 +128,9 @@ def add_to_pytest(add: Callable[..., Any]) -> None:
             add(f"{PYTEST_PREFIX}{spec.name}", dest=f"conformance_{spec.dest}", **dict(spec.kwargs))
 
 
+_MAY_BE_NONE = ("scenarios", "reports", "sidecar_address", "worker_command", "sdk_path", "sdk_version")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunOptions:
     scenarios: Path | None = None
@@ -159,8 +162,7 @@ class RunOptions:
             value = get(spec.dest)
             if isinstance(value, list):
                 value = tuple(value)
-            if value is not None or spec.dest in ("scenarios", "reports", "sidecar_address", "worker_command", "sdk_path",
-                                                         "sdk_version"):
+            if value is not None or spec.dest in _MAY_BE_NONE:
                 values[spec.dest] = value
         return cls(**values)
 
