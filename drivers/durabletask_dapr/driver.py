@@ -46,8 +46,9 @@ class DurableTaskDaprAdapter:
 
     def absent(self) -> dict[str, str]:
         task, ctx, out = self.task, self.task.OrchestrationContext, {}
-        if not hasattr(getattr(self.worker, "_Registry", None), "add_named_orchestrator"):
-            out["versions"] = "the worker's registry has no add_named_orchestrator"
+        named = getattr(getattr(self.worker, "_Registry", None), "add_named_orchestrator", None)
+        if named is None or not takes(named, "version_name") or not takes(named, "is_latest"):
+            out["versions"] = "the worker's registry has no add_named_orchestrator(version_name=, is_latest=)"
         if not hasattr(ctx, "is_patched"):
             out["patching"] = out["patch_after_past"] = "OrchestrationContext has no is_patched"
         if not takes(ctx.continue_as_new, "save_events"):

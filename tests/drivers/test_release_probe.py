@@ -5,7 +5,7 @@ NOT_APPLICABLE with the probed reason, never a crash of the driver.
 On real older releases, each in its environment in the user cache (made by `conformance run
 --sdk-version`, conformance/versions/envs.py, on first use; reused after): dapr-ext-workflow 1.15.1
 (no versions, patching or app_id, and it calls activities only through a registered function) and
-durabletask-dapr 0.2.0a9 (no is_patched, a worker without stop_timeout). Every other release:
+durabletask-dapr 0.2.0a9 (no is_patched, no versioned registration, a worker without stop_timeout). Every other release:
 docs/versions.md "Older releases".
 """
 
@@ -100,8 +100,9 @@ def test_probe_of_a_real_older_release_and_the_capabilities_follow_it() -> None:
          {"versions", "patching", "patch_after_past", "crossapp", "propagation", "timer_origins", "event_wait_timer"},
          {"retries", "children", "carry_events", "all_fails_fast", "task_execution_id"}),
         ("durabletask-dapr", DD_OLD, "durabletask_dapr",
-         {"patching", "patch_after_past", "task_execution_id", "teid_uuid5"},
-         {"versions", "retries", "children", "carry_events", "all_fails_fast", "crossapp"}),
+         # add_named_orchestrator is there but takes no version_name: the driver's registration would raise.
+         {"versions", "patching", "patch_after_past", "task_execution_id", "teid_uuid5"},
+         {"retries", "children", "carry_events", "all_fails_fast", "crossapp"}),
     ]:
         env = ensure(releases.for_worker(worker, version), root=ROOT, log=lambda m: None)
         done = subprocess.run([str(env.path / "bin" / "python"), str(ROOT / "drivers" / adapter / "driver.py"), "--probe"],
