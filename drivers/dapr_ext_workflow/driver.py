@@ -45,7 +45,7 @@ from datetime import timedelta
 from importlib import metadata
 from typing import Any, Callable
 
-from drivers.python.driver import fails_fast, proto_message, takes, takes_name
+from drivers.python.driver import context_absences, proto_message, takes, takes_name
 
 
 def _version(dist: str) -> str | None:
@@ -101,20 +101,9 @@ class DaprWorkflowAdapter:
         task = _task_module()
         if not hasattr(wf.WorkflowRuntime, "register_versioned_workflow"):
             out["versions"] = "WorkflowRuntime has no register_versioned_workflow"
-        if not hasattr(ctx, "is_patched"):
-            out["patching"] = out["patch_after_past"] = "DaprWorkflowContext has no is_patched"
-        if not takes(ctx.continue_as_new, "save_events"):
-            out["carry_events"] = "continue_as_new takes no save_events"
+        out.update(context_absences(ctx, api=wf, task_module=task, child="call_child_workflow"))
         if not self._teid:
             out["task_execution_id"] = out["teid_uuid5"] = "the activity context has no task_execution_id"
-        if fails_fast(task, wf.when_all) is False:
-            out["all_fails_fast"] = "when_all waits for every task before it fails"
-        if not hasattr(wf, "RetryPolicy") or not takes(ctx.call_activity, "retry_policy"):
-            out["retries"] = "no RetryPolicy, or call_activity takes no retry_policy"
-        if not hasattr(ctx, "call_child_workflow"):
-            out["children"] = "DaprWorkflowContext has no call_child_workflow"
-        if not takes(ctx.call_activity, "app_id") or not takes(ctx.call_child_workflow, "app_id"):
-            out["crossapp"] = "call_activity or call_child_workflow takes no app_id"
         if not takes(ctx.call_activity, "propagation") or not hasattr(wf.WorkflowActivityContext, "get_propagated_history"):
             out["propagation"] = "call_activity takes no propagation, or the activity context has no get_propagated_history"
         timer = proto_message(task, "CreateTimerAction")

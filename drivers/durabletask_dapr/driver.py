@@ -29,7 +29,7 @@ from datetime import timedelta
 from importlib import metadata
 from typing import Any, Callable
 
-from drivers.python.driver import fails_fast, takes
+from drivers.python.driver import context_absences, takes
 
 
 class DurableTaskDaprAdapter:
@@ -49,20 +49,9 @@ class DurableTaskDaprAdapter:
         named = getattr(getattr(self.worker, "_Registry", None), "add_named_orchestrator", None)
         if named is None or not takes(named, "version_name") or not takes(named, "is_latest"):
             out["versions"] = "the worker's registry has no add_named_orchestrator(version_name=, is_latest=)"
-        if not hasattr(ctx, "is_patched"):
-            out["patching"] = out["patch_after_past"] = "OrchestrationContext has no is_patched"
-        if not takes(ctx.continue_as_new, "save_events"):
-            out["carry_events"] = "continue_as_new takes no save_events"
+        out.update(context_absences(ctx, api=task, task_module=task, child="call_sub_orchestrator"))
         if not hasattr(task.ActivityContext, "task_execution_id"):
             out["task_execution_id"] = out["teid_uuid5"] = "the activity context has no task_execution_id"
-        if fails_fast(task, task.when_all) is False:
-            out["all_fails_fast"] = "when_all waits for every task before it fails"
-        if not hasattr(task, "RetryPolicy") or not takes(ctx.call_activity, "retry_policy"):
-            out["retries"] = "no RetryPolicy, or call_activity takes no retry_policy"
-        if not hasattr(ctx, "call_sub_orchestrator"):
-            out["children"] = "OrchestrationContext has no call_sub_orchestrator"
-        if not takes(ctx.call_activity, "app_id") or not takes(ctx.call_sub_orchestrator, "app_id"):
-            out["crossapp"] = "call_activity or call_sub_orchestrator takes no app_id"
         return out
 
     def retry_policy(self, retry: Any) -> Any:

@@ -206,6 +206,25 @@ def fails_fast(task_module: Any, when_all: Callable[[list[Any]], Any]) -> bool |
     return bool(both.is_complete)
 
 
+def context_absences(ctx: Any, *, api: Any, task_module: Any, child: str) -> dict[str, str]:
+    """What both Python SDKs' workflow contexts are asked alike: `ctx` the context class, `api` the module
+    with RetryPolicy and when_all, `child` the name of the context's child-workflow call."""
+    name, out = ctx.__name__, {}
+    if not hasattr(ctx, "is_patched"):
+        out["patching"] = out["patch_after_past"] = f"{name} has no is_patched"
+    if not takes(ctx.continue_as_new, "save_events"):
+        out["carry_events"] = "continue_as_new takes no save_events"
+    if fails_fast(task_module, api.when_all) is False:
+        out["all_fails_fast"] = "when_all waits for every task before it fails"
+    if not hasattr(api, "RetryPolicy") or not takes(ctx.call_activity, "retry_policy"):
+        out["retries"] = "no RetryPolicy, or call_activity takes no retry_policy"
+    if not hasattr(ctx, child):
+        out["children"] = f"{name} has no {child}"
+    if not takes(ctx.call_activity, "app_id") or not takes(getattr(ctx, child, None), "app_id"):
+        out["crossapp"] = f"call_activity or {child} takes no app_id"
+    return out
+
+
 def proto_message(task_module: Any, message: str) -> Any:
     """The release's own generated message class (its `internal` package beside the task module)."""
     import importlib
