@@ -171,6 +171,16 @@ def test_sigterm_with_an_open_stream_and_a_blocked_call(spawn, tmp_path: Path) -
     client = TaskHubClient(channel)
     try:
         stream = client.stream("GetWorkItems", pb.GetWorkItemsRequest())
+
+        def start_held() -> None:  # its first turn is never answered, so the call may end either way
+            try:
+                client.call("StartInstance", pb.CreateInstanceRequest(instanceId="held", name="W"), timeout=30)
+            except grpc.RpcError:
+                pass
+
+        threading.Thread(target=start_held, daemon=True).start()
+        # A work item on the stream: the server has registered it, so the shutdown must be what ends it.
+        assert next(stream).workflowRequest.instanceId == "held"
         outcome: queue.Queue[object] = queue.Queue()
 
         def read() -> None:
@@ -182,15 +192,16 @@ def test_sigterm_with_an_open_stream_and_a_blocked_call(spawn, tmp_path: Path) -
         threading.Thread(target=read, daemon=True).start()
         waiter: queue.Queue[object] = queue.Queue()
 
-        def wait_unknown() -> None:
+        def wait_held() -> None:
             try:
-                waiter.put(client.call("WaitForInstanceCompletion", pb.GetInstanceRequest(instanceId="nope"),
+                waiter.put(client.call("WaitForInstanceCompletion", pb.GetInstanceRequest(instanceId="held"),
                                        timeout=30))
             except grpc.RpcError as exc:
                 waiter.put(exc)
 
-        threading.Thread(target=wait_unknown, daemon=True).start()
-        time.sleep(0.3)
+        # Whether this call reaches the server before the signal or not, it must end at once: CANCELLED
+        # if it did, UNAVAILABLE if it did not (asserted below), never after its 30 s deadline.
+        threading.Thread(target=wait_held, daemon=True).start()
         started = time.monotonic()
         proc.signal(signal.SIGTERM)
         assert proc.finish(timeout=15) == 0, proc.stderr

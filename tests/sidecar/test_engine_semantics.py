@@ -94,8 +94,7 @@ def test_stall_event_not_repeated_for_same_description(sidecar, client, backgrou
     wait_status(client, "q", pb.ORCHESTRATION_STATUS_STALLED)
     worker.cancel()
     again = RawWorker(sidecar.address)
-    again.answer(again.next_workflow(), patches=["b", "a"])
-    time.sleep(0.2)
+    again.answer(again.next_workflow(), patches=["b", "a"])  # applied before CompleteOrchestratorTask returns
     assert kinds(history(client, "q")).count("ExecutionStalled") == 1
     assert "History patches: [a, b], current patches: [b, a]. " in history(client, "q")[-1].executionStalled.description
     again.cancel()
@@ -285,8 +284,7 @@ def test_custom_status_replaced_every_turn(sidecar, client, background):
     get = pb.GetInstanceRequest(instanceId="cs", getInputsAndOutputs=True)
     assert client.call("GetInstance", get).workflowState.customStatus.value == "a"
     raise_event(client, "cs")
-    worker.answer(worker.next_workflow())
-    time.sleep(0.1)
+    worker.answer(worker.next_workflow())  # applied before CompleteOrchestratorTask returns
     assert not client.call("GetInstance", get).workflowState.HasField("customStatus")
     worker.cancel()
 
