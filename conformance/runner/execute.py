@@ -98,7 +98,8 @@ class _Client:
     calls: list[tuple[float, str, Any, Any, str | None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.channel = grpc.insecure_channel(self.address)
+        # Any answer size: an engine started with a larger max_body_size answers above gRPC's 4 MiB default.
+        self.channel = grpc.insecure_channel(self.address, options=[("grpc.max_receive_message_length", -1)])
         self.client = TaskHubClient(self.channel, metadata=self.metadata)
         self.lock = threading.Lock()
 
@@ -352,7 +353,8 @@ class _Harness:
         bundle, doc = self._app_bundle(app)
         start = WorkerStart(address=self.proxies[app].address, bundle=bundle, bundle_doc=doc,
                             work_dir=self.run.work_dir / f"app-{app}", ledger=self.ledger,
-                            api_token=self.run.scenario.sidecar.get("api_token"))
+                            api_token=self.run.scenario.sidecar.get("api_token"),
+                            max_message_bytes=self.run.scenario.engine.max_body_size)
         start.work_dir.mkdir(exist_ok=True)
         starter = start_reference_worker if spec.worker is AppWorker.REFERENCE else self.run.pair.worker.start
         self.app_workers[app] = starter(start)
@@ -410,7 +412,8 @@ class _Harness:
             address=self.proxy.address, bundle=bundle, bundle_doc=bundle_doc, work_dir=self.run.work_dir,
             ledger=self.ledger, adversary=tuple(self.run.scenario.worker.get("adversary") or ()), api_token=token,
             stateful_history=bool(self.run.scenario.worker.get("stateful_history", False)),
-            history_cache_instances=self.run.scenario.worker.get("history_cache_instances")))
+            history_cache_instances=self.run.scenario.worker.get("history_cache_instances"),
+            max_message_bytes=self.run.scenario.engine.max_body_size))
         # Engines that only accept workflow calls once a worker is connected (daprd registers its
         # workflow actor types then) say so by this hook; the harness waits before the next step.
         ready = getattr(self.sidecar, "wait_until_workflows_ready", None)
