@@ -74,6 +74,9 @@ class WorkerStart:
     api_token: str | None = None
     stateful_history: bool = False  # the reference worker's; an SDK worker does what its SDK does
     history_cache_instances: int | None = None
+    # The reference worker's message limit, raised with the engine setting max_body_size so it can take
+    # what such an engine sends (None: its default); an SDK worker keeps its SDK's own.
+    max_message_bytes: int | None = None
 
 
 @dataclass(frozen=True)

@@ -132,7 +132,10 @@ def start_reference_worker(spec: WorkerStart, *, worker_class: type[Worker] = Wo
     worker = worker_class(bundle=spec.bundle,
                           options=WorkerOptions(sidecar=spec.address, api_token=spec.api_token, connect_timeout=15,
                                                 stateful_history=spec.stateful_history,
-                                                history_cache_instances=spec.history_cache_instances),
+                                                history_cache_instances=spec.history_cache_instances,
+                                                **({"max_message_bytes": max(spec.max_message_bytes,
+                                                                             DEFAULT_MAX_MESSAGE_BYTES)}
+                                                   if spec.max_message_bytes else {})),
                           activities=ActivityRunner(ledger=str(spec.ledger)),
                           adversary=Adversary(rules=parse_rules(list(spec.adversary))) if spec.adversary else Adversary())
     adopt(worker)
