@@ -64,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "first listens on --port, each other on a port of its own, printed at start")
     p.add_argument("--late-timeout-timers", action="store_true",
                    help="keep a wait's timeout timer when its event arrives first, so its TimerFired is delivered "
-                        "late, as durabletask-go's sidecar and daprd before v1.18 do (default: delete it, as daprd "
+                        "late, as durabletask-go's sidecar and daprd before v1.17.2 do (default: delete it, as daprd "
                         "v1.18 does; engine-rules R6.3)")
     p.add_argument("--log-level", default="WARNING", type=str.upper,
                    choices=("DEBUG", "INFO", "WARNING", "ERROR"), help="log level on stderr (default WARNING)")

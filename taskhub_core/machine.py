@@ -40,8 +40,8 @@ class Commit:
 
     now_ns: the clock at commit (R6.3: a timeout timer due by then has fired, it is not cancelled);
     restart_ns / next_execution_id: when a continued generation starts, and its execution id;
-    cancel_timeouts: R6.3 as daprd >= 1.18 applies it; False keeps a wait's timeout timer after its
-    event won, so its TimerFired arrives late, as durabletask-go's sidecar and daprd < 1.18 deliver it.
+    cancel_timeouts: R6.3 as daprd >= 1.18.1 applies it; False keeps a wait's timeout timer after its
+    event won, so its TimerFired arrives late, as durabletask-go's sidecar and daprd < 1.17.2 deliver it.
     """
 
     decision: Decision

@@ -28,8 +28,9 @@ class EngineSetting(enum.Enum):
     # (daprd after v1.18; tests/integration/suite/daprd/workflow/statefulhistory/ on master)
     STATEFUL_HISTORY = "stateful_history"
     # R6.3: a wait's timeout timer whose event won still fires, and its TimerFired reaches the worker
-    # late: durabletask-go's sidecar always (its sqlite backend deletes no timer), daprd before v1.18.0;
-    # daprd v1.18 deletes the reminder (orchestrator/timer.go deleteCancelledEventTimers, run.go:330).
+    # late: durabletask-go's sidecar always (its sqlite backend deletes no timer), daprd before v1.17.2,
+    # and daprd v1.17.2-v1.18.0 for a later wait on a name whose earlier wait was cancelled; daprd
+    # v1.18.1+ deletes the reminder (orchestrator/timer.go:148 deleteCancelledEventTimers, run.go:330).
     # true asks for the late delivery; false (the reference's default) asks for nothing.
     LATE_TIMEOUT_TIMERS = "late_timeout_timers"
 

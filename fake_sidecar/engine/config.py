@@ -76,7 +76,7 @@ class EngineConfig:
     retention_s: tuple[tuple[str, float], ...] = ()
     stateful_history: bool = True  # send deltas to streams that announce WORKER_CAPABILITY_STATEFUL_HISTORY
     # R6.3: keep a wait's timeout timer when its event commits first, so its TimerFired is delivered
-    # late, as durabletask-go's sidecar and daprd before v1.18.0 do (daprd v1.18 deletes the reminder,
+    # late, as durabletask-go's sidecar and daprd before v1.17.2 do (daprd v1.18.1+ deletes the reminder,
     # orchestrator/timer.go deleteCancelledEventTimers). Off: the reference's DAPR behaviour.
     late_timeout_timers: bool = False
 

@@ -109,7 +109,7 @@ def test_the_run_setting_makes_the_reference_deliver_the_late_timer_and_the_work
     sc = load(tmp_path, LATE)
     late = run_scenario(sc, reference_pair(engine=EngineSettings(late_timeout_timers=True)), work_root=tmp_path)
     assert late.outcome is Outcome.PASSED, late.failures
-    # The default engine deletes the timer when the event commits (daprd v1.18): no late TimerFired.
+    # The default engine deletes the timer when the event commits (daprd v1.18.1+): no late TimerFired.
     default = run_scenario(sc, reference_pair(), work_root=tmp_path)
     assert default.outcome is Outcome.FAILED
     assert any("TimerFired" in f.text for f in default.failures), default.failures
