@@ -18,7 +18,7 @@ import traceback
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -675,11 +675,13 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
     if given, is called once with what a flow scenario saw (`conformance engines-diff`): instances,
     observed (histories), calls (every client call with its answer) and transcript (the proxy's)."""
     began = time.monotonic()
+    if pair.sidecar.engine.asked():  # the run's --engine-setting, under the scenario's own engine:
+        scenario = replace(scenario, engine=scenario.engine.over(pair.sidecar.engine))
     missing = sorted(set(scenario.requires) - pair.capabilities)
     base = dict(scenario=scenario.id, pair=pair.label, sidecar=pair.sidecar.name, worker=pair.worker.name,
                 requirements=scenario.requirements, title=scenario.title, reproduce=reproduce, source=scenario.source,
                 started_at=time.time())
-    unset = [s for s in scenario.engine.asked() if s.capability not in pair.sidecar.capabilities]
+    unset = [s for s in scenario.engine.needed() if s.capability not in pair.sidecar.capabilities]
     if unset:
         return ScenarioFinished(outcome=Outcome.NOT_APPLICABLE, duration_s=0.0,
                                 gap_reason=f"sidecar {pair.sidecar.name} cannot be started with engine setting"

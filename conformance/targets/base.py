@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from taskhub_programs import Bundle
 
+from conformance.scenario.engine import NO_SETTINGS, EngineSettings
 from conformance.scenario.model import Direction
 
 
@@ -88,6 +89,8 @@ class SidecarTarget:
     starter: Callable[..., SidecarHandle] | None = field(default=None, compare=False)
     reference: bool = False  # the reference engine (the "self"/"worker" directions)
     version: str = ""  # the engine release, as targets.yaml declares it
+    # The run's engine settings (`--engine-setting`), under every scenario's own `engine:`.
+    engine: EngineSettings = NO_SETTINGS
 
     def start(self, *, options: Mapping[str, Any], work_dir: Path) -> SidecarHandle:
         if self.starter is None:

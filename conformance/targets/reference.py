@@ -62,6 +62,7 @@ class ReferenceSidecar:
                                      max_concurrent_activities=settings.max_concurrent_activities,
                                      retention_s=_retention_seconds(settings.retention),
                                      stateful_history=settings.stateful_history is not False,
+                                     late_timeout_timers=settings.late_timeout_timers is True,
                                      apps=tuple(self.options.get("apps") or ()),
                                      app_ports=self._app_ports,
                                      access_policies=_policies(self.options.get("access_policies") or {}))
