@@ -5,7 +5,8 @@ NOT_APPLICABLE with the probed reason, never a crash of the driver.
 On real older releases, each in its environment in the user cache (made by `conformance run
 --sdk-version`, conformance/versions/envs.py, on first use; reused after): dapr-ext-workflow 1.15.1
 (no versions, patching or app_id, and it calls activities only through a registered function) and
-durabletask-dapr 0.2.0a9 (no is_patched, no versioned registration, a worker without stop_timeout). Every other release:
+durabletask-dapr 0.2.0a9 (no is_patched, no versioned registration, a worker without stop_timeout), and
+@dapr/durabletask-js 0.1.0-alpha.2 (its driver copy probes that release). Every other release:
 docs/versions.md "Older releases".
 """
 
