@@ -86,6 +86,11 @@ RUN_OPTIONS: tuple[OptionSpec, ...] = (
               "durabletask-python's repository root, a durabletask-js, durabletask-go or durabletask-java "
               "checkout (the worker is the checkout's; its environment is made once, in the user cache, "
               "and follows the checkout)"),
+    _opt("sdk-version", default=None, metavar="V",
+         help="another release of the worker's SDK instead of the pin (with one --worker NAME, e.g. "
+              "dapr-ext-workflow --sdk-version 1.16.3): its environment is made once in the user cache, "
+              "keyed by release; what the release lacks is probed from its API and taken off the "
+              "target's capabilities"),
     _opt("capability", action="append", default=[], metavar="NAME",
          help="a capability of the worker under test (repeatable), e.g. ids_from_one; "
               "the names are listed in conformance/targets/targets.yaml"),
@@ -127,6 +132,9 @@ def add_to_pytest(add: Callable[..., Any]) -> None:
             add(f"{PYTEST_PREFIX}{spec.name}", dest=f"conformance_{spec.dest}", **dict(spec.kwargs))
 
 
+_MAY_BE_NONE = ("scenarios", "reports", "sidecar_address", "worker_command", "sdk_path", "sdk_version")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunOptions:
     scenarios: Path | None = None
@@ -139,6 +147,7 @@ class RunOptions:
     sidecar_address: str | None = None
     worker_command: str | None = None
     sdk_path: Path | None = None
+    sdk_version: str | None = None
     capability: tuple[str, ...] = ()
     gap: tuple[str, ...] = ()
     sidecar_capability: tuple[str, ...] = ()
@@ -158,7 +167,7 @@ class RunOptions:
             value = get(spec.dest)
             if isinstance(value, list):
                 value = tuple(value)
-            if value is not None or spec.dest in ("scenarios", "reports", "sidecar_address", "worker_command", "sdk_path"):
+            if value is not None or spec.dest in _MAY_BE_NONE:
                 values[spec.dest] = value
         return cls(**values)
 
@@ -299,6 +308,9 @@ def build_pairs(options: RunOptions, *, scenarios: Sequence[Any] = ()) -> list[A
     checkout = prepare_checkout(options, targets=targets) if options.sdk_path is not None else None
     if checkout is not None:
         options = replace(options, worker=(checkout.checkout.worker,), worker_command=checkout.command)
+    release = prepare_release(options, targets=targets) if options.sdk_version is not None else None
+    if release is not None:
+        options = replace(options, worker_command=release.worker_command(targets.workers[options.worker[0]].command))
     commands = [w for w in dict.fromkeys(options.worker)
                 if w in targets.workers and targets.workers[w].kind == "command"]
     if options.worker_command and len(commands) > 1:
@@ -318,6 +330,9 @@ def build_pairs(options: RunOptions, *, scenarios: Sequence[Any] = ()) -> list[A
         pairs = [replace(p, sidecar=replace(p.sidecar, engine=settings)) for p in pairs]
     if checkout is not None:  # failures name the checkout and environment that produced them
         pairs = [replace(p, worker=replace(p.worker, provenance=checkout.describe())) for p in pairs]
+    if release is not None:  # the release runs, and failures say which and where its environment is
+        pairs = [replace(p, worker=release_worker(p.worker, release, declared=targets.workers[p.worker.name]))
+                 for p in pairs]
     missing = not_installed(pairs, root=library().root)
     if missing:  # every scenario would fail the same way: say it once, before any runs
         raise InputError(missing, subject="the targets of this run")
@@ -356,6 +371,37 @@ def prepare_checkout(options: RunOptions, *, targets: Any) -> Any:
     return prepared
 
 
+def prepare_release(options: RunOptions, *, targets: Any) -> Any:
+    """--sdk-version: the release's environment, made once in the user cache (conformance/versions/envs.py)."""
+    import sys
+
+    from conformance.versions.catalogue import load_releases
+    from conformance.versions.envs import ensure
+
+    assert options.sdk_version is not None
+    if options.worker_command or options.sdk_path is not None:
+        raise UsageError("--sdk-version, --sdk-path and --worker-command each replace the worker's SDK; give one of them")
+    workers = list(dict.fromkeys(options.worker))
+    if len(workers) != 1 or workers[0] not in targets.workers or targets.workers[workers[0]].kind != "command":
+        raise UsageError("--sdk-version is a release of one SDK worker: give one --worker NAME, e.g. "
+                         "--worker dapr-ext-workflow --sdk-version 1.16.3")
+    release = load_releases().for_worker(workers[0], options.sdk_version)
+    env = ensure(release, root=library().root, log=lambda m: print(m, file=sys.stderr, flush=True))
+    print(f"{release.label}: {'cached' if env.reused else 'made'} environment {env.path}", file=sys.stderr, flush=True)
+    return env
+
+
+def release_worker(worker: Any, env: Any, *, declared: Any) -> Any:
+    """The worker target on a release's cached environment: named by its version, and probed there
+    (the declared probe on the environment, also where the command's driver file moved with it)."""
+    from conformance.targets.probe import probed
+
+    worker = replace(worker, version=env.release.version, provenance=f"{env.release.label} from {env.path}")
+    if declared.probe:
+        worker = probed(replace(worker, probe=env.worker_command(declared.probe)), root=library().root)
+    return worker
+
+
 def prepare_run(options: RunOptions) -> PreparedRun:
     """Check the options, load the selected scenarios and build the pairs (the CLI's path)."""
     from conformance.reporting.catalogue import load_catalogue
@@ -388,6 +434,8 @@ def reproduce_options(options: RunOptions) -> list[str]:
         out += ["--sidecar-address", options.sidecar_address]
     if options.sdk_path is not None:  # the checkout, whose environment the run made (and the paste reuses)
         out += ["--sdk-path", os.path.abspath(options.sdk_path)]
+    if options.sdk_version is not None:  # the release, whose cached environment the paste reuses
+        out += ["--sdk-version", options.sdk_version]
     if options.worker_command:
         out += ["--worker-command", options.worker_command]
     for flag, values in (("--engine-setting", options.engine_setting),

@@ -41,6 +41,7 @@ from conformance.scenario.steps import Step
 from conformance.scenario.wire import event_dict, message_dict
 from conformance.runner.isolation import claimer
 from conformance.targets.base import CannotExpress, Gap, Pair, Replayer, WorkerStart
+from conformance.targets.probe import lacking
 from conformance.verdict import Level, Mismatch, judge
 
 
@@ -688,10 +689,9 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
                                            f"{'s' if len(unset) > 1 else ''} {', '.join(s.value for s in unset)} "
                                            f"(capabilit{'ies' if len(unset) > 1 else 'y'} "
                                            f"{', '.join(s.capability for s in unset)})", **base)
-    if missing:
+    if missing:  # a probed release's own absences say which release lacks what (conformance/targets/probe.py)
         return ScenarioFinished(outcome=Outcome.NOT_APPLICABLE, duration_s=0.0,
-                                gap_reason=f"the pair lacks capabilit{'ies' if len(missing) > 1 else 'y'} "
-                                           f"{', '.join(missing)}", **base)
+                                gap_reason=lacking(missing, pair.worker.probed), **base)
     tmp = tempfile.mkdtemp(prefix="conformance-", dir=work_root)
     run = _Run(scenario=scenario, pair=pair, work_dir=Path(tmp), reproduce=reproduce)
     transcript: list[TranscriptEntry] = []

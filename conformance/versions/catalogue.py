@@ -6,7 +6,7 @@ Pure: reading the YAML is the only I/O, and errors name the file and the entry.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,9 @@ class EngineRelease:
 class Releases:
     sdks: dict[str, tuple[SdkRelease, ...]]  # newest first
     engines: dict[str, tuple[EngineRelease, ...]]  # newest first
+    # Releases the matrix does not run but `--sdk-version` may, listed because their requirements
+    # cannot be made from the newest's (dapr-ext-workflow 0.5.0 went with dapr 1.14.0).
+    older: dict[str, tuple[SdkRelease, ...]] = field(default_factory=dict)
 
     def select_sdk(self, text: str) -> tuple[SdkRelease, ...]:
         """`NAME` (every listed release) or `NAME@V1,V2` (those, in catalogue order)."""
@@ -68,6 +71,25 @@ class Releases:
         if name not in self.sdks:
             raise ReleasesError(f"--sdk {text!r}: unknown SDK {name!r}; known: {', '.join(self.sdks)}")
         return _pick(self.sdks[name], versions, f"--sdk {text!r}")
+
+    def for_worker(self, worker: str, version: str) -> SdkRelease:
+        """The release `version` of the SDK a worker target runs (`conformance run --worker W --sdk-version V`):
+        the listed one, else one made like the newest listed release of that worker, its version
+        replaced in every requirement (`dapr-ext-workflow==V`, `dapr==V`). Cached under the same key
+        as the version matrix's (`<sdk line>-<version>`)."""
+        if not version.strip() or any(c.isspace() or c in "/\\" for c in version):
+            raise ReleasesError(f"--sdk-version {version!r}: not a release number (e.g. 1.16.3, 0.17.0, v0.12.1)")
+        lines = [(line, r) for line, rs in self.sdks.items() for r in rs if r.worker == worker]
+        if not lines:
+            workers = sorted({r.worker for rs in self.sdks.values() for r in rs})
+            raise ReleasesError(f"--sdk-version: worker {worker!r} has no release line in {RELEASES_PATH.name}; "
+                                f"workers with releases: {', '.join(workers)}")
+        for r in [r for _, r in lines] + [r for rs in self.older.values() for r in rs if r.worker == worker]:
+            if r.version == version:
+                return r
+        line, newest = lines[0]
+        return SdkRelease(sdk=line, version=version, worker=worker, toolchain=newest.toolchain,
+                          spec=tuple(s.replace(newest.version, version) for s in newest.spec))
 
     def select_engine(self, text: str) -> tuple[EngineRelease, ...]:
         name, _, versions = text.partition("@")
@@ -94,18 +116,10 @@ def load_releases(path: Path = RELEASES_PATH) -> Releases:
     except (OSError, yaml.YAMLError) as exc:
         raise ReleasesError(f"{path}: cannot read ({exc})") from None
     sdks: dict[str, tuple[SdkRelease, ...]] = {}
+    older: dict[str, tuple[SdkRelease, ...]] = {}
     for name, raw in (doc.get("sdks") or {}).items():
-        out = []
-        for i, r in enumerate(raw.get("releases") or ()):
-            where = f"{path}: sdks.{name}.releases[{i}]"
-            tools = [t for t in Toolchain if t.value in r]
-            if len(tools) != 1 or "version" not in r or "worker" not in r:
-                raise ReleasesError(f"{where}: give version, worker and exactly one of "
-                                    f"{', '.join(t.value for t in Toolchain)}")
-            spec = r[tools[0].value]
-            out.append(SdkRelease(sdk=str(name), version=str(r["version"]), worker=str(r["worker"]),
-                                  toolchain=tools[0], spec=tuple(spec) if isinstance(spec, list) else (str(spec),)))
-        sdks[str(name)] = tuple(out)
+        sdks[str(name)] = _sdk_releases(raw.get("releases"), name=str(name), where=f"{path}: sdks.{name}.releases")
+        older[str(name)] = _sdk_releases(raw.get("older"), name=str(name), where=f"{path}: sdks.{name}.older")
     engines: dict[str, tuple[EngineRelease, ...]] = {}
     for name, raw in (doc.get("engines") or {}).items():
         out_e = []
@@ -115,4 +129,17 @@ def load_releases(path: Path = RELEASES_PATH) -> Releases:
             out_e.append(EngineRelease(engine=str(name), version=str(r["version"]), sidecar=str(r["sidecar"]),
                                        install=str(r.get("install", ""))))
         engines[str(name)] = tuple(out_e)
-    return Releases(sdks=sdks, engines=engines)
+    return Releases(sdks=sdks, engines=engines, older=older)
+
+
+def _sdk_releases(raw: Any, *, name: str, where: str) -> tuple[SdkRelease, ...]:
+    out = []
+    for i, r in enumerate(raw or ()):
+        tools = [t for t in Toolchain if t.value in r]
+        if len(tools) != 1 or "version" not in r or "worker" not in r:
+            raise ReleasesError(f"{where}[{i}]: give version, worker and exactly one of "
+                                f"{', '.join(t.value for t in Toolchain)}")
+        spec = r[tools[0].value]
+        out.append(SdkRelease(sdk=name, version=str(r["version"]), worker=str(r["worker"]),
+                              toolchain=tools[0], spec=tuple(spec) if isinstance(spec, list) else (str(spec),)))
+    return tuple(out)

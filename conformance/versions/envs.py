@@ -83,7 +83,18 @@ def _sources_hash(root: Path, release: SdkRelease) -> str:
 
 
 def ensure(release: SdkRelease, *, root: Path, log=print) -> Env:
-    """The release's cached environment, made when missing or out of date."""
+    """The release's cached environment, made when missing or out of date. Several processes may ask
+    for the same release at once (`--sdk-version` runs, pytest workers): one makes it, the others wait
+    on its lock file and then find it made."""
+    import fcntl
+
+    cache_root().mkdir(parents=True, exist_ok=True)
+    with open(cache_root() / f".{release.key}.lock", "w", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _ensure_locked(release, root=root, log=log)
+
+
+def _ensure_locked(release: SdkRelease, *, root: Path, log) -> Env:
     import time
 
     path = cache_root() / release.key

@@ -17,8 +17,17 @@ either way, so one adapter serves both. What a release lacks is found by probing
 - propagation: `call_activity(..., propagation=)` with `dapr.ext.workflow.propagation.PropagationScope`
   and `WorkflowActivityContext.get_propagated_history()` (its scope and chunks give the `propagated`
   built-in's value).
+- retries: `RetryPolicy` and `call_activity(..., retry_policy=)`; children: `call_child_workflow`;
+- timer_origins: the release's generated `CreateTimerAction` has the `origin` oneof (before 1.18 the
+  SDK ran on durabletask-dapr's proto, which has none); event_wait_timer: its timer module knows the
+  optional far-future timer of an indefinite wait (`is_optional_timer_action`);
+- patch_after_past goes with patching.
 - A wait with a timeout uses `wait_for_external_event(name, timeout=)` where the release takes one,
   else the when_any([event, timer]) pattern of the driver.
+- Releases before 1.16 call an activity or child workflow only through the registered function
+  (`activity.__name__`, `_dapr_alternate_name`), never by name: the driver then passes a stand-in
+  function that carries the name (`_by_name`). A release without `set_custom_status` refuses
+  `set_status` steps (exit 3).
 
 Only the public API (`dapr.ext.workflow`) runs workflows. The reaches below it:
 `WorkflowActivityContext.get_inner_context().task_execution_id` (public method and property; the
@@ -31,11 +40,12 @@ own task module outside any workflow.
 from __future__ import annotations
 
 import importlib
-import inspect
 import sys
 from datetime import timedelta
 from importlib import metadata
 from typing import Any, Callable
+
+from drivers.python.driver import context_absences, proto_message, takes, takes_name
 
 
 def _version(dist: str) -> str | None:
@@ -55,6 +65,15 @@ def _task_module() -> Any:
     return None
 
 
+def _timer_module(task: Any) -> Any:
+    if task is None:
+        return None
+    try:
+        return importlib.import_module(task.__name__.rpartition(".")[0] + ".internal.timer")
+    except ImportError:
+        return None
+
+
 class DaprWorkflowAdapter:
     tag = "dx"
 
@@ -64,8 +83,12 @@ class DaprWorkflowAdapter:
         self.wf = wf
         ext = _version("dapr-ext-workflow")
         self.sdk = f"dapr-ext-workflow {ext}" if ext else f"dapr {_version('dapr')}"
-        self.wait_timeout = "timeout" in inspect.signature(wf.DaprWorkflowContext.wait_for_external_event).parameters
+        ctx = wf.DaprWorkflowContext
+        self.wait_timeout = takes(ctx.wait_for_external_event, "timeout")
+        self.custom_status = hasattr(ctx, "set_custom_status")
         self._teid = self._inner_has("task_execution_id")
+        self._activity_by_name = takes_name(ctx.call_activity, "activity")
+        self._child_by_name = takes_name(ctx.call_child_workflow, "workflow")
 
     def _inner_has(self, attribute: str) -> bool:
         if not hasattr(self.wf.WorkflowActivityContext, "get_inner_context"):
@@ -73,33 +96,34 @@ class DaprWorkflowAdapter:
         task = _task_module()
         return task is not None and hasattr(task.ActivityContext, attribute)
 
-    def _fails_fast(self) -> bool | None:
-        task = _task_module()
-        if task is None or not hasattr(task.CompletableTask, "cancel"):
-            return None  # cannot tell: the declared capability stands
-        first, second = task.CompletableTask(), task.CompletableTask()
-        both = self.wf.when_all([first, second])
-        first.cancel(RuntimeError("probe"))
-        return both.is_complete
-
     def absent(self) -> dict[str, str]:
-        wf, out = self.wf, {}
+        wf, ctx, out = self.wf, self.wf.DaprWorkflowContext, {}
+        task = _task_module()
         if not hasattr(wf.WorkflowRuntime, "register_versioned_workflow"):
             out["versions"] = "WorkflowRuntime has no register_versioned_workflow"
-        if not hasattr(wf.DaprWorkflowContext, "is_patched"):
-            out["patching"] = "DaprWorkflowContext has no is_patched"
-        if "save_events" not in inspect.signature(wf.DaprWorkflowContext.continue_as_new).parameters:
-            out["carry_events"] = "continue_as_new takes no save_events"
+        out.update(context_absences(ctx, api=wf, task_module=task, child="call_child_workflow"))
         if not self._teid:
             out["task_execution_id"] = out["teid_uuid5"] = "the activity context has no task_execution_id"
-        if self._fails_fast() is False:
-            out["all_fails_fast"] = "when_all waits for every task before it fails"
-        params = inspect.signature(wf.DaprWorkflowContext.call_activity).parameters
-        if "app_id" not in params:
-            out["crossapp"] = "call_activity takes no app_id"
-        if "propagation" not in params or not hasattr(wf.WorkflowActivityContext, "get_propagated_history"):
+        if not takes(ctx.call_activity, "propagation") or not hasattr(wf.WorkflowActivityContext, "get_propagated_history"):
             out["propagation"] = "call_activity takes no propagation, or the activity context has no get_propagated_history"
+        timer = proto_message(task, "CreateTimerAction")
+        if timer is None or "origin" not in timer.DESCRIPTOR.oneofs_by_name:
+            out["timer_origins"] = "its CreateTimerAction has no origin"
+        if not hasattr(_timer_module(task), "is_optional_timer_action"):
+            out["event_wait_timer"] = "an indefinite wait schedules no optional timer (no is_optional_timer_action)"
         return out
+
+    def _by_name(self, name: str, by_name: bool) -> Any:
+        """The name itself, or for a release that calls only registered functions a stand-in carrying it."""
+        if by_name:
+            return name
+
+        def stand_in(*_: Any) -> None:
+            raise RuntimeError(f"{name}: a stand-in for calling by name, never run")
+
+        stand_in.__name__ = stand_in.__qualname__ = name
+        stand_in._dapr_alternate_name = name  # type: ignore[attr-defined] - what these releases read
+        return stand_in
 
     def _routing(self, app: str | None, propagation: str | None) -> dict[str, Any]:
         """Keyword arguments only where the step sets them: a release without them is never passed one."""
@@ -128,15 +152,18 @@ class DaprWorkflowAdapter:
             backoff_coefficient=retry.backoff,
             max_retry_interval=None if retry.max_delay is None else timedelta(seconds=retry.max_delay))
 
+    def _retry(self, retry: Any) -> dict[str, Any]:
+        return {} if retry is None else {"retry_policy": self.retry_policy(retry)}  # never a keyword the release lacks
+
     def call_activity(self, ctx: Any, name: str, input: Any, retry: Any, *, app: str | None,  # noqa: A002
                       propagation: str | None) -> Any:
-        return ctx.call_activity(name, input=input, retry_policy=self.retry_policy(retry),
-                                 **self._routing(app, propagation))
+        return ctx.call_activity(self._by_name(name, self._activity_by_name), input=input,
+                                 **self._retry(retry), **self._routing(app, propagation))
 
     def call_child(self, ctx: Any, workflow: str, input: Any, instance_id: str | None, retry: Any, *,  # noqa: A002
                    app: str | None, propagation: str | None) -> Any:
-        return ctx.call_child_workflow(workflow, input=input, instance_id=instance_id,
-                                       retry_policy=self.retry_policy(retry), **self._routing(app, propagation))
+        return ctx.call_child_workflow(self._by_name(workflow, self._child_by_name), input=input, instance_id=instance_id,
+                                       **self._retry(retry), **self._routing(app, propagation))
 
     def timer(self, ctx: Any, delay: timedelta) -> Any:
         return ctx.create_timer(delay)
@@ -157,7 +184,7 @@ class DaprWorkflowAdapter:
 
     def runtime(self, *, address: str, ready_timeout: float) -> Any:
         host, _, port = address.rpartition(":")
-        if "worker_ready_timeout" in inspect.signature(self.wf.WorkflowRuntime).parameters:
+        if takes(self.wf.WorkflowRuntime, "worker_ready_timeout"):
             return self.wf.WorkflowRuntime(host=host, port=port, worker_ready_timeout=ready_timeout)
         return self.wf.WorkflowRuntime(host=host, port=port)
 

@@ -14,19 +14,22 @@ virtualenv of its own, scripts/install-sdks.sh dd). How the steps map onto dd (R
 - DAPR_API_TOKEN: dd does not read it itself; as a dd application would, the driver passes it as
   gRPC metadata `dapr-api-token` (the worker's public `metadata=` argument) when it is set.
 
-What a release lacks is probed as for dapr-ext-workflow (drivers/dapr_ext_workflow/driver.py).
+What a release lacks is probed as for dapr-ext-workflow (drivers/dapr_ext_workflow/driver.py), with
+the helpers of drivers/python/driver.py; keywords a release does not take (`stop_timeout` before
+0.17, `retry_policy` or `app_id` where absent) are never passed.
 
     PYTHONPATH=<repo root> .sdk/dd/bin/python drivers/durabletask_dapr/driver.py --sidecar HOST:PORT --programs FILE
 """
 
 from __future__ import annotations
 
-import inspect
 import os
 import sys
 from datetime import timedelta
 from importlib import metadata
 from typing import Any, Callable
+
+from drivers.python.driver import context_absences, takes
 
 
 class DurableTaskDaprAdapter:
@@ -37,26 +40,18 @@ class DurableTaskDaprAdapter:
 
         self.task, self.worker = task, worker
         self.sdk = f"durabletask-dapr {metadata.version('durabletask-dapr')}"
-        self.wait_timeout = "timeout" in inspect.signature(task.OrchestrationContext.wait_for_external_event).parameters
+        ctx = task.OrchestrationContext
+        self.wait_timeout = takes(ctx.wait_for_external_event, "timeout")
+        self.custom_status = hasattr(ctx, "set_custom_status")
 
     def absent(self) -> dict[str, str]:
-        task, out = self.task, {}
-        if not hasattr(getattr(self.worker, "_Registry", None), "add_named_orchestrator"):
-            out["versions"] = "the worker's registry has no add_named_orchestrator"
-        if not hasattr(task.OrchestrationContext, "is_patched"):
-            out["patching"] = "OrchestrationContext has no is_patched"
-        if "save_events" not in inspect.signature(task.OrchestrationContext.continue_as_new).parameters:
-            out["carry_events"] = "continue_as_new takes no save_events"
+        task, ctx, out = self.task, self.task.OrchestrationContext, {}
+        named = getattr(getattr(self.worker, "_Registry", None), "add_named_orchestrator", None)
+        if named is None or not takes(named, "version_name") or not takes(named, "is_latest"):
+            out["versions"] = "the worker's registry has no add_named_orchestrator(version_name=, is_latest=)"
+        out.update(context_absences(ctx, api=task, task_module=task, child="call_sub_orchestrator"))
         if not hasattr(task.ActivityContext, "task_execution_id"):
             out["task_execution_id"] = out["teid_uuid5"] = "the activity context has no task_execution_id"
-        if hasattr(task.CompletableTask, "cancel"):
-            first, second = task.CompletableTask(), task.CompletableTask()
-            both = task.when_all([first, second])
-            first.cancel(RuntimeError("probe"))
-            if not both.is_complete:
-                out["all_fails_fast"] = "when_all waits for every task before it fails"
-        if "app_id" not in inspect.signature(task.OrchestrationContext.call_activity).parameters:
-            out["crossapp"] = "call_activity takes no app_id"
         return out
 
     def retry_policy(self, retry: Any) -> Any:
@@ -67,18 +62,22 @@ class DurableTaskDaprAdapter:
             backoff_coefficient=retry.backoff,
             max_retry_interval=None if retry.max_delay is None else timedelta(seconds=retry.max_delay))
 
+    def _extra(self, retry: Any, app: str | None) -> dict[str, Any]:
+        """Only the keywords the step sets: a release without them is never passed one."""
+        out: dict[str, Any] = {} if retry is None else {"retry_policy": self.retry_policy(retry)}
+        if app is not None:
+            out["app_id"] = app
+        return out
+
     def call_activity(self, ctx: Any, name: str, input: Any, retry: Any, *, app: str | None,  # noqa: A002
                       propagation: str | None) -> Any:
         # `propagation` never arrives: the target does not declare it (0.17.4's call_activity has no
         # propagation scope and its activity context no received history).
-        extra = {"app_id": app} if app is not None else {}
-        return ctx.call_activity(name, input=input, retry_policy=self.retry_policy(retry), **extra)
+        return ctx.call_activity(name, input=input, **self._extra(retry, app))
 
     def call_child(self, ctx: Any, workflow: str, input: Any, instance_id: str | None, retry: Any, *,  # noqa: A002
                    app: str | None, propagation: str | None) -> Any:
-        extra = {"app_id": app} if app is not None else {}
-        return ctx.call_sub_orchestrator(workflow, input=input, instance_id=instance_id,
-                                         retry_policy=self.retry_policy(retry), **extra)
+        return ctx.call_sub_orchestrator(workflow, input=input, instance_id=instance_id, **self._extra(retry, app))
 
     def propagated(self, ctx: Any) -> Any:
         return None  # never asked: the target does not declare propagation
@@ -101,8 +100,10 @@ class DurableTaskDaprAdapter:
 
     def runtime(self, *, address: str, ready_timeout: float) -> Any:
         token = os.environ.get("DAPR_API_TOKEN")
-        return self.worker.TaskHubGrpcWorker(host_address=address, stop_timeout=5.0,
-                                             metadata=[("dapr-api-token", token)] if token else None)
+        # stop_timeout: a quick stop where the release takes one (0.17 and later).
+        quick = {"stop_timeout": 5.0} if takes(self.worker.TaskHubGrpcWorker, "stop_timeout") else {}
+        return self.worker.TaskHubGrpcWorker(host_address=address, metadata=[("dapr-api-token", token)] if token else None,
+                                             **quick)
 
     def add_workflow(self, rt: Any, fn: Callable[..., Any], *, name: str, version: str | None, latest: bool) -> None:
         fn.__name__ = fn.__qualname__ = name  # dd names an orchestrator by fn.__name__ (task.get_name)

@@ -43,7 +43,16 @@ const { ActivityFailure, ActivityRunner } = require("./activities");
 const EXIT_USAGE = 2;
 const EXIT_GAP = 3;
 const EXIT_CONNECT = 4;
-const SDK = "@dapr/durabletask-js 1.0.0";
+// The release installed beside this file (the pin, or a cached one: conformance run --sdk-version).
+const SDK = `@dapr/durabletask-js ${installedVersion()}`;
+
+function installedVersion() {
+  try {
+    return require("@dapr/durabletask-js/package.json").version;
+  } catch (e) {
+    return "(not installed)";
+  }
+}
 const BUILTIN_ACTIVITIES = ["echo", "fail", "sleep", "record"];
 
 function die(code, message) {
@@ -55,9 +64,14 @@ function die(code, message) {
 
 function parseArgs(argv) {
   const args = { sidecar: null, canonical: null, ledger: null, readyTimeout: 30 };
-  const usage = "usage: driver.js --sidecar HOST:PORT --canonical FILE.json [--ledger FILE] [--ready-timeout S]";
+  const usage = "usage: driver.js --sidecar HOST:PORT --canonical FILE.json [--ledger FILE] [--ready-timeout S]\n"
+    + "       driver.js --probe";
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
+    if (a === "--probe") {
+      process.stdout.write(JSON.stringify(probe()) + "\n");
+      process.exit(0);
+    }
     const eq = a.indexOf("=");
     const flag = eq > 0 ? a.slice(0, eq) : a;
     const value = () => (eq > 0 ? a.slice(eq + 1) : argv[++i]);
@@ -74,6 +88,50 @@ function parseArgs(argv) {
   if (!/^.+:\d+$/.test(args.sidecar)) die(EXIT_USAGE, `--sidecar ${JSON.stringify(args.sidecar)} is not HOST:PORT`);
   if (!(args.readyTimeout > 0)) die(EXIT_USAGE, "--ready-timeout must be a positive number of seconds");
   return args;
+}
+
+// ------------------------------------------------------------------ what the installed release lacks
+
+/**
+ * `--probe`: {sdk, absent: {capability: reason}} found by asking the installed release's own classes
+ * (conformance/targets/probe.py takes the absent ones off the target's declared capabilities). Only
+ * capabilities the target declares are asked; patching, versions and retries are refused for every
+ * release (capabilityGaps).
+ */
+function probe() {
+  const absent = {};
+  let ctx = null;
+  try {
+    ctx = require("@dapr/durabletask-js/worker/runtime-orchestration-context").RuntimeOrchestrationContext.prototype;
+  } catch (e) {
+    absent.children = absent.timers = absent.events = absent.carry_events =
+      `no worker/runtime-orchestration-context (${e.message})`;
+  }
+  const has = (name) => ctx !== null && typeof ctx[name] === "function";
+  const params = (name) => (has(name) ? (/\(([^)]*)\)/.exec(ctx[name].toString()) || ["", ""])[1].split(",").filter((p) => p.trim()) : []);
+  if (ctx !== null) {
+    if (!has("callSubOrchestrator")) absent.children = "the orchestration context has no callSubOrchestrator";
+    if (!has("createTimer")) absent.timers = "the orchestration context has no createTimer";
+    if (!has("waitForExternalEvent")) absent.events = "the orchestration context has no waitForExternalEvent";
+    if (params("continueAsNew").length < 2) absent.carry_events = "continueAsNew takes no saveEvents";
+  }
+  try {
+    const { whenAll } = require("@dapr/durabletask-js/task");
+    const { CompletableTask } = require("@dapr/durabletask-js/task/completable-task");
+    const first = new CompletableTask();
+    const both = whenAll([first, new CompletableTask()]);
+    first.fail("probe");
+    if (!both.isComplete) absent.all_fails_fast = "whenAll waits for every task before it fails";
+  } catch (e) {
+    absent.all_fails_fast = `whenAll over two fresh tasks could not be asked (${e.message})`;
+  }
+  try {
+    const executor = require("fs").readFileSync(require.resolve("@dapr/durabletask-js/worker/orchestration-executor.js"), "utf8");
+    if (!/EXECUTIONSUSPENDED/.test(executor)) absent.suspend = "the orchestration executor handles no ExecutionSuspended";
+  } catch (e) {
+    absent.suspend = `no worker/orchestration-executor.js (${e.message})`;
+  }
+  return { sdk: SDK, absent };
 }
 
 // ------------------------------------------------------------------ capability check
@@ -374,4 +432,4 @@ function main() {
 
 if (require.main === module) main();
 
-module.exports = { capabilityGaps, errorClass, makeActivity, makeOrchestrator };
+module.exports = { capabilityGaps, errorClass, makeActivity, makeOrchestrator, probe };

@@ -27,6 +27,7 @@ Exit codes: 0 stopped, 2 usage or bundle error, 3 capability gap, 4 could not co
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import signal
@@ -46,6 +47,7 @@ class Adapter(Protocol):
     tag: str  # short name for log lines: dx, dd
     sdk: str  # "<distribution> <version>", as installed
     wait_timeout: bool  # the SDK's event wait takes a timeout (else: when_any([event, timer]))
+    custom_status: bool  # the workflow context has set_custom_status (else set_status steps are refused)
 
     def absent(self) -> dict[str, str]: ...  # capability -> why this release lacks it (probed)
     # `app` (another app's id) and `propagation` ("own" / "lineage") are None unless the step sets
@@ -100,7 +102,8 @@ def problems(bundle: Any, adapter: Adapter, lang: Language) -> list[dict[str, st
     from taskhub_programs.capabilities import needs
 
     absent = adapter.absent()
-    out = [{"path": path, "capability": cap, "reason": absent[cap]} for cap, path in needs(bundle) if cap in absent]
+    out = [{"path": path, "capability": cap, "reason": f"SDK release {adapter.sdk} lacks {cap} (probed: {absent[cap]})"}
+           for cap, path in needs(bundle) if cap in absent]
     P = lang.P
 
     def walk(steps: Sequence[Any], path: str, inside: str) -> None:
@@ -111,6 +114,9 @@ def problems(bundle: Any, adapter: Adapter, lang: Language) -> list[dict[str, st
                             "newer than this driver"})
                 continue
             here = f"{here}.{P.STEP_NAMES[type(step)]}"
+            if isinstance(step, P.SetStatus) and not adapter.custom_status:
+                out.append({"path": here, "capability": "", "reason": f"SDK release {adapter.sdk} lacks a custom "
+                            "status (probed: the workflow context has no set_custom_status)"})
             if isinstance(step, P.WaitEvent) and step.timeout is not None and not adapter.wait_timeout:
                 if inside == "all":  # it would have to fail the when_all when its timer wins
                     out.append({"path": here, "capability": "", "reason": "a wait with a timeout inside all: "
@@ -128,6 +134,112 @@ def problems(bundle: Any, adapter: Adapter, lang: Language) -> list[dict[str, st
         for vname, program in family.versions.items():
             walk(program.steps, f"$.programs.{name}" + (f".versions.{vname}" if vname else "") + ".steps", "")
     return out
+
+
+# ------------------------------------------------------------------ probing a release's API
+# Shared by the adapters: each asks its SDK's own classes, never a version number.
+
+
+def takes(fn: Any, parameter: str) -> bool:
+    """`fn` has a parameter of this name (a keyword the release accepts)."""
+    try:
+        return parameter in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def takes_name(fn: Any, parameter: str) -> bool:
+    """The parameter's annotation is str or a union with str: the release calls an activity or workflow
+    by name, not only through the registered function (dapr-ext-workflow before 1.16 read `fn.__name__`)."""
+    try:
+        annotation = inspect.signature(fn).parameters[parameter].annotation
+    except (TypeError, ValueError, KeyError):
+        return False
+    if isinstance(annotation, str):  # `from __future__ import annotations`: the text as written
+        return "str" in _union_members(annotation.strip().strip("'\""))
+    import types
+    import typing
+
+    if annotation is str:
+        return True
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return str in typing.get_args(annotation)
+    return False
+
+
+def _union_members(text: str) -> list[str]:
+    """The top-level members of `Union[A, B]`, `Optional[A]` or `A | B` written as text; else [text]."""
+    for head in ("typing.Union[", "Union[", "typing.Optional[", "Optional["):
+        if text.startswith(head) and text.endswith("]"):
+            return _split_top(text[len(head):-1], ",")
+    parts = _split_top(text, "|")
+    return parts if len(parts) > 1 else [text]
+
+
+def _split_top(text: str, sep: str) -> list[str]:
+    out, depth, cur = [], 0, ""
+    for c in text:
+        depth += (c == "[") - (c == "]")
+        if c == sep and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += c
+    return [*out, cur.strip()]
+
+
+def fails_fast(task_module: Any, when_all: Callable[[list[Any]], Any]) -> bool | None:
+    """Whether the release's when_all fails as soon as one task fails: two fresh tasks of its own
+    task module, the first failed (cancel(), or fail() with its failure details in releases without
+    cancel); None when it cannot be asked."""
+    if task_module is None or not hasattr(task_module, "CompletableTask"):
+        return None
+    first, second = task_module.CompletableTask(), task_module.CompletableTask()
+    both = when_all([first, second])
+    try:
+        if hasattr(first, "cancel"):
+            first.cancel(RuntimeError("probe"))
+        else:
+            first.fail("probe", task_module.pb.TaskFailureDetails(errorMessage="probe"))
+    except Exception:  # noqa: BLE001 - a release whose tasks fail differently: cannot tell
+        return None
+    return bool(both.is_complete)
+
+
+def context_absences(ctx: Any, *, api: Any, task_module: Any, child: str) -> dict[str, str]:
+    """What both Python SDKs' workflow contexts are asked alike: `ctx` the context class, `api` the module
+    with RetryPolicy and when_all, `child` the name of the context's child-workflow call."""
+    name, out = ctx.__name__, {}
+    if not hasattr(ctx, "is_patched"):
+        out["patching"] = out["patch_after_past"] = f"{name} has no is_patched"
+    if not takes(ctx.continue_as_new, "save_events"):
+        out["carry_events"] = "continue_as_new takes no save_events"
+    if fails_fast(task_module, api.when_all) is False:
+        out["all_fails_fast"] = "when_all waits for every task before it fails"
+    if not hasattr(api, "RetryPolicy") or not takes(ctx.call_activity, "retry_policy"):
+        out["retries"] = "no RetryPolicy, or call_activity takes no retry_policy"
+    if not hasattr(ctx, child):
+        out["children"] = f"{name} has no {child}"
+    if not takes(ctx.call_activity, "app_id") or not takes(getattr(ctx, child, None), "app_id"):
+        out["crossapp"] = f"call_activity or {child} takes no app_id"
+    return out
+
+
+def proto_message(task_module: Any, message: str) -> Any:
+    """The release's own generated message class (its `internal` package beside the task module)."""
+    import importlib
+
+    if task_module is None:
+        return None
+    package = task_module.__name__.rpartition(".")[0]
+    for name in ("orchestrator_actions_pb2", "orchestrator_service_pb2"):
+        try:
+            found = getattr(importlib.import_module(f"{package}.internal.{name}"), message, None)
+        except ImportError:
+            continue
+        if found is not None:
+            return found
+    return None
 
 
 # ------------------------------------------------------------------ the interpreter

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from conformance.targets.probe import run_probe
-from conformance.targets.registry import load_targets
+from conformance.targets.registry import TargetError, load_targets
 from taskhub_programs import load_bundle, parse_bundle
 from taskhub_programs.capabilities import needs
 
@@ -78,11 +78,18 @@ def test_probed_absences_are_taken_off_the_declared_capabilities(tmp_path: Path)
     assert foreign.probe == "" and "versions" in foreign.capabilities
 
 
-def test_a_probe_that_cannot_run_leaves_the_declaration(tmp_path: Path) -> None:
+def test_a_probe_not_installed_leaves_the_declaration_and_a_broken_one_stops_the_run(tmp_path: Path) -> None:
+    # Not installed: the preflight names the install command; the probe has nothing to say.
     assert run_probe(f"{tmp_path}/missing/python x.py --probe", str(ROOT)) is None
-    broken = tmp_path / "broken.py"
-    broken.write_text("print('not json')\n", encoding="utf-8")
-    assert run_probe(f"{sys.executable} {broken}", str(ROOT)) is None
+    # Installed but the probe fails (a release too old for the driver to import): never the pin's capabilities.
+    garbled = tmp_path / "garbled.py"
+    garbled.write_text("print('not json')\n", encoding="utf-8")
+    with pytest.raises(TargetError, match="printed no JSON line"):
+        run_probe(f"{sys.executable} {garbled}", str(ROOT))
+    crashing = tmp_path / "crashing.py"
+    crashing.write_text("import sys\nsys.exit('ImportError: cannot import name when_all')\n", encoding="utf-8")
+    with pytest.raises(TargetError, match="exited 1(.|\n)*cannot import name when_all"):
+        run_probe(f"{sys.executable} {crashing}", str(ROOT))
 
 
 def test_each_construct_names_its_capability_and_path() -> None:
