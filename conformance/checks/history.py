@@ -352,6 +352,6 @@ def invariants(history: Sequence[Event], *, family: Family = Family.DAPR) -> lis
 def history_well_formed(obs: Observed) -> None:
     """The engine's history rules; each break names its rule, requirement and event."""
     family = family_of(obs.engine)
-    out = [b.mismatch(instance=f"{iid}: event #{b.index}") for iid, history in obs.histories.items()
+    out = [b.mismatch(instance=iid) for iid, history in obs.histories.items()
            for b in breaks(history, family=family)]
     fail(obs, "history_well_formed", out)

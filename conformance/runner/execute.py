@@ -41,7 +41,7 @@ from conformance.scenario.steps import Step
 from conformance.scenario.wire import event_dict, message_dict
 from conformance.runner.isolation import claimer
 from conformance.targets.base import CannotExpress, Gap, Pair, Replayer, WorkerStart
-from conformance.verdict import Level, Mismatch, judge
+from conformance.verdict import Level, Mismatch, Subject, judge
 
 
 @functools.cache
@@ -77,7 +77,7 @@ class _Where:
 def _step_failed(where: _Where, text: str, *, expected: str | None = None, got: str | None = None) -> TargetMisbehaved:
     """A step's own expectation did not hold (e.g. an RPC that should fail succeeded): the target misbehaved."""
     return TargetMisbehaved(check="step", mismatches=[Mismatch(text=text, location=str(where.span), expected=expected,
-                                                               got=got)])
+                                                               got=got, subject=Subject.STEP)])
 
 
 def _status_name(value: int) -> str:
