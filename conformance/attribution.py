@@ -14,13 +14,22 @@ its kind breaks (docs/verdicts.md "From mismatches to a verdict"):
   verdict (never FAILED under one requirement and an OBSERVATION under another). Where the scenario's
   only strong requirements are reserved, the subject's `fallback` takes it.
 
+A root cause comes before all of these: where the engine refused the worker's answers for an instance
+(taskhub_core.incidents), what that instance then shows (a status never reached, an output never made)
+is charged to the requirement the refused answer breaks (`refusal_requirement`), with the refusal in
+its text: a retry that reuses its first attempt's action id is ACT-RETRY-001, not the HIST-DEDUP-001
+of the scenario it happened in (`root_causes`).
+
 Pure: `judge` (conformance/verdict.py) calls `charge` for every mismatch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from taskhub_core.incidents import REFUSED_ANSWERS, Incident, IncidentKind
+from taskhub_wire.kinds import ActionKind
 
 from conformance.verdict import CROSS_WORKER, Level, Mismatch, Subject
 
@@ -96,4 +105,49 @@ def _strongest(rids: Sequence[str], level_of, level: Level | None) -> tuple[tupl
     return tuple(r for r in rids if level_of(r) is top), top
 
 
-__all__ = ["CHARGES", "Charge", "RESERVED", "charge"]
+# ------------------------------------------------------------------------------------------ root causes
+
+# A retry reuses the failed attempt's id: the requirement that gives each attempt its own action id.
+_RETRIES = {ActionKind.SCHEDULE_TASK.field: "ACT-RETRY-001", ActionKind.CREATE_CHILD_WORKFLOW.field: "CHILD-RETRY-001"}
+# What a refused answer leads to: the subjects a root cause re-charges (not a check's own requirement).
+_CONSEQUENCES = frozenset({Subject.OUTCOME, Subject.EXISTS, Subject.STATUS, Subject.OUTPUT, Subject.CUSTOM_STATUS,
+                           Subject.STALL, Subject.HISTORY, Subject.LEDGER, Subject.STEP})
+
+
+def refusal_requirement(incident: Incident) -> str | None:
+    """The requirement a refused answer breaks (None: not the worker's doing)."""
+    if incident.kind not in REFUSED_ANSWERS or incident.kind is IncidentKind.STALLED_AFTER_REFUSALS:
+        return None
+    action = incident.action
+    if action is not None and action.holder_failed and action.kind in _RETRIES:
+        return _RETRIES[action.kind]
+    return EXECUTES  # an answer the engine cannot record is not what the code does (R3.13, R3.14)
+
+
+def root_causes(mismatches: Sequence[Mismatch], incidents: Mapping[str, Sequence[Incident]]) -> list[Mismatch]:
+    """`mismatches`, those about an instance whose answers the engine refused (or one of its children, whose
+    ids start with the parent's) charged to the refusal's requirement, the refusal named in their text."""
+    out = []
+    for m in mismatches:
+        cause = _first_refusal(m.instance, incidents) if m.instance and m.subject in _CONSEQUENCES else None
+        if cause is None or m.requirement is not None or m.level is not None:
+            out.append(m)
+            continue
+        rid = refusal_requirement(cause)
+        assert rid is not None
+        why = cause.action.text if cause.action is not None else cause.text
+        out.append(replace(m, requirement=rid, text=f"{m.text} [root cause: the engine refused the worker's answer: "
+                                                    f"{why}]"))
+    return out
+
+
+def _first_refusal(instance: str, incidents: Mapping[str, Sequence[Incident]]) -> Incident | None:
+    for iid in sorted(incidents, key=lambda i: (i != instance, i)):
+        if iid == instance or iid.startswith(instance):
+            found = next((i for i in incidents[iid] if refusal_requirement(i) is not None), None)
+            if found is not None:
+                return found
+    return None
+
+
+__all__ = ["CHARGES", "Charge", "RESERVED", "charge", "refusal_requirement", "root_causes"]
