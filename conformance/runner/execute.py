@@ -777,11 +777,12 @@ def _instances_of(run: _Run, obs: Observation | None) -> tuple[str, ...]:
 
 def _verdict(scenario: Scenario, failures: Sequence[TargetMisbehaved], gap: Gap | None, *, duration: float,
              transcript: tuple[TranscriptEntry, ...], reproduce: str, base: Mapping[str, Any],
-             note: str = "", incidents: Mapping[str, tuple[Incident, ...]] = {}) -> ScenarioFinished:
+             note: str = "", incidents: Mapping[str, tuple[Incident, ...]] | None = None) -> ScenarioFinished:
     """The scenario's outcome from its mismatches: only a broken MUST fails (conformance.verdict); a mismatch
     whose instance's answers the engine refused is charged to what the refusal breaks (conformance.attribution)."""
     levels = requirement_levels()
     found = [(f.check, m) for f in failures for m in f.found]
+    incidents = incidents or {}
     found = list(zip([c for c, _ in found], root_causes([m for _, m in found], incidents)))
     judged = judge([m for _, m in found], requirements=scenario.requirements, levels=levels,
                    charges=scenario.charges)
