@@ -19,8 +19,8 @@ from taskhub_wire.kinds import OPENING_ACTION_FIELDS, OPENING_FIELDS, PRODUCED_F
 
 from taskhub_core import actions
 from taskhub_core.actions import ChildStart, Context
-from taskhub_core.incidents import StaleAction
 from taskhub_core.history import TERMINAL, Facts, first_version_name, is_optional_timer, resolution_key, status_name
+from taskhub_core.incidents import StaleAction
 from taskhub_core.patches import Stall, patch_stall, record_version, version_stall
 from taskhub_core.state import InstanceState
 from taskhub_core.timestamps import copy_event, ts

@@ -25,9 +25,9 @@ from typing import Any
 import grpc
 from google.protobuf import json_format
 
-from taskhub_core.incidents import Incident
 from taskhub_wire import pb
 from taskhub_core.delivery import suspended_after, terminates
+from taskhub_core.incidents import Incident
 from taskhub_wire.kinds import PRODUCED_FIELDS
 from taskhub_wire.rpc import DAPR_WORKFLOW, TASKHUB, TaskHubClient
 

@@ -419,7 +419,7 @@ def _charges(c: _Checker, raw: Any, reqs: Any) -> dict[Subject, str]:
                             "{custom_status: LIFE-CUSTOM-001}")
         return {}
     out: dict[Subject, str] = {}
-    listed = set(map(str, reqs or ()))
+    listed = set(map(str, reqs)) if isinstance(reqs, (list, tuple)) else set()  # a bad list is reported already
     for key, rid in raw.items():
         if key not in Subject.__members__.values():
             c.err(("charges", key), f"unknown mismatch subject {key!r}{did_you_mean(str(key), [s.value for s in Subject])}"

@@ -16,8 +16,8 @@ from taskhub_core import machine
 from taskhub_core.actions import child_result
 from taskhub_core.history import fresh_opened
 from taskhub_core.inbox import next_generation, timer_due_ns, without_timers
-from taskhub_core.patches import REFUSALS_BEFORE_STALL, refusal_stall
 from taskhub_core.incidents import Incident, IncidentKind
+from taskhub_core.patches import REFUSALS_BEFORE_STALL, refusal_stall
 from taskhub_core.turn import Decision, TurnKind, abandon as abandoned
 from taskhub_wire import pb
 

@@ -17,10 +17,10 @@ from typing import Callable, Iterable
 from taskhub_core.history import status_name
 from taskhub_wire import pb
 
-from fake_sidecar.engine.incidents import IncidentLog
 from fake_sidecar.engine import completions, errors, management, rerun
 from fake_sidecar.engine.clock import Clock
 from fake_sidecar.engine.config import Counters, EngineConfig, TaskExecutionIdMode
+from fake_sidecar.engine.incidents import IncidentLog
 from fake_sidecar.engine.dispatcher import Dispatcher
 from fake_sidecar.engine.instances import InstanceTable
 from fake_sidecar.engine.model import CompletionOutcome, Instance, InstanceView

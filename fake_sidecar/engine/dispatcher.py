@@ -18,14 +18,13 @@ from typing import Callable, Protocol
 
 from taskhub_core.delivery import deliver
 from taskhub_core.delivery import visible as taken
+from taskhub_core.incidents import Incident, IncidentKind
 from taskhub_wire import pb
 
-from taskhub_core.incidents import Incident, IncidentKind
-
-from fake_sidecar.engine.incidents import IncidentLog
 from fake_sidecar.engine import errors
 from fake_sidecar.engine.crossapp import activity_route
 from fake_sidecar.engine.config import Counters, EngineConfig, TaskExecutionIdMode
+from fake_sidecar.engine.incidents import IncidentLog
 from fake_sidecar.engine.instances import InstanceTable
 from fake_sidecar.engine.model import (
     NEVER_NS, InboxEntry, Instance, PendingActivity, Stream, Turn, WorkKind, WorkRef,
