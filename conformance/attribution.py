@@ -54,7 +54,7 @@ CHARGES: Mapping[Subject, Charge] = {
     Subject.VERSION: Charge(about=("VER-PIN-001", "PATCH-WORKER-001", "VER-NA-001")),
     **{s: Charge() for s in (Subject.OUTCOME, Subject.EXISTS, Subject.STATUS, Subject.OUTPUT, Subject.FAILURE,
                              Subject.STALL, Subject.HISTORY, Subject.LEDGER, Subject.STEP, Subject.ZOMBIE,
-                             Subject.ACTIONS, Subject.HISTORY_RULE, Subject.ENGINE_REFUSAL)},
+                             Subject.ACTIONS, Subject.HISTORY_RULE)},
 }
 
 # Requirements only their own subject breaks: a status or an action never weighs on them.

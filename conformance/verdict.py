@@ -94,7 +94,6 @@ class Subject(enum.StrEnum):
     DETERMINISM = "determinism"  # a worker's answer to its own history, replayed
     TASK_EXECUTION_ID = "task_execution_id"  # a worker's taskExecutionIds differ per call
     HISTORY_RULE = "history_rule"  # an engine rule a history breaks (carries its requirement)
-    ENGINE_REFUSAL = "engine_refusal"  # the engine refused the worker's answer (the root cause of the rest)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -156,3 +156,12 @@ def test_an_engine_without_a_record_says_so_or_shows_its_log(tmp_path: Path):
     assert "keeps no record" in text and "wf-7: action id 1 already in history" in text and "wf-8" not in text
     assert "none available" in engine_incidents(None, sidecar="daprd", logs=[str(log)], instances=["wf-9"])
     assert "none recorded" in engine_incidents({}, sidecar="reference")
+
+
+def test_the_editors_schema_knows_every_subject():
+    import json
+
+    from conformance.scenario.schema import SCHEMA_PATH
+
+    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    assert schema["properties"]["charges"]["propertyNames"]["enum"] == [s.value for s in Subject]
