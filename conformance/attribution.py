@@ -63,8 +63,10 @@ _STRENGTH = (Level.MUST, Level.SHOULD, Level.OBSERVATION)
 
 
 def charge(m: Mismatch, *, requirements: Sequence[str], levels: Mapping[str, str],
-           charges: Mapping[Subject, str]) -> tuple[tuple[str, ...], Level]:
-    """The requirements `m` weighs on and the one level it weighs at."""
+           charges: Mapping[Subject, str], spared: frozenset[str] = frozenset()) -> tuple[tuple[str, ...], Level]:
+    """The requirements `m` weighs on and the one level it weighs at. `spared`: requirements of the side not
+    under test in this run (an engine's where a worker is tested on the reference engine): a subject with
+    requirements of its own does not go to them (a worker's custom status is RPL-EXEC-001, not LIFE-CUSTOM-001)."""
 
     def level_of(rid: str) -> Level:
         return Level.of_requirement(levels.get(rid, "MUST"))
@@ -81,7 +83,7 @@ def charge(m: Mismatch, *, requirements: Sequence[str], levels: Mapping[str, str
         same = [r for r in open_ if level_of(r) is Level.OBSERVATION]
         return tuple(same) or (CROSS_WORKER,), Level.OBSERVATION
     if rule.about:
-        listed = [r for r in requirements if r in rule.about]
+        listed = [r for r in requirements if r in rule.about and r not in spared]
         return _strongest(listed or [rule.about[0]], level_of, m.level)
     if not requirements:
         return ("(no requirement)",), m.level or Level.MUST

@@ -181,17 +181,19 @@ def worst(verdicts: Iterable[Outcome]) -> Outcome:
 
 
 def judge(mismatches: Sequence[Mismatch], *, requirements: Sequence[str],
-          levels: Mapping[str, str], charges: Mapping[Subject, str] | None = None) -> Judgement:
+          levels: Mapping[str, str], charges: Mapping[Subject, str] | None = None,
+          spared: frozenset[str] = frozenset()) -> Judgement:
     """Fold mismatches into verdicts. `levels` maps requirement ids to catalogue levels
     (an id missing from it counts as MUST: an uncatalogued requirement is not excused); each mismatch
     weighs once, at one level, on the requirements `attribution.charge` gives it (`charges`: the
-    scenario's explicit `charges:`, subject -> requirement)."""
+    scenario's explicit `charges:`, subject -> requirement; `spared`: the requirements of the side a run does
+    not test)."""
     from conformance.attribution import charge
 
     status: dict[str, Outcome] = {r: Outcome.PASSED for r in requirements}
     marks: list[tuple[int, str, Outcome]] = []
     for index, m in enumerate(mismatches):
-        rids, level = charge(m, requirements=requirements, levels=levels, charges=charges or {})
+        rids, level = charge(m, requirements=requirements, levels=levels, charges=charges or {}, spared=spared)
         for rid in rids:
             status[rid] = worst((status.get(rid, Outcome.PASSED), _OF_LEVEL[level]))
             marks.append((index, rid, _OF_LEVEL[level]))

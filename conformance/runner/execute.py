@@ -36,7 +36,9 @@ from conformance.events import Outcome, ScenarioFinished, TranscriptEntry
 from conformance.failures import TargetMisbehaved, failures_of, render, reproduce_line
 from conformance.reporting.logs import adopt
 from conformance.scenario import steps
-from conformance.scenario.model import MISSING, Compare, ErrorExpect, Reach, Scenario, ScenarioKind, StartSpec
+from conformance.scenario.model import (
+    MISSING, Compare, Direction, ErrorExpect, Reach, Scenario, ScenarioKind, StartSpec,
+)
 from conformance.scenario.placeholders import substitute
 from conformance.scenario.steps import Step
 from conformance.scenario.wire import event_dict, message_dict
@@ -53,6 +55,16 @@ def requirement_levels() -> Mapping[str, str]:
     from conformance.reporting.catalogue import load_catalogue
 
     return {r.id: r.level for r in load_catalogue()}
+
+
+@functools.cache
+def spared_requirements(direction: Direction) -> frozenset[str]:
+    """The catalogue's requirements of the side a run in `direction` does not test (none where both sides are
+    tested, or both are the reference's)."""
+    from conformance.reporting.catalogue import load_catalogue
+
+    other = {Direction.WORKER: "engine", Direction.ENGINE: "worker"}.get(direction)
+    return frozenset(r.id for r in load_catalogue() if r.applies_to == other)
 
 
 @functools.cache
@@ -766,7 +778,8 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
         return ScenarioFinished(outcome=Outcome.ERROR, duration_s=duration, transcript=tuple(transcript),
                                 message=f"{error}{log_note}\n{reproduce_line(reproduce)}", **base)
     return _verdict(scenario, failures, gap, duration=duration, transcript=tuple(transcript),
-                    reproduce=reproduce, base=base, note=log_note, incidents=incidents or {})
+                    reproduce=reproduce, base=base, note=log_note, incidents=incidents or {},
+                    spared=spared_requirements(pair.direction))
 
 
 def _instances_of(run: _Run, obs: Observation | None) -> tuple[str, ...]:
@@ -777,7 +790,8 @@ def _instances_of(run: _Run, obs: Observation | None) -> tuple[str, ...]:
 
 def _verdict(scenario: Scenario, failures: Sequence[TargetMisbehaved], gap: Gap | None, *, duration: float,
              transcript: tuple[TranscriptEntry, ...], reproduce: str, base: Mapping[str, Any],
-             note: str = "", incidents: Mapping[str, tuple[Incident, ...]] | None = None) -> ScenarioFinished:
+             note: str = "", incidents: Mapping[str, tuple[Incident, ...]] | None = None,
+             spared: frozenset[str] = frozenset()) -> ScenarioFinished:
     """The scenario's outcome from its mismatches: only a broken MUST fails (conformance.verdict); a mismatch
     whose instance's answers the engine refused is charged to what the refusal breaks (conformance.attribution)."""
     levels = requirement_levels()
@@ -785,7 +799,7 @@ def _verdict(scenario: Scenario, failures: Sequence[TargetMisbehaved], gap: Gap 
     incidents = incidents or {}
     found = list(zip([c for c, _ in found], root_causes([m for _, m in found], incidents)))
     judged = judge([m for _, m in found], requirements=scenario.requirements, levels=levels,
-                   charges=scenario.charges)
+                   charges=scenario.charges, spared=spared)
     known = judged.outcome is Outcome.FAILED and gap is not None
     verdicts = tuple((rid, Outcome.KNOWN_FAILURE if known and v is Outcome.FAILED else v)
                      for rid, v in judged.per_requirement)

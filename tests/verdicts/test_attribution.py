@@ -57,6 +57,18 @@ def test_a_custom_status_falls_under_its_own_requirements():
     assert _charge(m, ["LIFE-CUSTOM-001", "A-MUST-001"]) == (("LIFE-CUSTOM-001",), Level.MUST)
 
 
+def test_a_worker_under_test_is_not_charged_the_engines_requirement():
+    m = Mismatch(text="custom status differs", subject=Subject.CUSTOM_STATUS)
+    assert charge(m, requirements=["LIFE-CUSTOM-001"], levels=LEVELS, charges={},
+                  spared=frozenset({"LIFE-CUSTOM-001"})) == (("RPL-EXEC-001",), Level.MUST)
+    from conformance.runner.execute import spared_requirements
+    from conformance.scenario.model import Direction
+
+    assert "LIFE-CUSTOM-001" in spared_requirements(Direction.WORKER)
+    assert "RPL-EXEC-001" in spared_requirements(Direction.ENGINE)
+    assert spared_requirements(Direction.SELF) == frozenset() == spared_requirements(Direction.PAIR)
+
+
 def test_the_scenario_may_state_where_a_subject_weighs():
     m = Mismatch(text="history must not contain TimerFired", subject=Subject.HISTORY)
     assert _charge(m, ["A-MUST-001", "C-SHOULD-001"], {Subject.HISTORY: "C-SHOULD-001"}) == (
