@@ -362,7 +362,7 @@ def _scenario(c: _Checker, doc: SourceDoc, *, path: Path, root: Path) -> Scenari
             if name not in CHECKS:
                 c.err(("checks", i), f"unknown check {name!r}{did_you_mean(name, CHECKS)}; "
                                              f"known: {', '.join(sorted(CHECKS))}")
-    charges = _charges(c, data.get("charges", {}), reqs)
+    charges = _charges(c, data.get("charges") or {}, reqs)
     names: set[str] = set()
     starts: list[StartSpec] = []
     steps: list[Step] = []
