@@ -13,6 +13,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from taskhub_core.incidents import Incident, IncidentKind, StaleAction
+
 from conformance.failures import Failure
 from conformance.verdict import Level, Outcome
 
@@ -84,6 +86,7 @@ class ScenarioFinished:
     broken: tuple[str, ...] = ()  # the MUST requirements this run breaks (FAILED or KNOWN_FAILURE)
     observations: tuple[tuple[str, str], ...] = ()  # (field, text): differences the contract allows
     failures: tuple[Failure, ...] = ()  # every mismatch, per requirement it weighs on (conformance.failures)
+    incidents: tuple[Incident, ...] = ()  # what the engine refused, redelivered or dropped (taskhub_core.incidents)
     transcript: tuple[TranscriptEntry, ...] = ()
     source: str = ""  # file path of the scenario
     started_at: float = 0.0  # unix time the scenario started (0 in results written before it was kept)
@@ -107,6 +110,12 @@ def to_json(event: Event) -> str:
     return json.dumps(dataclasses.asdict(event), default=lambda o: o.value if isinstance(o, enum.Enum) else str(o))
 
 
+def _incident(raw: dict[str, Any]) -> Incident:
+    action = raw.get("action")
+    return Incident(**{**raw, "kind": IncidentKind(raw["kind"]),
+                       "action": StaleAction(**action) if action is not None else None})
+
+
 def from_json(line: str) -> Event:
     raw = json.loads(line)
     cls = _KINDS.get(raw.get("kind"))
@@ -120,6 +129,7 @@ def from_json(line: str) -> Event:
         raw["observations"] = tuple(tuple(o) for o in raw.get("observations", ()))
         raw["failures"] = tuple(Failure(**{**f, "level": Level(f["level"])}) for f in raw.get("failures", ()))
         raw["transcript"] = tuple(TranscriptEntry(**t) for t in raw.get("transcript", ()))
+        raw["incidents"] = tuple(_incident(i) for i in raw.get("incidents", ()))
     if cls is RunStarted:
         raw["pairs"] = tuple(raw["pairs"])
     return cls(**raw)

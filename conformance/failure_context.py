@@ -8,11 +8,13 @@ Text only, written once per failed scenario; the mismatches themselves stay data
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
+from taskhub_core.incidents import Incident
 
 _PROGRAM_LINES = 30
 _LOG_LINES = 25
@@ -103,9 +105,51 @@ def worker_log(work_dir: Path, worker: str) -> str:
     return "\n".join(blocks)
 
 
-def failure_context(scenario: Any, *, worker: str, work_dir: Path, observed: Any = None, provenance: str = "") -> str:
-    """The text that follows a failure's mismatches: the vector's turn, the SDK's log lines, which SDK build ran."""
-    parts = []
+_ENGINE_LOG_LINES = 12
+# Words of an engine's log line that say it refused, redelivered or dropped something.
+_INCIDENT_WORDS = re.compile(r"stale|already|abandon|duplicate|refus|redeliver|retry|zombie|drop|ignor|warn|error",
+                             re.I)
+
+
+def incidents_text(incidents: Sequence[Incident]) -> str:
+    """"Engine incidents for instance X:" and one line per incident, per instance (the failure text's and
+    the allure attachment's block)."""
+    by_instance: dict[str, list[str]] = {}
+    for i in incidents:
+        by_instance.setdefault(i.instance, []).append(f"  - {i.line()}")
+    return "\n".join(f"Engine incidents for instance {iid}:\n" + "\n".join(lines) for iid, lines in by_instance.items())
+
+
+def engine_incidents(incidents: Mapping[str, Sequence[Incident]] | None, *, sidecar: str, logs: Sequence[str] = (),
+                     instances: Sequence[str] = ()) -> str:
+    """What the engine refused, redelivered or dropped, per instance ("Engine incidents for instance X: ...").
+    An engine that keeps no record (daprd, durabletask-go): the lines of its captured log that name one of
+    the scenario's instances and read like an incident, or a plain statement that none are available."""
+    if incidents is not None:
+        if not incidents:
+            return f"Engine incidents: none recorded by sidecar {sidecar} for this scenario's instances."
+        return incidents_text([i for found in incidents.values() for i in found])
+    lines = []
+    for path in logs:
+        try:
+            text = Path(path).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        lines += [l.strip()[:_LOG_LINE_CHARS] for l in text.splitlines()
+                  if any(iid in l for iid in instances) and _INCIDENT_WORDS.search(l)]
+    if lines:
+        tail = lines[-_ENGINE_LOG_LINES:]
+        return (f"Engine incidents: sidecar {sidecar} keeps no record of them; its log's last {len(tail)} line(s) "
+                "naming this scenario's instances:\n" + "\n".join(f"  | {l}" for l in tail))
+    return f"Engine incidents: none available (sidecar {sidecar} keeps no record of refused, redelivered or dropped work" \
+           + (", and its log names none of this scenario's instances)." if logs else ").")
+
+
+def failure_context(scenario: Any, *, worker: str, work_dir: Path, observed: Any = None, provenance: str = "",
+                    engine: str = "") -> str:
+    """The text that follows a failure's mismatches: the engine's incidents, the vector's turn, the SDK's log
+    lines, which SDK build ran."""
+    parts = [engine]
     if scenario.kind == "vector":
         parts.append(vector_context(scenario, answer=getattr(observed, "answer", None),
                                     expected=getattr(observed, "expected", None)))
@@ -114,4 +158,4 @@ def failure_context(scenario: Any, *, worker: str, work_dir: Path, observed: Any
     return "".join(f"\n\n{p}" for p in parts if p)
 
 
-__all__ = ["failure_context", "vector_context", "worker_log"]
+__all__ = ["engine_incidents", "failure_context", "incidents_text", "vector_context", "worker_log"]

@@ -6,8 +6,11 @@ engine where the contract leaves the choice open: informational, never FAILED). 
 its own level takes the level of the scenario's requirements: a MUST requirement is FAILED by it, a
 SHOULD requirement warned, a MAY/INFO requirement observed.
 
-`judge` folds a scenario's mismatches into one status per requirement and the scenario's outcome;
-it is pure, so the runner, the fuzzer and the tests all decide the same way.
+Which requirement a mismatch is charged to is decided by what it is about (its `Subject`, the
+registry in conformance/attribution.py), not by every requirement the scenario lists; one mismatch
+weighs at one level (one verdict). `judge` folds a scenario's mismatches into one status per
+requirement and the scenario's outcome; it is pure, so the runner, the fuzzer and the tests all
+decide the same way.
 """
 
 from __future__ import annotations
@@ -70,6 +73,29 @@ class MismatchKind(enum.StrEnum):
     RULE = "rule"  # a rule of the contract broken, not a comparison with a stated value
 
 
+class Subject(enum.StrEnum):
+    """What a mismatch is about (decided where it is found): the key of the attribution registry
+    (conformance/attribution.py), and what a scenario's `charges:` names."""
+
+    OUTCOME = "outcome"  # a result the scenario states without a finer subject
+    EXISTS = "exists"
+    STATUS = "status"
+    OUTPUT = "output"
+    CUSTOM_STATUS = "custom_status"
+    FAILURE = "failure"  # a failure's type or message (the SDK language's: observations)
+    STALL = "stall"
+    HISTORY = "history"  # the history a flow scenario expects
+    LEDGER = "ledger"
+    STEP = "step"  # a step's own expectation (an RPC that should fail, a status waited for)
+    ZOMBIE = "zombie"  # a stale completion's result reached history
+    ACTIONS = "actions"  # a vector answer's actions: kinds, names, inputs, due times, the completion
+    VERSION = "version"  # a vector answer's version and patches
+    ANSWER = "answer"  # a turn answered at all
+    DETERMINISM = "determinism"  # a worker's answer to its own history, replayed
+    TASK_EXECUTION_ID = "task_execution_id"  # a worker's taskExecutionIds differ per call
+    HISTORY_RULE = "history_rule"  # an engine rule a history breaks (carries its requirement)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Mismatch:
     """One thing a check found wrong (or different)."""
@@ -84,6 +110,8 @@ class Mismatch:
     path: str = ""  # where in the observed data, e.g. "actions[0].ScheduleTask.input" or "history[3]"
     kind: MismatchKind | None = None  # None: a check that does not say
     rule: str = ""  # the engine rule broken (docs/engine-rules.md, e.g. "R2.4"), for a history break
+    subject: Subject = Subject.OUTCOME  # what it is about: where it is charged (conformance/attribution.py)
+    instance: str = ""  # the instance it is about, when one (root causes are per instance)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -115,8 +143,10 @@ class Break:
     text: str
 
     def mismatch(self, *, instance: str) -> Mismatch:
-        return Mismatch(text=f"{instance}: {self.text}", requirement=self.requirement, rule=self.rule,
-                        kind=MismatchKind.RULE, path=f"history[{self.index}]" if self.index is not None else "history")
+        at = f"{instance}: event #{self.index}" if self.index is not None else instance
+        return Mismatch(text=f"{at}: {self.text}", requirement=self.requirement, rule=self.rule,
+                        kind=MismatchKind.RULE, subject=Subject.HISTORY_RULE, instance=instance,
+                        path=f"history[{self.index}]" if self.index is not None else "history")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -152,34 +182,22 @@ def worst(verdicts: Iterable[Outcome]) -> Outcome:
 
 
 def judge(mismatches: Sequence[Mismatch], *, requirements: Sequence[str],
-          levels: Mapping[str, str]) -> Judgement:
+          levels: Mapping[str, str], charges: Mapping[Subject, str] | None = None,
+          spared: frozenset[str] = frozenset()) -> Judgement:
     """Fold mismatches into verdicts. `levels` maps requirement ids to catalogue levels
-    (an id missing from it counts as MUST: an uncatalogued requirement is not excused)."""
+    (an id missing from it counts as MUST: an uncatalogued requirement is not excused); each mismatch
+    weighs once, at one level, on the requirements `attribution.charge` gives it (`charges`: the
+    scenario's explicit `charges:`, subject -> requirement; `spared`: the requirements of the side a run does
+    not test)."""
+    from conformance.attribution import charge
+
     status: dict[str, Outcome] = {r: Outcome.PASSED for r in requirements}
     marks: list[tuple[int, str, Outcome]] = []
-
-    def mark(index: int, rid: str, verdict: Outcome) -> None:
-        status[rid] = worst((status.get(rid, Outcome.PASSED), verdict))
-        marks.append((index, rid, verdict))
-
     for index, m in enumerate(mismatches):
-        if m.requirement is not None:
-            level = m.level or Level.of_requirement(levels.get(m.requirement, "MUST"))
-            mark(index, m.requirement, _OF_LEVEL[level])
-            continue
-        targets = list(requirements) or ["(no requirement)"]
-        if m.level is None:
-            for rid in targets:
-                mark(index, rid, _OF_LEVEL[Level.of_requirement(levels.get(rid, "MUST"))])
-            continue
-        # A mismatch with a level but no requirement weighs on the scenario's requirements of that level;
-        # with none of them, an observation is filed under RPL-XREF-001 and a warning under the first one.
-        same = [r for r in targets if Level.of_requirement(levels.get(r, "MUST")) is m.level]
-        if m.level is Level.OBSERVATION and not same:
-            mark(index, CROSS_WORKER, Outcome.OBSERVATION)
-            continue
-        for rid in same or targets[:1]:
-            mark(index, rid, _OF_LEVEL[m.level])
+        rids, level = charge(m, requirements=requirements, levels=levels, charges=charges or {}, spared=spared)
+        for rid in rids:
+            status[rid] = worst((status.get(rid, Outcome.PASSED), _OF_LEVEL[level]))
+            marks.append((index, rid, _OF_LEVEL[level]))
     outcome = worst(status.values())
     broken = tuple(r for r, v in status.items() if v is Outcome.FAILED)
     sections = group((verdict, rid, mismatches[i].text) for i, rid, verdict in marks)
@@ -237,7 +255,7 @@ def classify_answer_mismatch(diff: Diff) -> Mismatch:
     rounded = leaf == "fireAt" and diff.kind is MismatchKind.DIFFERENT and _within_a_millisecond(diff.expected,
                                                                                                      diff.got)
     level = Level.OBSERVATION if layout or empty_vs_unset or rounded else None
-    return Mismatch(text=diff.text, level=level, field=fld, path=diff.path, kind=diff.kind)
+    return Mismatch(text=diff.text, level=level, field=fld, path=diff.path, kind=diff.kind, subject=Subject.ACTIONS)
 
 
 def _within_a_millisecond(expected: Any, got: Any) -> bool:

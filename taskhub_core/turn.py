@@ -15,11 +15,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from taskhub_wire import pb
-from taskhub_wire.kinds import OPENING_ACTION_FIELDS, OPENING_FIELDS, PRODUCED_FIELDS, ActionKind
+from taskhub_wire.kinds import OPENING_ACTION_FIELDS, OPENING_FIELDS, PRODUCED_FIELDS, ActionKind, EventKind
 
 from taskhub_core import actions
 from taskhub_core.actions import ChildStart, Context
 from taskhub_core.history import TERMINAL, Facts, first_version_name, is_optional_timer, resolution_key, status_name
+from taskhub_core.incidents import StaleAction
 from taskhub_core.patches import Stall, patch_stall, record_version, version_stall
 from taskhub_core.state import InstanceState
 from taskhub_core.timestamps import copy_event, ts
@@ -64,19 +65,24 @@ class Decision:
     continue_as_new: ContinueAsNew | None = None
     terminate_cascade: Cascade | None = None
     cancel_event_timers: tuple[str, ...] = ()  # names of the EventRaised committed (R6.3)
+    stale: StaleAction | None = None  # an abandoned stale answer's action (R3.14), as data
+    malformed: bool = False  # an abandoned malformed answer (R3.13)
 
 
-def abandon(reason: str) -> Decision:
-    return Decision(kind=TurnKind.ABANDON, reason=reason)
+def abandon(reason: str, *, stale: StaleAction | None = None, malformed: bool = False) -> Decision:
+    return Decision(kind=TurnKind.ABANDON, reason=reason, stale=stale, malformed=malformed)
 
 
 def decide_turn(state: InstanceState, new_events: Sequence[pb.HistoryEvent], resp: pb.WorkflowResponse, *,
                 now_ns: int, new_id: Callable[[], str] = lambda: uuid.uuid4().hex) -> Decision:
     """Apply `resp` to the turn whose delivered events are `new_events` (WorkflowStarted first)."""
     actions_ = list(resp.actions)
-    reason = malformed(actions_) or stale(actions_, state.history)
-    if reason:
-        return abandon(reason)
+    bad = malformed(actions_)
+    if bad:
+        return abandon(bad, malformed=True)
+    found = stale_action(actions_, state.history)
+    if found is not None:
+        return abandon(f"{found.text}: stale turn", stale=found)
     stall = (version_stall(resp, recorded_version=first_version_name(state.history))
              or patch_stall(resp, recorded=state.facts.patches))
     if stall is not None:
@@ -136,7 +142,17 @@ _MALFORMED: dict[str, Callable[[pb.WorkflowAction], str]] = {
 }
 
 
+# The results that say an operation failed: an action at such an id reads as a retry that reused it.
+_FAILED_FIELDS = frozenset({EventKind.TASK_FAILED.field, EventKind.CHILD_WORKFLOW_INSTANCE_FAILED.field})
+
+
 def stale(actions_: Sequence[pb.WorkflowAction], history: Sequence[pb.HistoryEvent]) -> str:
+    """R3.14: why the answer is stale ("" if it is not): see `stale_action`."""
+    found = stale_action(actions_, history)
+    return f"{found.text}: stale turn" if found is not None else ""
+
+
+def stale_action(actions_: Sequence[pb.WorkflowAction], history: Sequence[pb.HistoryEvent]) -> StaleAction | None:
     """R3.14: an action id already used by an operation in committed history means a stale answer
     (ids are one sequence per generation, whatever the kind of operation), except (a) where the id's
     holder is an optional timer (`is_optional_timer`): the SDK dropped it on replay and the engine
@@ -146,9 +162,14 @@ def stale(actions_: Sequence[pb.WorkflowAction], history: Sequence[pb.HistoryEve
         kind = a.WhichOneof("workflowActionType")
         holder = holders.get(a.id) if kind in _OPENING else None
         if holder is not None and not is_optional_timer(holder):
-            return (f"action id {a.id} ({kind}) is already in history as {holder.WhichOneof('eventType')}: "
-                    "stale turn")
-    return ""
+            field_ = holder.WhichOneof("eventType")
+            failed = any((key := resolution_key(e)) is not None and key.id == a.id
+                         and e.WhichOneof("eventType") in _FAILED_FIELDS
+                         for e in history)
+            return StaleAction(id=a.id, kind=kind or "", holder=field_ or "",
+                               holder_name=getattr(getattr(holder, field_), "name", "") if field_ else "",
+                               holder_failed=failed)
+    return None
 
 
 def delivered_events(new_events: Sequence[pb.HistoryEvent], resp: pb.WorkflowResponse,

@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from taskhub_core.incidents import Incident
+
 from conformance.failures import TargetMisbehaved
 from conformance.scenario.model import Scenario
 from conformance.scenario.placeholders import substitute
@@ -34,6 +36,9 @@ class FlowObservation:
     ledger: Sequence[Mapping[str, Any]] = ()
     replay: Replay | None = None  # a fresh worker's answer to a turn; None: the target cannot replay
     counters: Mapping[str, int] = field(default_factory=dict)  # engine counters (reference sidecar only)
+    # What the engine refused, redelivered or dropped, per instance id (taskhub_core.incidents); None: the
+    # engine keeps no such record (only the reference sidecar does).
+    incidents: Mapping[str, tuple[Incident, ...]] | None = None
     zombie_results: Sequence[str] = ()  # payloads sent with stale tokens
     reproduce: str = ""
     engine: str = ""  # the sidecar target's kind: rules the engines legitimately apply differently (checks/history.py)

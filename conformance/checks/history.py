@@ -356,6 +356,6 @@ def history_well_formed(obs: Observed) -> None:
     """The engine's history rules; each break names its rule, requirement and event."""
     family = family_of(obs.engine)
     late = obs.scenario.engine.late_timeout_timers is True
-    out = [b.mismatch(instance=f"{iid}: event #{b.index}") for iid, history in obs.histories.items()
+    out = [b.mismatch(instance=iid) for iid, history in obs.histories.items()
            for b in breaks(history, family=family, late_timeouts=late)]
     fail(obs, "history_well_formed", out)

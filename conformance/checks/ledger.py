@@ -13,6 +13,7 @@ from collections import Counter
 from taskhub_wire.kinds import EventKind, Operation
 
 from conformance.checks.base import FlowObservation, check, fail
+from conformance.verdict import Mismatch, Subject
 
 
 def classify(obs: FlowObservation) -> dict[str, int]:
@@ -50,5 +51,6 @@ def ledger(obs: FlowObservation) -> None:
     for name in ("ok", "lost", "duplicated", "unexpected", "executions"):
         expected = getattr(want, name)
         if expected is not None and got[name] != expected:
-            out.append(f"ledger {name}: expected {expected}, got {got[name]} (classification {got})")
+            out.append(Mismatch(text=f"ledger {name}: expected {expected}, got {got[name]} (classification {got})",
+                                subject=Subject.LEDGER))
     fail(obs, "ledger", out)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from taskhub_wire.kinds import ActionKind, EventKind, Operation
@@ -10,7 +11,7 @@ from taskhub_wire.kinds import ActionKind, EventKind, Operation
 from conformance.checks.base import FlowObservation, VectorObservation, check, fail
 from conformance.scenario.matching import Matcher
 from conformance.scenario.model import MISSING
-from conformance.verdict import Level, Mismatch, classify_answer_mismatch
+from conformance.verdict import Level, Mismatch, Subject, classify_answer_mismatch
 
 SELF_DETERMINISM = "RPL-DET-001"
 ANSWERED = "RPL-ANSWER-001"
@@ -52,7 +53,8 @@ def _answered(answer: dict[str, Any]) -> list[tuple[str, int, str]]:
 def replay_determinism(obs: FlowObservation) -> None:
     """Every committed turn, replayed on a fresh worker, gives the actions history recorded for it."""
     if obs.replay is None:
-        fail(obs, "replay_determinism", ["this worker target cannot replay histories (no replay channel)"])
+        fail(obs, "replay_determinism", [Mismatch(text="this worker target cannot replay histories (no replay channel)",
+                                                  subject=Subject.DETERMINISM)])
         return
     out = []
     for iid, dicts in obs.histories.items():
@@ -64,12 +66,14 @@ def replay_determinism(obs: FlowObservation) -> None:
             new = [raw[i] for i in range(start, end) if not EventKind(dicts[i]["kind"]).produced]
             answer = obs.replay(iid, raw[:start], new)
             if answer is None:
-                out.append(f"{iid} turn at event #{start}: the worker did not answer the replayed turn")
+                out.append(Mismatch(text=f"{iid} turn at event #{start}: the worker did not answer the replayed turn",
+                                    requirement=ANSWERED, subject=Subject.ANSWER, instance=iid))
                 continue
             want, got = _recorded(turn), _answered(answer)
             if want != got:  # the worker's own history: its own ids and names, so any difference breaks the MUST
                 out.append(Mismatch(text=f"{iid} turn at event #{start}: history recorded {want}, replay answered "
-                                         f"{got}", requirement=SELF_DETERMINISM))
+                                         f"{got}", requirement=SELF_DETERMINISM, subject=Subject.DETERMINISM,
+                                    instance=iid))
     fail(obs, "replay_determinism", out)
 
 
@@ -77,7 +81,8 @@ def replay_determinism(obs: FlowObservation) -> None:
 def same_item_twice(obs: FlowObservation) -> None:
     """The same work item sent twice gets identical answers."""
     if obs.replay is None:
-        fail(obs, "same_item_twice", ["this worker target cannot replay histories (no replay channel)"])
+        fail(obs, "same_item_twice", [Mismatch(text="this worker target cannot replay histories (no replay channel)",
+                                               subject=Subject.DETERMINISM)])
         return
     out = []
     for iid, dicts in obs.histories.items():
@@ -90,7 +95,8 @@ def same_item_twice(obs: FlowObservation) -> None:
         first, second = obs.replay(iid, raw[:start], new), obs.replay(iid, raw[:start], new)
         if first != second:
             out.append(Mismatch(text=f"{iid}: two answers to the same turn differ:\n      {json.dumps(first)}\n"
-                                     f"      {json.dumps(second)}", requirement=SELF_DETERMINISM))
+                                     f"      {json.dumps(second)}", requirement=SELF_DETERMINISM,
+                                subject=Subject.DETERMINISM, instance=iid))
     fail(obs, "same_item_twice", out)
 
 
@@ -99,11 +105,13 @@ def zombie_rejected(obs: FlowObservation) -> None:
     """Stale completions change nothing: no result sent with a stale token reaches history."""
     out = []
     if not obs.zombie_results:
-        out.append("the scenario sent no stale completion, so zombie rejection was not exercised")
+        out.append(Mismatch(text="the scenario sent no stale completion, so zombie rejection was not exercised",
+                            subject=Subject.ZOMBIE))
     for iid, dicts in obs.histories.items():
         for i, e in enumerate(dicts):
             if EventKind(e["kind"]).resolves is Operation.TASK and json.dumps(e.get("result")) in obs.zombie_results:
-                out.append(f"{iid} event #{i}: {e['kind']} carries the zombie's result {e.get('result')!r}")
+                out.append(Mismatch(text=f"{iid} event #{i}: {e['kind']} carries the zombie's result {e.get('result')!r}",
+                                    subject=Subject.ZOMBIE, instance=iid))
     fail(obs, "zombie_rejected", out)
 
 
@@ -121,41 +129,46 @@ def vector(obs: VectorObservation) -> None:
     if answer is None:
         # On a history no engine writes for this worker, answering at all is robustness: a SHOULD.
         fail(obs, "vector", [Mismatch(text="the worker did not answer the vector's turn in time", requirement=ANSWERED,
-                                      level=Level.SHOULD if obs.foreign else None)])
+                                      level=Level.SHOULD if obs.foreign else None, subject=Subject.ANSWER)])
         return
     expected = vec.actions if obs.expected is None else obs.expected
     m = Matcher()
-    out: list[str | Mismatch] = []
+    out: list[Mismatch] = []
     actions = answer["actions"]
     if obs.held and not actions and expected:
         # Suspended at the end of the turn: no actions is the contract's answer (EVT-SUSP-001), the reference's
         # (acting on the events before the suspension) another one; the held work follows the resume.
         fail(obs, "vector", [Mismatch(text=f"no actions where the reference answers {len(expected)}: the turn leaves "
                                            "the instance suspended and the worker holds its actions until the "
-                                           "resume (EVT-SUSP-001)", level=Level.OBSERVATION, field="actions")])
+                                           "resume (EVT-SUSP-001)", level=Level.OBSERVATION, field="actions",
+                                           subject=Subject.ACTIONS)])
         return
     if len(actions) != len(expected):
-        out.append(f"expected {len(expected)} action(s), got {len(actions)}: {json.dumps(actions)}")
+        out.append(Mismatch(text=f"expected {len(expected)} action(s), got {len(actions)}: {json.dumps(actions)}",
+                            field="actions", subject=Subject.ACTIONS))
     for i, (want, got) in enumerate(zip(expected, actions)):
         out += [classify_answer_mismatch(x) for x in m.diffs(want, got, f"actions[{i}]")]
     if vec.custom_status is not MISSING:
-        out += m.match(vec.custom_status, answer.get("custom_status"), "custom_status")
+        out += [Mismatch(text=x, field="custom_status", subject=Subject.CUSTOM_STATUS)
+                for x in m.match(vec.custom_status, answer.get("custom_status"), "custom_status")]
     if vec.version is not None:
-        out += m.match(dict(vec.version), answer.get("version") or {}, "version")
+        out += [Mismatch(text=x, field="version", subject=Subject.VERSION)
+                for x in m.match(dict(vec.version), answer.get("version") or {}, "version")]
     why = ("a history no engine writes for this worker (built from the reference worker's answers, which it numbers "
            "differently, or impossible for any worker)" if obs.foreign else
            "the turn delivers ExecutionTerminated: the engine terminates the instance and applies none of the "
            "answer (R3.16)" if obs.overridden else "")
     if why and out:
         # Either no engine sends this worker the history, or no engine applies the answer: only observations.
-        out = [Mismatch(text=x.text if isinstance(x, Mismatch) else x, level=Level.OBSERVATION,
-                        field=x.field if isinstance(x, Mismatch) else "actions") for x in out]
-        out.append(Mismatch(text=f"({why}: compared as an observation)", level=Level.OBSERVATION))
+        out = [replace(x, level=Level.OBSERVATION) for x in out]
+        out.append(Mismatch(text=f"({why}: compared as an observation)", level=Level.OBSERVATION,
+                            subject=Subject.ACTIONS))
     if out and obs.note:
         # The note weighs what the mismatches weigh: it must not turn observations into a failure.
-        levels = [x.level if isinstance(x, Mismatch) else None for x in out]
+        # It goes where the first of them goes (its subject), and weighs what they weigh.
+        levels = [x.level for x in out]
         strongest = None if None in levels else min(levels, key=list(Level).index)
-        out.append(Mismatch(text=f"(the vector was {obs.note})", level=strongest))
+        out.append(Mismatch(text=f"(the vector was {obs.note})", level=strongest, subject=out[0].subject))
     fail(obs, "vector", out)
 
 
@@ -170,6 +183,6 @@ def distinct_task_execution_ids(obs: VectorObservation) -> None:
             continue  # none sent: the sidecar makes one (seed 000 task_execution_id)
         if teid in seen:
             out.append(Mismatch(text=f"actions[{i}].ScheduleTask.taskExecutionId {teid!r} repeats actions[{seen[teid]}]'s",
-                                requirement=DISTINCT_TEIDS))
+                                requirement=DISTINCT_TEIDS, subject=Subject.TASK_EXECUTION_ID))
         seen.setdefault(teid, i)
     fail(obs, "distinct_task_execution_ids", out)

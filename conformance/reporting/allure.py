@@ -168,10 +168,17 @@ def _description(r: ScenarioFinished, catalogue: Catalogue) -> str:
 
 
 def _attachments(r: ScenarioFinished) -> tuple[AllureAttachment, ...]:
+    # What the engine refused, redelivered or dropped: the root cause beside the mismatches, for any result
+    # that is not a pass (a passing scenario may provoke incidents on purpose).
+    from conformance.failure_context import incidents_text
+
+    incidents: tuple[AllureAttachment, ...] = ()
+    if r.incidents and r.outcome is not Outcome.PASSED:
+        incidents = (AllureAttachment("engine incidents", "text/plain", "txt", incidents_text(r.incidents)),)
     if not r.transcript:
-        return ()
+        return incidents
     title = f"{r.scenario} on {r.pair}: {r.outcome.value}"
-    return (
+    return incidents + (
         AllureAttachment("protocol transcript", "text/plain", "txt", transcript_text(r.transcript)),
         AllureAttachment("protocol transcript (JSON)", "application/json", "json",
                          json.dumps([asdict(e) for e in r.transcript], indent=2, default=str)),

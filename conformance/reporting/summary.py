@@ -4,7 +4,9 @@ Keys: run_id, command, started_at / finished_at (unix time and ISO 8601), durati
 counts (outcome -> n, and total), per_pair (pair -> outcome -> n), requirements (id -> pair ->
 cell status, aggregated as in the matrix: FAILED > ERROR > KNOWN_FAILURE > WARNING > OBSERVATION > PASSED >
 NOT_APPLICABLE, UNCOVERED when no scenario covers it), failures (FAILED and ERROR results:
-scenario, pair, outcome, requirements, message = its first line, reproduce) and gaps_passed.
+scenario, pair, outcome, requirements, broken = the requirements its mismatches were charged to and
+failed, message = its first line, incidents = what the engine refused, redelivered or dropped,
+reproduce) and gaps_passed.
 """
 
 from __future__ import annotations
@@ -47,7 +49,9 @@ def build_summary(events: Iterable[Event], *, catalogue: Catalogue) -> dict[str,
                 "pair": r.pair,
                 "outcome": r.outcome.value,
                 "requirements": list(r.requirements),
+                "broken": list(r.broken),  # where its mismatches were charged (docs/verdicts.md)
                 "message": first_line(r.message),
+                "incidents": [f"{i.instance}: {i.line()}" for i in r.incidents],
                 "reproduce": r.reproduce,
             }
             for r in view.problems()

@@ -27,6 +27,7 @@ from google.protobuf import json_format
 
 from taskhub_wire import pb
 from taskhub_core.delivery import suspended_after, terminates
+from taskhub_core.incidents import Incident
 from taskhub_wire.kinds import PRODUCED_FIELDS
 from taskhub_wire.rpc import DAPR_WORKFLOW, TASKHUB, TaskHubClient
 
@@ -35,14 +36,18 @@ from conformance.events import Outcome, ScenarioFinished, TranscriptEntry
 from conformance.failures import TargetMisbehaved, failures_of, render, reproduce_line
 from conformance.reporting.logs import adopt
 from conformance.scenario import steps
-from conformance.scenario.model import MISSING, Compare, ErrorExpect, Reach, Scenario, ScenarioKind, StartSpec
+from conformance.scenario.model import (
+    MISSING, Compare, Direction, ErrorExpect, Reach, Scenario, ScenarioKind, StartSpec,
+)
 from conformance.scenario.placeholders import substitute
 from conformance.scenario.steps import Step
 from conformance.scenario.wire import event_dict, message_dict
 from conformance.runner.isolation import claimer
 from conformance.targets.base import CannotExpress, Gap, Pair, Replayer, WorkerStart
 from conformance.targets.probe import lacking
-from conformance.verdict import Level, Mismatch, judge
+from conformance.attribution import root_causes
+from conformance.failure_context import engine_incidents
+from conformance.verdict import Level, Mismatch, Subject, judge
 
 
 @functools.cache
@@ -51,6 +56,16 @@ def requirement_levels() -> Mapping[str, str]:
     from conformance.reporting.catalogue import load_catalogue
 
     return {r.id: r.level for r in load_catalogue()}
+
+
+@functools.cache
+def spared_requirements(direction: Direction) -> frozenset[str]:
+    """The catalogue's requirements of the side a run in `direction` does not test (none where both sides are
+    tested, or both are the reference's)."""
+    from conformance.reporting.catalogue import load_catalogue
+
+    other = {Direction.WORKER: "engine", Direction.ENGINE: "worker"}.get(direction)
+    return frozenset(r.id for r in load_catalogue() if r.applies_to == other)
 
 
 @functools.cache
@@ -75,10 +90,11 @@ class _Where:
         return f"{self.span} {self.what}"
 
 
-def _step_failed(where: _Where, text: str, *, expected: str | None = None, got: str | None = None) -> TargetMisbehaved:
+def _step_failed(where: _Where, text: str, *, expected: str | None = None, got: str | None = None,
+                 instance: str = "") -> TargetMisbehaved:
     """A step's own expectation did not hold (e.g. an RPC that should fail succeeded): the target misbehaved."""
     return TargetMisbehaved(check="step", mismatches=[Mismatch(text=text, location=str(where.span), expected=expected,
-                                                               got=got)])
+                                                               got=got, subject=Subject.STEP, instance=instance)])
 
 
 def _status_name(value: int) -> str:
@@ -243,13 +259,14 @@ def _wait_status(client: _Client, iid: str, wanted: Sequence[str], timeout: floa
             return last
         if time.monotonic() > deadline:
             if failed is not None:
-                raise _step_failed(where, f"{where}: GetInstance {iid} failed until the deadline: {failed}")
+                raise _step_failed(where, f"{where}: GetInstance {iid} failed until the deadline: {failed}",
+                                   instance=iid)
             got = "no such instance" if last is None else last["status"]
             why = ""
             if last and last.get("failure"):
                 why = f" ({last['failure']['errorType']}: {last['failure']['errorMessage'][:200]})"
             raise _step_failed(where, f"{where}: instance {iid} did not reach {'/'.join(wanted)} within {timeout:g}s; "
-                                      f"it is {got}{why}", expected="/".join(wanted), got=got)
+                                      f"it is {got}{why}", expected="/".join(wanted), got=got, instance=iid)
         time.sleep(0.02)
 
 
@@ -628,6 +645,7 @@ def _observe(run: _Run, h: _Harness, *, replay: Replayer | None) -> FlowObservat
     ledger = [json.loads(line) for line in h.ledger.read_text(encoding="utf-8").splitlines() if line.strip()]
     zombies = h.zombies + (getattr(h.worker, "zombies_sent", lambda: [])() if h.worker is not None else [])
     counters = h.sidecar.counters() if hasattr(h.sidecar, "counters") else {}
+    incidents = _incidents(h)
     # The history corpus (conformance/versions/corpus.py): only with $CONFORMANCE_RECORD_HISTORIES set.
     from conformance.versions.corpus import record_if_asked
 
@@ -640,8 +658,16 @@ def _observe(run: _Run, h: _Harness, *, replay: Replayer | None) -> FlowObservat
     return FlowObservation(scenario=run.scenario, instances=run.instances, keys=ids, states=states, replay=replay,
                     histories={k: [event_dict(e, with_router=bool(run.scenario.apps)) for e in v]
                                for k, v in raw.items()}, raw_histories=raw,
-                    ledger=ledger, counters=counters, zombie_results=zombies, reproduce=run.reproduce,
+                    ledger=ledger, counters=counters, incidents=incidents, zombie_results=zombies,
+                    reproduce=run.reproduce,
                     engine=run.pair.sidecar.kind)
+
+
+def _incidents(h: _Harness) -> dict[str, tuple[Incident, ...]] | None:
+    """What the engine refused, redelivered or dropped, per instance, read like its counters (None: this
+    engine keeps no such record)."""
+    read = getattr(h.sidecar, "incidents", None)
+    return read() if read is not None else None
 
 
 def _replayer(run: _Run, bundle: Any, stack: ExitStack) -> Replayer | None:
@@ -697,6 +723,7 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
     transcript: list[TranscriptEntry] = []
     logs: list[str] = []  # a process sidecar's own logs, named in a failure's message
     failures: list[TargetMisbehaved] = []
+    incidents: dict[str, tuple[Incident, ...]] | None = None  # the engine's record (reference sidecar only)
     error: str | None = None
     cannot: str | None = None
     obs = None
@@ -734,6 +761,7 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
                 transcript = sorted([e for c in h.clients.values() for e in c.transcript]
                                     + [e for p in h.proxies.values() for e in p.transcript()], key=lambda e: e.t)
                 logs = [str(p) for p in getattr(h.sidecar, "log_paths", ())]
+                incidents = _incidents(h)
                 if capture is not None:
                     capture(instances=dict(run.instances), observed=obs, calls=list(h.client.calls),
                             transcript=list(h.proxy.transcript()))
@@ -747,28 +775,44 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
         from conformance.failure_context import failure_context
 
         log_note += failure_context(scenario, worker=pair.worker.name, work_dir=run.work_dir, observed=obs,
-                                    provenance=pair.worker.provenance)
+                                    provenance=pair.worker.provenance,
+                                    engine=engine_incidents(incidents, sidecar=pair.sidecar.name, logs=logs,
+                                                            instances=_instances_of(run, obs))
+                                    if scenario.kind is not ScenarioKind.VECTOR else "")
     if error is not None:
         return ScenarioFinished(outcome=Outcome.ERROR, duration_s=duration, transcript=tuple(transcript),
                                 message=f"{error}{log_note}\n{reproduce_line(reproduce)}", **base)
     return _verdict(scenario, failures, gap, duration=duration, transcript=tuple(transcript),
-                    reproduce=reproduce, base=base, note=log_note)
+                    reproduce=reproduce, base=base, note=log_note, incidents=incidents or {},
+                    spared=spared_requirements(pair.direction))
+
+
+def _instances_of(run: _Run, obs: Observation | None) -> tuple[str, ...]:
+    """The instance ids a scenario started or expects (the incidents' instances are named after them)."""
+    keys = obs.keys.values() if isinstance(obs, FlowObservation) else ()
+    return tuple(dict.fromkeys([*run.instances.values(), *keys]))
 
 
 def _verdict(scenario: Scenario, failures: Sequence[TargetMisbehaved], gap: Gap | None, *, duration: float,
              transcript: tuple[TranscriptEntry, ...], reproduce: str, base: Mapping[str, Any],
-             note: str = "") -> ScenarioFinished:
-    """The scenario's outcome from its mismatches: only a broken MUST fails (conformance.verdict)."""
+             note: str = "", incidents: Mapping[str, tuple[Incident, ...]] | None = None,
+             spared: frozenset[str] = frozenset()) -> ScenarioFinished:
+    """The scenario's outcome from its mismatches: only a broken MUST fails (conformance.verdict); a mismatch
+    whose instance's answers the engine refused is charged to what the refusal breaks (conformance.attribution)."""
     levels = requirement_levels()
     found = [(f.check, m) for f in failures for m in f.found]
-    judged = judge([m for _, m in found], requirements=scenario.requirements, levels=levels)
+    incidents = incidents or {}
+    found = list(zip([c for c, _ in found], root_causes([m for _, m in found], incidents)))
+    judged = judge([m for _, m in found], requirements=scenario.requirements, levels=levels,
+                   charges=scenario.charges, spared=spared)
     known = judged.outcome is Outcome.FAILED and gap is not None
     verdicts = tuple((rid, Outcome.KNOWN_FAILURE if known and v is Outcome.FAILED else v)
                      for rid, v in judged.per_requirement)
     observations = tuple((m.field or check, m.text) for check, m in found if m.level is Level.OBSERVATION)
     data = failures_of(judged, found, reproduce=reproduce)
+    kept = tuple(i for found_ in incidents.values() for i in found_)
     common = dict(duration_s=duration, transcript=transcript, verdicts=verdicts, broken=judged.broken,
-                  observations=observations, failures=data, **base)
+                  observations=observations, failures=data, incidents=kept, **base)
     if judged.outcome is Outcome.PASSED:
         # Only a gap narrowed to named scenarios can be judged by one scenario passing.
         passed_gap = gap is not None and bool(gap.scenarios)

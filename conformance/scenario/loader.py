@@ -20,9 +20,10 @@ from conformance.scenario.placeholders import has_placeholder
 from conformance.scenario.source import SourceDoc, did_you_mean, load_source
 from conformance.scenario.steps import STEPS, OnInstance, Start, Step, WorkerArgs, read_args
 from conformance.scenario.wire import WireError, parse_event
+from conformance.verdict import Subject
 
 TOP_KEYS = {"id", "title", "kind", "requirements", "applies_to", "requires", "programs", "sidecar", "engine", "worker",
-            "start", "steps", "faults", "expect", "ledger", "checks", "timeout", "vector", "apps", "$schema"}
+            "start", "steps", "faults", "expect", "ledger", "checks", "charges", "timeout", "vector", "apps", "$schema"}
 APP_ID = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
 _WORKER_KINDS = tuple(k.name for k in STEPS.values() if issubclass(k.args, WorkerArgs))  # steps that bring programs
 SIDECAR_OPTIONS = {"max_payload", "activity_lease", "clock", "api_token", "task_execution_id"}
@@ -361,6 +362,7 @@ def _scenario(c: _Checker, doc: SourceDoc, *, path: Path, root: Path) -> Scenari
             if name not in CHECKS:
                 c.err(("checks", i), f"unknown check {name!r}{did_you_mean(name, CHECKS)}; "
                                              f"known: {', '.join(sorted(CHECKS))}")
+    charges = _charges(c, data.get("charges") or {}, reqs)
     names: set[str] = set()
     starts: list[StartSpec] = []
     steps: list[Step] = []
@@ -405,8 +407,29 @@ def _scenario(c: _Checker, doc: SourceDoc, *, path: Path, root: Path) -> Scenari
         requirements=tuple(map(str, reqs or ())), applies_to=tuple(applies), requires=tuple(map(str, requires)),
         programs=bundle, programs_doc=dict(programs_raw or {}), kind=ScenarioKind(kind), sidecar=dict(sidecar),
         engine=engine, worker=dict(worker), starts=tuple(starts), steps=tuple(steps), faults=faults, expect=expect, ledger=ledger,
-        checks=tuple(checks), timeout=timeout, vector=vector, span=doc.span(()),
+        checks=tuple(checks), charges=charges, timeout=timeout, vector=vector, span=doc.span(()),
         requirements_span=doc.span(("requirements",)), apps=apps)
+
+
+def _charges(c: _Checker, raw: Any, reqs: Any) -> dict[Subject, str]:
+    """`charges: {subject: requirement}`: where this scenario's mismatches of a subject weigh (attribution.py);
+    the requirement must be one the scenario lists."""
+    if not isinstance(raw, Mapping):
+        c.err(("charges",), "charges maps a mismatch subject to a requirement the scenario lists, e.g. "
+                            "{custom_status: LIFE-CUSTOM-001}")
+        return {}
+    out: dict[Subject, str] = {}
+    listed = set(map(str, reqs)) if isinstance(reqs, (list, tuple)) else set()  # a bad list is reported already
+    for key, rid in raw.items():
+        if key not in Subject.__members__.values():
+            c.err(("charges", key), f"unknown mismatch subject {key!r}{did_you_mean(str(key), [s.value for s in Subject])}"
+                                    f"; known: {', '.join(s.value for s in Subject)}")
+        elif str(rid) not in listed:
+            c.err(("charges", key), f"charges {key} to {rid!r}, which the scenario's requirements do not list; "
+                                    "add it to requirements or name a listed one")
+        else:
+            out[Subject(key)] = str(rid)
+    return out
 
 
 def _access_policy(c: _Checker, raw: Any, path: tuple[Any, ...]) -> tuple[AccessRule, ...]:

@@ -15,6 +15,7 @@ from taskhub_programs import Bundle
 
 from conformance.scenario.engine import NO_SETTINGS, EngineSettings
 from conformance.scenario.source import Span
+from conformance.verdict import Subject
 
 if TYPE_CHECKING:
     from conformance.scenario.steps import Step
@@ -189,6 +190,9 @@ class Scenario:
     expect: Mapping[str, Expectation] = field(default_factory=dict)  # instance name or id pattern -> expectation
     ledger: LedgerExpect | None = None
     checks: tuple[str, ...] = ()
+    # `charges:` subject -> requirement: where this scenario's mismatches of that subject weigh, stated in the
+    # YAML (conformance/attribution.py; without it, the registry decides).
+    charges: Mapping[Subject, str] = field(default_factory=dict)
     timeout: float = 30.0
     vector: Vector | None = None
     span: Span | None = None

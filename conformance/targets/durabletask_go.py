@@ -97,6 +97,12 @@ class RunningSidecar:
         return self._process
 
     @property
+    def log_paths(self) -> list[Path]:
+        """Its stdout and stderr files, every start's (the runner names them in a failure and reads there what
+        the engine refused, as it keeps no record of its own)."""
+        return sorted(self.log_dir.glob("durabletask-go-*.log"))
+
+    @property
     def port(self) -> int:
         return self._port
 

@@ -25,6 +25,7 @@ from fake_worker.client import Worker, WorkerOptions
 from fake_worker.replay import TurnResult, execute
 from fake_worker.replay.executor import OPTIONAL_TIMER_FIRE_AT
 from fake_worker.replay.simulate import run_pure_activity
+from taskhub_core.incidents import Incident
 from taskhub_programs import Bundle
 from taskhub_wire.limits import DEFAULT_MAX_MESSAGE_BYTES
 
@@ -93,6 +94,10 @@ class ReferenceSidecar:
 
     def counters(self) -> dict[str, int]:
         return dict(vars(self.engine.counters))
+
+    def incidents(self) -> dict[str, tuple[Incident, ...]]:
+        """What the engine refused, redelivered or dropped, per instance (taskhub_core.incidents)."""
+        return self.engine.incidents.snapshot()
 
 
 def _retention_seconds(retention: Retention | None) -> dict[str, float]:

@@ -16,6 +16,7 @@ from taskhub_core import machine
 from taskhub_core.actions import child_result
 from taskhub_core.history import fresh_opened
 from taskhub_core.inbox import next_generation, timer_due_ns, without_timers
+from taskhub_core.incidents import Incident, IncidentKind
 from taskhub_core.patches import REFUSALS_BEFORE_STALL, refusal_stall
 from taskhub_core.turn import Decision, TurnKind, abandon as abandoned
 from taskhub_wire import pb
@@ -42,6 +43,8 @@ def complete_activity(eng: Engine, resp: pb.ActivityResponse) -> CompletionOutco
         if inst is None or act is None:
             eng.counters.unknown_activity += 1
             log.info("ignored CompleteActivityTask for %s/%s: no pending dispatch", resp.instanceId, resp.taskId)
+            eng.incidents.record(Incident(kind=IncidentKind.NO_PENDING, instance=resp.instanceId,
+                                          text=f"CompleteActivityTask for task {resp.taskId}: no pending dispatch"))
             if inst is not None and eng.policy.applies_unmatched_activity(inst=inst, resp=resp):
                 _queue_result(eng, inst, _result_event(eng, resp, task_execution_id=""))
                 return CompletionOutcome.APPLIED
@@ -49,7 +52,7 @@ def complete_activity(eng: Engine, resp: pb.ActivityResponse) -> CompletionOutco
         if not eng.dispatcher.token_ok(act.token, resp.completionToken):
             eng.counters.zombie_activity += 1
             eng.dispatcher.log_refused_token(f"CompleteActivityTask for {resp.instanceId}/{resp.taskId}",
-                                             resp.completionToken)
+                                             resp.completionToken, instance=resp.instanceId)
             return CompletionOutcome.STALE
         ev = _result_event(eng, resp, task_execution_id=act.request.taskExecutionId)
         if act.router is not None:
@@ -93,11 +96,14 @@ def complete_turn(eng: Engine, resp: pb.WorkflowResponse) -> CompletionOutcome:
         if inst is None or inst.turn is None:
             eng.counters.unknown_turn += 1
             log.info("ignored CompleteWorkflowTask for %s: no turn in flight", resp.instanceId)
+            eng.incidents.record(Incident(kind=IncidentKind.NO_PENDING, instance=resp.instanceId,
+                                          text="CompleteWorkflowTask: no turn in flight"))
             return CompletionOutcome.UNKNOWN
         turn = inst.turn
         if not eng.dispatcher.token_ok(turn.token, resp.completionToken):
             eng.counters.zombie_turn += 1
-            eng.dispatcher.log_refused_token(f"CompleteWorkflowTask for {resp.instanceId}", resp.completionToken)
+            eng.dispatcher.log_refused_token(f"CompleteWorkflowTask for {resp.instanceId}", resp.completionToken,
+                                             instance=resp.instanceId)
             return CompletionOutcome.STALE
         inst.turn = None
         eng.dispatcher.settled(WorkRef.turn(inst.iid), turn.stream)
@@ -107,6 +113,10 @@ def complete_turn(eng: Engine, resp: pb.WorkflowResponse) -> CompletionOutcome:
             log.exception("could not apply the answer for %s", inst.iid)
             outcome = abandoned(f"the answer could not be applied: {exc!r}")
         if outcome.kind is TurnKind.ABANDON:
+            kind = (IncidentKind.STALE_ANSWER if outcome.stale is not None else IncidentKind.MALFORMED_ANSWER
+                    if outcome.malformed else IncidentKind.ANSWER_NOT_APPLIED)
+            eng.incidents.record(Incident(kind=kind, instance=inst.iid, action=outcome.stale,
+                                          text=f"refused the answer ({outcome.reason}); the turn is delivered again"))
             abandon(eng, inst, outcome.reason, refused_answer=True)
             return CompletionOutcome.ABANDONED
         if outcome.kind is TurnKind.STALL:
@@ -141,6 +151,8 @@ def abandon(eng: Engine, inst: Instance, reason: str, *, refused_answer: bool = 
     inst.retries += 1
     if refused_answer and inst.retries >= REFUSALS_BEFORE_STALL and not inst.suspended:
         log.warning("refused the answer for %s %d times in a row (%s); stalling it", inst.iid, inst.retries, reason)
+        eng.incidents.record(Incident(kind=IncidentKind.STALLED_AFTER_REFUSALS, instance=inst.iid,
+                                      text=f"refused the answer {inst.retries} times in a row ({reason}); stalled it"))
         eng.table.stall(inst, refusal_stall(reason, refusals=inst.retries))
         inst.retries = 0
         return

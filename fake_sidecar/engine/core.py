@@ -20,6 +20,7 @@ from taskhub_wire import pb
 from fake_sidecar.engine import completions, errors, management, rerun
 from fake_sidecar.engine.clock import Clock
 from fake_sidecar.engine.config import Counters, EngineConfig, TaskExecutionIdMode
+from fake_sidecar.engine.incidents import IncidentLog
 from fake_sidecar.engine.dispatcher import Dispatcher
 from fake_sidecar.engine.instances import InstanceTable
 from fake_sidecar.engine.model import CompletionOutcome, Instance, InstanceView
@@ -39,12 +40,14 @@ class Engine:
         self.config = config
         self.policy = policy
         self.counters = Counters()
+        self.incidents = IncidentLog()  # what it refused, redelivered or dropped, per instance
         self.lock = threading.RLock()
         self.closed = False
         self.ticker = Ticker(clock=clock, lock=self.lock)
         self.table = InstanceTable(store=store, ticker=self.ticker)
         self.dispatcher = Dispatcher(lock=self.lock, table=self.table, ticker=self.ticker, policy=policy,
-                                     config=config, counters=self.counters, closed=lambda: self.closed)
+                                     config=config, counters=self.counters, closed=lambda: self.closed,
+                                     incidents=self.incidents)
         self.table.on_reloaded = self.dispatcher.requeue
         self.dispatcher.on_terminal = lambda inst, visible: completions.drop_for_terminal(self, inst, visible)
         self.vectors: VectorChannel | None = None  # made by the first inject_turn (test vectors only)

@@ -18,11 +18,13 @@ from typing import Callable, Protocol
 
 from taskhub_core.delivery import deliver
 from taskhub_core.delivery import visible as taken
+from taskhub_core.incidents import Incident, IncidentKind
 from taskhub_wire import pb
 
 from fake_sidecar.engine import errors
 from fake_sidecar.engine.crossapp import activity_route
 from fake_sidecar.engine.config import Counters, EngineConfig, TaskExecutionIdMode
+from fake_sidecar.engine.incidents import IncidentLog
 from fake_sidecar.engine.instances import InstanceTable
 from fake_sidecar.engine.model import (
     NEVER_NS, InboxEntry, Instance, PendingActivity, Stream, Turn, WorkKind, WorkRef,
@@ -46,13 +48,15 @@ class Dispatcher:
     """Queues, streams, tokens and leases; every method is called under the engine lock."""
 
     def __init__(self, *, lock: threading.RLock, table: InstanceTable, ticker: Ticker, policy: EnginePolicy,
-                 config: EngineConfig, counters: Counters, closed: Callable[[], bool]) -> None:
+                 config: EngineConfig, counters: Counters, closed: Callable[[], bool],
+                 incidents: IncidentLog | None = None) -> None:
         self._work = threading.Condition(lock)
         self._table = table
         self._ticker = ticker
         self._policy = policy
         self._config = config
         self._counters = counters
+        self.incidents = incidents if incidents is not None else IncidentLog()
         self._payload: PayloadLimit | None = config.payload_limit()
         # One queue per app (R11.1): a stream takes only its app's work. "" is the default app, the
         # only one unless the engine hosts several.
@@ -165,12 +169,18 @@ class Dispatcher:
                 return
             self._counters.abandoned_turns += 1
             self._refusals.lost(ref)
+            self.incidents.record(Incident(kind=IncidentKind.REDELIVERED, instance=inst.iid,
+                                           text=f"the turn was out on stream {sid}, which closed unanswered; "
+                                                "delivered again"))
             self.maybe_queue(inst)
         else:
             act = inst.activities.get(ref.task_id)
             if act is not None and act.stream == sid and self._policy.redelivers(ref=ref):
                 self._counters.redispatched_activities += 1
                 self._refusals.lost(ref)
+                self.incidents.record(Incident(kind=IncidentKind.REDELIVERED, instance=inst.iid,
+                                               text=f"activity {act.task_id} was out on stream {sid}, which closed "
+                                                    "unanswered; dispatched again"))
                 self.queue_activity(inst, act)
 
     def settled(self, ref: WorkRef, sid: int | None) -> None:
@@ -187,8 +197,11 @@ class Dispatcher:
     def token_ok(self, current: str | None, sent: str) -> bool:
         return self._policy.token_ok(current=current, sent=sent, strict=self._config.strict_tokens)
 
-    @staticmethod
-    def log_refused_token(what: str, sent: str) -> None:
+    def log_refused_token(self, what: str, sent: str, *, instance: str) -> None:
+        self.incidents.record(Incident(kind=IncidentKind.STALE_TOKEN, instance=instance,
+                                       text=f"ignored {what}: " + ("its completion token is not the current "
+                                                                   "dispatch's (a zombie's)" if sent else
+                                                                   "no completion token (--strict-tokens)")))
         if sent:
             log.info("ignored stale %s (zombie token)", what)
         else:
@@ -302,6 +315,10 @@ class Dispatcher:
         turn = deliver(visible, now_ns=now, clock=self._ticker.now, started=inst.started, resolved=inst.resolved,
                        is_duplicate=lambda key, seen: self._policy.is_duplicate(inst=inst, key=key, seen=seen))
         self._counters.duplicate_dropped += turn.duplicates
+        if turn.duplicates:
+            self.incidents.record(Incident(kind=IncidentKind.DUPLICATE_DROPPED, instance=inst.iid,
+                                           text=f"dropped {turn.duplicates} resolution(s) already in history or "
+                                                "delivered twice (R2.7)"))
         delivered, consumed = list(turn.new_events), list(turn.consumed)
         token = uuid.uuid4().hex
         stream = self._streams[sid]
@@ -352,6 +369,9 @@ class Dispatcher:
                     stream.out.discard(WorkRef.activity(inst.iid, act.task_id))
                 self._counters.redispatched_activities += 1
                 log.info("activity lease expired for %s/%s; dispatching again", inst.iid, act.task_id)
+                self.incidents.record(Incident(kind=IncidentKind.REDELIVERED, instance=inst.iid,
+                                               text=f"activity {act.task_id}'s lease ran out unanswered; "
+                                                    "dispatched again with a new token"))
                 self.queue_activity(inst, act)
 
 

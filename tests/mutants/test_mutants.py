@@ -31,6 +31,9 @@ TARGETED = {
     "terminates-with-failure": ["lifecycle/terminate-running"],
     "reorders-actions": ["vectors/fan-out-order"],
     "reuses-task-execution-ids": ["vectors/task-execution-ids-differ"],
+    # Charged to what they break (tests/verdicts/test_attribution.py reads the requirement and the text).
+    "retry-reuses-action-id": ["history/duplicate-failure-recorded-once"],
+    "custom-status-encoded-twice": ["vectors/completion-result"],
 }
 CONTROL = "activities/chain"
 # A mutant that the control itself exercises is checked against another plain scenario.

@@ -8,6 +8,8 @@ answers.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -159,11 +161,11 @@ class TerminatesWithFailure(_Restamps):
         return out
 
 
-def _reorder(result: TurnResult) -> TurnResult:
+def _reorder(result: TurnResult, history: Sequence[pb.HistoryEvent]) -> TurnResult:
     return replace(result, actions=tuple(reversed(result.actions)))
 
 
-def _reuse_ids(result: TurnResult) -> TurnResult:
+def _reuse_ids(result: TurnResult, history: Sequence[pb.HistoryEvent]) -> TurnResult:
     first = next((a.scheduleTask.taskExecutionId for a in result.actions if a.HasField("scheduleTask")), None)
     for a in result.actions:
         if a.HasField("scheduleTask") and first is not None:
@@ -171,13 +173,32 @@ def _reuse_ids(result: TurnResult) -> TurnResult:
     return result
 
 
-WORKER_MUTATIONS = {"reorders-actions": _reorder, "reuses-task-execution-ids": _reuse_ids}
+def _retry_reuses_action_id(result: TurnResult, history: Sequence[pb.HistoryEvent]) -> TurnResult:
+    """The upstream bug of a retry that schedules its next attempt at the failed attempt's action id: a
+    ScheduleTask of an activity whose earlier attempt failed in history takes that attempt's id."""
+    failed = {e.taskFailed.taskScheduledId for e in history if e.HasField("taskFailed")}
+    first = {e.taskScheduled.name: e.eventId for e in reversed(history)
+             if e.HasField("taskScheduled") and e.eventId in failed}
+    for a in result.actions:
+        if a.HasField("scheduleTask") and a.scheduleTask.name in first:
+            a.id = first[a.scheduleTask.name]
+    return result
+
+
+def _custom_status_encoded_twice(result: TurnResult, history: Sequence[pb.HistoryEvent]) -> TurnResult:
+    """A custom status JSON-encoded a second time ("\"finishing\"" for "finishing")."""
+    return replace(result, custom_status=None if result.custom_status is None else json.dumps(result.custom_status))
+
+
+WORKER_MUTATIONS = {"reorders-actions": _reorder, "reuses-task-execution-ids": _reuse_ids,
+                    "retry-reuses-action-id": _retry_reuses_action_id,
+                    "custom-status-encoded-twice": _custom_status_encoded_twice}
 
 
 def _mutant_worker(mutation: Any) -> type[Worker]:
     class Mutant(Worker):
         def answer(self, req: pb.WorkflowRequest) -> TurnResult:
-            return mutation(super().answer(req))
+            return mutation(super().answer(req), [*req.pastEvents, *req.newEvents])
 
     return Mutant
 
@@ -185,7 +206,7 @@ def _mutant_worker(mutation: Any) -> type[Worker]:
 def _mutant_replayer(mutation: Any):
     def make(bundle: Bundle):
         def replay(iid: str, past: Any, new: Any) -> dict[str, Any]:
-            result = mutation(execute(bundle, instance_id=iid, past=past, new=new))
+            result = mutation(execute(bundle, instance_id=iid, past=past, new=new), [*past, *new])
             return answer_dict(result.response(instance_id=iid, completion_token=""))
 
         return replay

@@ -278,7 +278,9 @@ def test_summary_json(reports):
             "pair": GO,
             "outcome": "FAILED",
             "requirements": ["ACT-ALO-001"],
+            "broken": [],
             "message": "activities/at-least-once on durabletask-go+dapr-python: 2 mismatches",
+            "incidents": [],
             "reproduce": "python -m conformance run scenarios/activities/at-least-once.yaml --pair durabletask-go+dapr-python",
         },
         {
@@ -286,7 +288,9 @@ def test_summary_json(reports):
             "pair": GO,
             "outcome": "ERROR",
             "requirements": ["RPL-PAT-002"],
+            "broken": [],
             "message": "the sidecar exited with status 2 during the scenario (stderr tail: panic: nil map)",
+            "incidents": [],
             "reproduce": "python -m conformance run scenarios/replay/patch-mismatch.yaml --pair durabletask-go+dapr-python",
         },
     ]

@@ -8,6 +8,7 @@ import grpc
 import pytest
 
 from fake_sidecar.server import SidecarServer
+from taskhub_core.incidents import IncidentKind
 from taskhub_wire import pb
 from taskhub_wire.rpc import TaskHubClient
 from tests.sidecar.rawworker import RawWorker, child, complete, kinds, schedule, timer
@@ -302,6 +303,10 @@ def test_stale_action_ids_redeliver_turn(sidecar, client, background):
     worker.answer(again, complete(2, "r"))
     wait_status(client, "st", pb.ORCHESTRATION_STATUS_COMPLETED)
     worker.cancel()
+    # The refusal is kept as data for the harness (taskhub_core.incidents), not only logged.
+    refused = [i for i in sidecar.engine.incidents.snapshot()["st"] if i.kind is IncidentKind.STALE_ANSWER]
+    assert [(i.action.id, i.action.kind, i.action.holder, i.action.holder_failed, i.count) for i in refused] == [
+        (1, "scheduleTask", "taskScheduled", False, 1)]
 
 
 def _optional_wait(action_id: int, name: str) -> pb.WorkflowAction:

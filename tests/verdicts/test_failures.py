@@ -6,7 +6,7 @@ from __future__ import annotations
 from conformance.events import Outcome, ScenarioFinished, from_json, to_json
 from conformance.reporting.catalogue import load_catalogue
 from conformance.failures import Failure, TargetMisbehaved, failures_of, render
-from conformance.verdict import CROSS_WORKER, Level, Mismatch, judge
+from conformance.verdict import CROSS_WORKER, Level, Mismatch, Subject, judge
 
 LEVELS = {"A-MUST-001": "MUST", "B-SHOULD-001": "SHOULD", CROSS_WORKER: "INFO"}
 
@@ -16,11 +16,12 @@ def _failures(found: list[tuple[str, Mismatch]], requirements: tuple[str, ...]) 
     return failures_of(judged, found, reproduce="conformance run --scenario s")
 
 
-def test_a_plain_mismatch_is_one_failure_per_requirement_at_its_level():
+def test_a_plain_mismatch_is_one_failure_at_one_level():
+    # One mismatch, one verdict: it weighs at the strongest level the scenario states, never as a MUST under
+    # one requirement and a SHOULD under another.
     found = [("expectations", Mismatch(text="x: expected 1, got 2", location="s.yaml:5", expected="1", got="2"))]
     failures = _failures(found, ("A-MUST-001", "B-SHOULD-001"))
-    assert [(f.requirement, f.level) for f in failures] == [("A-MUST-001", Level.MUST),
-                                                            ("B-SHOULD-001", Level.SHOULD)]
+    assert [(f.requirement, f.level) for f in failures] == [("A-MUST-001", Level.MUST)]
     assert all(f.check == "expectations" and f.location == "s.yaml:5" and (f.expected, f.got) == ("1", "2")
                and f.reproduce == "conformance run --scenario s" for f in failures)
 
@@ -69,7 +70,7 @@ def test_a_failure_names_the_requirement_and_the_contract_in_english_with_a_link
 
 
 def test_a_must_weighed_as_a_should_says_so_once():
-    text = render(_failures([("vector", Mismatch(text="no answer", level=Level.SHOULD))], ("RPL-ANSWER-001",)),
+    text = render(_failures([("vector", Mismatch(text="no answer", level=Level.SHOULD, subject=Subject.ANSWER))], ("RPL-ANSWER-001",)),
                   sources={}, reproduce="r")
     assert text.startswith("WARNING: RPL-ANSWER-001 — a MUST in the catalogue, weighed as a SHOULD")
     assert "WARNING: WARNING" not in text and "(SHOULD)" not in text.splitlines()[0]

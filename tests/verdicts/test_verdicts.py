@@ -18,11 +18,13 @@ from conformance.verdict import (
 LEVELS = {"R-MUST": "MUST", "R-SHOULD": "SHOULD", "R-MAY": "MAY", "R-INFO": "INFO"}
 
 
-def test_a_plain_mismatch_takes_the_level_of_each_requirement() -> None:
+def test_a_plain_mismatch_has_one_verdict_the_strongest_listed() -> None:
+    # Never FAILED under one requirement and a WARNING or OBSERVATION under another: the others stay PASSED.
     j = judge([Mismatch(text="x")], requirements=["R-MUST", "R-SHOULD", "R-INFO"], levels=LEVELS)
-    assert dict(j.per_requirement) == {"R-MUST": Outcome.FAILED, "R-SHOULD": Outcome.WARNING,
-                                       "R-INFO": Outcome.OBSERVATION}
+    assert dict(j.per_requirement) == {"R-MUST": Outcome.FAILED, "R-SHOULD": Outcome.PASSED,
+                                       "R-INFO": Outcome.PASSED}
     assert j.outcome is Outcome.FAILED and j.broken == ("R-MUST",)
+    assert {v for _, _, v in j.marks} == {Outcome.FAILED}
 
 
 def test_only_a_should_warns_and_only_an_info_observes() -> None:
@@ -52,10 +54,11 @@ def test_no_mismatch_passes() -> None:
 
 
 def test_requirements_with_the_same_mismatches_share_one_section() -> None:
-    j = judge([Mismatch(text="a"), Mismatch(text="b")], requirements=["R-MUST", "R-MAY"], levels=LEVELS)
+    j = judge([Mismatch(text="a"), Mismatch(text="b")], requirements=["R-MUST", "R-MUST2", "R-MAY"],
+              levels={**LEVELS, "R-MUST2": "MUST"})
     assert [(s.verdict, s.requirements, s.texts) for s in j.sections] == [
-        (Outcome.FAILED, ("R-MUST",), ("a", "b")), (Outcome.OBSERVATION, ("R-MAY",), ("a", "b"))]
-    assert j.sections[0].heading == "FAILED: breaks R-MUST (MUST)"
+        (Outcome.FAILED, ("R-MUST", "R-MUST2"), ("a", "b"))]
+    assert j.sections[0].heading == "FAILED: breaks R-MUST, R-MUST2 (MUST)"
 
 
 def _diffs(expected: object, got: object) -> list[Diff]:

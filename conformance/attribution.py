@@ -1,0 +1,155 @@
+"""Which requirement a mismatch is charged to: the registry keyed by what the mismatch is about.
+
+A scenario's listed requirements say what it means to check; a mismatch falls under the requirement
+its kind breaks (docs/verdicts.md "From mismatches to a verdict"):
+
+- a mismatch that names its requirement (a history rule, a replay of the worker's own history) is
+  charged to it alone;
+- a scenario's explicit `charges:` (subject -> requirement) comes next: written in the YAML, never guessed;
+- a subject with requirements of its own (`Charge.about`) is charged to those the scenario lists, else to
+  its first: a custom status encoded twice is RPL-EXEC-001 (the answer is not what the code set), never
+  the RPL-DET-001 a vector lists beside it;
+- any other mismatch weighs on the scenario's listed requirements that no subject keeps to itself
+  (`RESERVED`), at the strongest of their levels and only on those of that level: one mismatch, one
+  verdict (never FAILED under one requirement and an OBSERVATION under another). Where the scenario's
+  only strong requirements are reserved, the subject's `fallback` takes it.
+
+A root cause comes before all of these: where the engine refused the worker's answers for an instance
+(taskhub_core.incidents), what that instance then shows (a status never reached, an output never made)
+is charged to the requirement the refused answer breaks (`refusal_requirement`), with the refusal in
+its text: a retry that reuses its first attempt's action id is ACT-RETRY-001, not the HIST-DEDUP-001
+of the scenario it happened in (`root_causes`).
+
+Pure: `judge` (conformance/verdict.py) calls `charge` for every mismatch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from taskhub_core.incidents import REFUSED_ANSWERS, Incident, IncidentKind
+from taskhub_wire.kinds import ActionKind
+
+from conformance.verdict import CROSS_WORKER, Level, Mismatch, Subject
+
+EXECUTES = "RPL-EXEC-001"  # a turn is answered with what the workflow code does
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Charge:
+    """Where one subject of mismatch weighs."""
+
+    about: tuple[str, ...] = ()  # requirements this subject falls under (listed ones first, else the first)
+    reserved: bool = False  # `about` are broken by this subject only, whatever else a scenario lists
+    fallback: str = EXECUTES  # when the scenario's strong requirements are all reserved for other subjects
+
+
+CHARGES: Mapping[Subject, Charge] = {
+    Subject.DETERMINISM: Charge(about=("RPL-DET-001",), reserved=True),
+    Subject.ANSWER: Charge(about=("RPL-ANSWER-001",), reserved=True),
+    Subject.TASK_EXECUTION_ID: Charge(about=("ACT-TEID-003",), reserved=True),
+    # The answer's custom status is what the code set (RPL-EXEC-001); what GetInstance shows of it, LIFE-CUSTOM-001.
+    Subject.CUSTOM_STATUS: Charge(about=(EXECUTES, "LIFE-CUSTOM-001")),
+    Subject.VERSION: Charge(about=("VER-PIN-001", "PATCH-WORKER-001", "VER-NA-001")),
+    **{s: Charge() for s in (Subject.OUTCOME, Subject.EXISTS, Subject.STATUS, Subject.OUTPUT, Subject.FAILURE,
+                             Subject.STALL, Subject.HISTORY, Subject.LEDGER, Subject.STEP, Subject.ZOMBIE,
+                             Subject.ACTIONS, Subject.HISTORY_RULE)},
+}
+
+# Requirements only their own subject breaks: a status or an action never weighs on them.
+RESERVED = frozenset(r for c in CHARGES.values() if c.reserved for r in c.about)
+_STRENGTH = (Level.MUST, Level.SHOULD, Level.OBSERVATION)
+
+
+def charge(m: Mismatch, *, requirements: Sequence[str], levels: Mapping[str, str],
+           charges: Mapping[Subject, str], spared: frozenset[str] = frozenset()) -> tuple[tuple[str, ...], Level]:
+    """The requirements `m` weighs on and the one level it weighs at. `spared`: requirements of the side not
+    under test in this run (an engine's where a worker is tested on the reference engine): a subject with
+    requirements of its own does not go to them (a worker's custom status is RPL-EXEC-001, not LIFE-CUSTOM-001)."""
+
+    def level_of(rid: str) -> Level:
+        return Level.of_requirement(levels.get(rid, "MUST"))
+
+    if m.requirement is not None:
+        return (m.requirement,), m.level or level_of(m.requirement)
+    if m.subject in charges:
+        rid = charges[m.subject]
+        return (rid,), m.level or level_of(rid)
+    rule = CHARGES[m.subject]
+    open_ = [r for r in requirements if r not in RESERVED]
+    if m.level is Level.OBSERVATION:
+        # A difference the contract allows: filed under the scenario's MAY/INFO requirements, else RPL-XREF-001.
+        same = [r for r in open_ if level_of(r) is Level.OBSERVATION]
+        return tuple(same) or (CROSS_WORKER,), Level.OBSERVATION
+    if rule.about:
+        listed = [r for r in requirements if r in rule.about and r not in spared]
+        return _strongest(listed or [rule.about[0]], level_of, m.level)
+    if not requirements:
+        return ("(no requirement)",), m.level or Level.MUST
+    if m.level is not None:
+        same = [r for r in open_ if level_of(r) is m.level]
+        return tuple(same or open_[:1] or [rule.fallback]), m.level
+    strong = [r for r in open_ if level_of(r) is not Level.OBSERVATION]
+    if strong:
+        return _strongest(strong, level_of, None)
+    if all(level_of(r) is Level.OBSERVATION for r in requirements):
+        # The scenario states only MAY/INFO requirements: what it finds is an observation there.
+        return tuple(open_) or (CROSS_WORKER,), Level.OBSERVATION
+    return (rule.fallback,), level_of(rule.fallback)
+
+
+def _strongest(rids: Sequence[str], level_of, level: Level | None) -> tuple[tuple[str, ...], Level]:
+    """`rids` at one level: `level` if the mismatch has one, else the strongest of theirs (those of it only)."""
+    if level is not None:
+        return tuple(rids), level
+    top = min((level_of(r) for r in rids), key=_STRENGTH.index)
+    return tuple(r for r in rids if level_of(r) is top), top
+
+
+# ------------------------------------------------------------------------------------------ root causes
+
+# A retry reuses the failed attempt's id: the requirement that gives each attempt its own action id.
+_RETRIES = {ActionKind.SCHEDULE_TASK.field: "ACT-RETRY-001", ActionKind.CREATE_CHILD_WORKFLOW.field: "CHILD-RETRY-001"}
+# What a refused answer leads to: the subjects a root cause re-charges (not a check's own requirement).
+_CONSEQUENCES = frozenset({Subject.OUTCOME, Subject.EXISTS, Subject.STATUS, Subject.OUTPUT, Subject.CUSTOM_STATUS,
+                           Subject.STALL, Subject.HISTORY, Subject.LEDGER, Subject.STEP})
+
+
+def refusal_requirement(incident: Incident) -> str | None:
+    """The requirement a refused answer breaks (None: not the worker's doing)."""
+    if incident.kind not in REFUSED_ANSWERS or incident.kind is IncidentKind.STALLED_AFTER_REFUSALS:
+        return None
+    action = incident.action
+    if action is not None and action.holder_failed and action.kind in _RETRIES:
+        return _RETRIES[action.kind]
+    return EXECUTES  # an answer the engine cannot record is not what the code does (R3.13, R3.14)
+
+
+def root_causes(mismatches: Sequence[Mismatch], incidents: Mapping[str, Sequence[Incident]]) -> list[Mismatch]:
+    """`mismatches`, those about an instance whose answers the engine refused (or one of its children, whose
+    ids start with the parent's) charged to the refusal's requirement, the refusal named in their text."""
+    out = []
+    for m in mismatches:
+        cause = _first_refusal(m.instance, incidents) if m.instance and m.subject in _CONSEQUENCES else None
+        if cause is None or m.requirement is not None or m.level is not None:
+            out.append(m)
+            continue
+        rid = refusal_requirement(cause)
+        assert rid is not None
+        why = cause.action.text if cause.action is not None else cause.text
+        out.append(replace(m, requirement=rid, text=f"{m.text} [root cause: the engine refused the worker's answer: "
+                                                    f"{why}]"))
+    return out
+
+
+def _first_refusal(instance: str, incidents: Mapping[str, Sequence[Incident]]) -> Incident | None:
+    for iid in sorted(incidents, key=lambda i: (i != instance, i)):
+        if iid == instance or iid.startswith(instance):
+            found = next((i for i in incidents[iid] if refusal_requirement(i) is not None), None)
+            if found is not None:
+                return found
+    return None
+
+
+__all__ = ["CHARGES", "Charge", "RESERVED", "charge", "refusal_requirement", "root_causes"]
