@@ -497,7 +497,8 @@ def _on_purge(at: _At, a: steps.Purge) -> None:
     req = pb.PurgeInstancesRequest(instanceId=at.run.iid(a.instance), recursive=a.recursive)
     if a.force is not None:
         req.force = a.force
-    at.rpc("PurgeInstances", req)
+    _rpc(at.run, at.h.app_client(a.app), "PurgeInstances", req, expect=at.step.expect_error, where=at.where,
+         timeout=at.timeout)
 
 
 def _on_worker(at: _At, a: steps.RestartWorker | steps.StartWorker | steps.StopWorker) -> None:

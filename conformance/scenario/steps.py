@@ -250,6 +250,8 @@ class Terminate(OnInstance):
 class Purge(OnInstance):
     recursive: bool = arg("recursive", FLAG, default=False)
     force: bool | None = arg("force", FLAG)
+    app: str | None = arg("app", TEXT, doc="Several apps: purge through this app's sidecar (default: the first "
+                                           "app; each app purges only its own instances, R11.6).")
 
 
 @dataclass(frozen=True, kw_only=True)
