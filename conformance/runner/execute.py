@@ -179,23 +179,25 @@ def _rpc(run: _Run, client: _Client, rpc: str, request: Any, *, expect: ErrorExp
 
 
 def _raw_call(run: "_Run", h: "_Harness", method: Any, request: Any, *, expect: ErrorExpect | None, where: _Where,
-              timeout: float, metadata: tuple[tuple[str, str], ...] | None) -> Any:
-    """Any RPC of either service on the sidecar, optionally with exactly the given metadata."""
-    call = h.client.channel.unary_unary(method.path, request_serializer=method.request.SerializeToString,
-                                         response_deserializer=method.response.FromString)
+              timeout: float, metadata: tuple[tuple[str, str], ...] | None, app: str | None = None) -> Any:
+    """Any RPC of either service on the sidecar (of `app`, with several), optionally with exactly the
+    given metadata."""
+    client = h.app_client(app)
+    call = client.channel.unary_unary(method.path, request_serializer=method.request.SerializeToString,
+                                       response_deserializer=method.response.FromString)
     t = time.monotonic() - run.began
-    h.client.claim(request)
+    client.claim(request)
     try:
-        resp = call(request, timeout=timeout, metadata=h.client.metadata if metadata is None else metadata)
+        resp = call(request, timeout=timeout, metadata=client.metadata if metadata is None else metadata)
     except grpc.RpcError as exc:
-        h.client._log(t, method.name, request, None, f"{exc.code().name}: {exc.details()}")
-        h.client.calls.append((t, method.name, request, None, f"{exc.code().name}: {exc.details()}"))
+        client._log(t, method.name, request, None, f"{exc.code().name}: {exc.details()}")
+        client.calls.append((t, method.name, request, None, f"{exc.code().name}: {exc.details()}"))
         if expect is not None:
             _expect_error(exc, expect, where)
             return None
         raise _step_failed(where, f"{where}: {method.name} failed: {exc.code().name}: {exc.details()}") from None
-    h.client._log(t, method.name, request, resp, None)
-    h.client.calls.append((t, method.name, request, resp, None))
+    client._log(t, method.name, request, resp, None)
+    client.calls.append((t, method.name, request, resp, None))
     if expect is not None:
         raise _step_failed(where, f"{where}: expected {method.name} to fail ({'/'.join(expect.codes) or 'non-OK'}), "
                          "but it succeeded")
@@ -555,7 +557,7 @@ def _on_call(at: _At, a: steps.Call) -> None:
     deadline = None if a.within is None else time.monotonic() + a.within
     while True:
         resp = _raw_call(run, h, method, request, expect=at.step.expect_error, where=at.where, timeout=at.timeout,
-                         metadata=a.metadata)
+                         metadata=a.metadata, app=a.app)
         if resp is None or a.response is MISSING:
             return
         matcher = Matcher(captures=dict(run.vars))
