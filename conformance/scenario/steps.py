@@ -250,8 +250,6 @@ class Terminate(OnInstance):
 class Purge(OnInstance):
     recursive: bool = arg("recursive", FLAG, default=False)
     force: bool | None = arg("force", FLAG)
-    app: str | None = arg("app", TEXT, doc="Several apps: purge through this app's sidecar (default: the first "
-                                           "app; each app purges only its own instances, R11.6).")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -321,7 +319,7 @@ class Call:
         "within", DURATION,
         doc="Wait for a state: repeat the call until its response matches `expect` or this long has passed "
             "(the last mismatch is the failure). Default: one call.")
-    app: str | None = arg("app", TEXT, doc="Several apps: call through this app's sidecar (default: the first app).")
+    app: str | None = arg("app", TEXT, doc="Several apps: call this app's sidecar (default: the first app).")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -466,10 +466,9 @@ def test_virtual_clock_fires_a_day_long_timer_at_once(background):
         fut = background.submit(client.call, "StartInstance", create("vc"), timeout=10)
         worker.answer(worker.next_workflow(), timer(1, time.time_ns() + 86400 * 10**9))
         fut.result(timeout=10)
-        began = time.monotonic()
-        fired = worker.next_workflow(timeout=5)
+        # A ten-day timer fires at once: the deadline is a hang's, not a timing assertion.
+        fired = worker.next_workflow(timeout=60)
         assert fired.workflowRequest.newEvents[1].timerFired.timerId == 1
-        assert time.monotonic() - began < 3
         worker.cancel()
     finally:
         channel.close()
