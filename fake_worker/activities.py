@@ -7,7 +7,9 @@ effects (the sleep, the ledger line).
 
 `propagated` returns what history the call received (history propagation): null when none, else
 {"scope": "own" | "lineage", "chunks": [{"app": <app id>, "instance": <instance id>,
-"workflow": <workflow name>}, ...]} in the order received. Its input is ignored.
+"workflow": <workflow name>}, ...]} in the order received. With the input {"events": true} each chunk
+also lists its events, {"kind", and "name", "input", "result", "error" where the event has them}
+(capability propagated_events); any other input is ignored.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from google.protobuf import empty_pb2
 from google.protobuf.message import Message
 
 from taskhub_wire import pb
+from taskhub_wire.kinds import EventKind
 from taskhub_wire.rpc import TaskHubClient
 
 from taskhub_wire.limits import DEFAULT_MAX_MESSAGE_BYTES
@@ -247,11 +248,11 @@ class Worker:
         resp = pb.ActivityResponse(instanceId=req.workflowInstance.instanceId, taskId=req.taskId,
                                    completionToken=item.completionToken)
         try:
-            value = self.activities.run(name=req.name,
-                                        input=_decode(req.input.value) if req.HasField("input") else None,
+            arg = _decode(req.input.value) if req.HasField("input") else None
+            value = self.activities.run(name=req.name, input=arg,
                                         instance_id=req.workflowInstance.instanceId, task_id=req.taskId,
                                         task_execution_id=req.taskExecutionId,
-                                        propagated=propagated_summary(req))
+                                        propagated=propagated_summary(req, events=wants_events(arg)))
             if value is not None:
                 resp.result.value = _encode(value)
         except ActivityFailure as exc:
@@ -313,10 +314,39 @@ def _decode(text: str) -> object:
 _SCOPE_NAMES = {pb.HISTORY_PROPAGATION_SCOPE_OWN_HISTORY: "own", pb.HISTORY_PROPAGATION_SCOPE_LINEAGE: "lineage"}
 
 
-def propagated_summary(req: pb.ActivityRequest) -> Any:
+def wants_events(arg: Any) -> bool:
+    """`propagated` with input {"events": true} also lists each chunk's events (capability propagated_events)."""
+    return isinstance(arg, dict) and arg.get("events") is True
+
+
+def propagated_summary(req: pb.ActivityRequest, *, events: bool = False) -> Any:
     """The `propagated` built-in's value: which chunks of history the activity received, or None."""
     if not req.HasField("propagatedHistory"):
         return None
     ph = req.propagatedHistory
-    return {"scope": _SCOPE_NAMES.get(ph.scope, "none"),
-            "chunks": [{"app": c.appId, "instance": c.instanceId, "workflow": c.workflowName} for c in ph.chunks]}
+    chunks = []
+    for c in ph.chunks:
+        chunk: dict[str, Any] = {"app": c.appId, "instance": c.instanceId, "workflow": c.workflowName}
+        if events:
+            chunk["events"] = [_event_summary(pb.HistoryEvent.FromString(raw)) for raw in c.rawEvents]
+        chunks.append(chunk)
+    return {"scope": _SCOPE_NAMES.get(ph.scope, "none"), "chunks": chunks}
+
+
+def _event_summary(ev: pb.HistoryEvent) -> dict[str, Any]:
+    """One propagated event as the `propagated` built-in lists it: its kind, and the name, input,
+    result and failure message where the event has them (JSON payloads decoded)."""
+    field = ev.WhichOneof("eventType")
+    out: dict[str, Any] = {"kind": str(EventKind.from_field(field)) if field else "unknown"}
+    if not field:
+        return out
+    body = getattr(ev, field)
+    fields = body.DESCRIPTOR.fields_by_name
+    if "name" in fields and body.name:
+        out["name"] = body.name
+    for key in ("input", "result"):
+        if key in fields and body.HasField(key):
+            out[key] = _decode(getattr(body, key).value)
+    if "failureDetails" in fields and body.HasField("failureDetails"):
+        out["error"] = body.failureDetails.errorMessage
+    return out

@@ -16,8 +16,9 @@ from taskhub_programs.language import (
 # Step kind -> the capability every step of that kind needs.
 STEP_NEEDS: dict[type, str] = {CallChild: "children", Timer: "timers", WaitEvent: "events", IfPatched: "patching"}
 VERSIONS, RETRIES, CARRY_EVENTS = "versions", "retries", "carry_events"
-# Workflows across apps (`app:`) and history propagation (`propagation:`, the `propagated` built-in).
-CROSSAPP, PROPAGATION = "crossapp", "propagation"
+# Workflows across apps (`app:`) and history propagation (`propagation:`, the `propagated` built-in;
+# with the input {"events": true} it also lists each chunk's events).
+CROSSAPP, PROPAGATION, PROPAGATED_EVENTS = "crossapp", "propagation", "propagated_events"
 
 
 def needs(bundle: Bundle) -> Iterator[tuple[str, str]]:
@@ -43,6 +44,8 @@ def _steps(steps: Sequence[Step], path: str) -> Iterator[tuple[str, str]]:
             yield PROPAGATION, f"{here}.propagation"
         if isinstance(step, CallActivity) and step.name == "propagated":
             yield PROPAGATION, f"{here}.name"
+            if _asks_events(step.input):
+                yield PROPAGATED_EVENTS, f"{here}.input"
         if isinstance(step, ContinueAsNew) and step.carry_events:
             yield CARRY_EVENTS, f"{here}.carry_events"
         if isinstance(step, (All, AnyOf)):
@@ -50,3 +53,8 @@ def _steps(steps: Sequence[Step], path: str) -> Iterator[tuple[str, str]]:
         if isinstance(step, (If, IfPatched)):
             yield from _steps(step.then, f"{here}.then")
             yield from _steps(step.else_, f"{here}.else")
+
+
+def _asks_events(expr: object) -> bool:
+    """A literal {"events": true} input (the parser keeps a literal mapping as it is)."""
+    return expr == {"events": True}

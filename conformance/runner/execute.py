@@ -540,11 +540,19 @@ def _on_add_worker(at: _At, a: steps.AddWorker) -> None:
 
 
 def _on_kill_sidecar(at: _At, a: steps.KillSidecar) -> None:
-    at.h.sidecar.kill()
+    if a.app is not None:
+        at.h.app_client(a.app)  # an app the scenario declares
+        at.h.sidecar.kill(app=a.app)
+    else:
+        at.h.sidecar.kill()
 
 
 def _on_restart_sidecar(at: _At, a: steps.RestartSidecar) -> None:
-    at.h.sidecar.restart()
+    if a.app is not None:
+        at.h.app_client(a.app)
+        at.h.sidecar.restart(app=a.app)
+    else:
+        at.h.sidecar.restart()
     if at.h.sidecar.address != at.h.client.address:
         raise HarnessError(f"{at.where}: the sidecar came back on another address ({at.h.sidecar.address})")
 

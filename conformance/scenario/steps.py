@@ -281,14 +281,18 @@ class AddWorker:
     pass
 
 
+_SIDECAR_APP_DOC = ("Several apps: only this app's sidecar (on daprd that app's daprd; the reference sidecar hosts "
+                    "every app in one process, which restarts whole).")
+
+
 @dataclass(frozen=True, kw_only=True)
 class KillSidecar:
-    pass
+    app: str | None = arg("app", TEXT, doc=_SIDECAR_APP_DOC)
 
 
 @dataclass(frozen=True, kw_only=True)
 class RestartSidecar:
-    pass
+    app: str | None = arg("app", TEXT, doc=_SIDECAR_APP_DOC)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -384,13 +384,17 @@ class DaprdApps:
         for d in self.apps.values():
             d.stop()
 
-    def kill(self) -> None:
-        for d in self.apps.values():
+    def kill(self, *, app: str | None = None) -> None:
+        for d in self._each(app):
             d.kill()
 
-    def restart(self) -> None:
-        for d in self.apps.values():
+    def restart(self, *, app: str | None = None) -> None:
+        for d in self._each(app):
             d.restart()
+
+    def _each(self, app: str | None) -> list[DaprdSidecar]:
+        """Every app's daprd, or only `app`'s (a scenario step restarting one app)."""
+        return list(self.apps.values()) if app is None else [self.apps[app]]
 
     def __repr__(self) -> str:
         return f"<DaprdApps {self.version} {', '.join(self.apps)}>"

@@ -45,6 +45,7 @@ class ReferenceSidecar:
         self.engine_class = engine_class
         self.policy = policy
         self._app_ports: dict[str, int] = {}  # a restart keeps every app's address
+        self._down = False  # stopped or killed: a restart first stops a running server, as daprd's does
         self.server = self._start(port=0)
         self._app_ports = {app: int(addr.rsplit(":", 1)[1]) for app, addr in self.server.app_addresses.items()}
         self.address = self.server.address
@@ -81,15 +82,20 @@ class ReferenceSidecar:
 
     def stop(self) -> None:
         self.server.stop(grace=0.5)
+        self._down = True
 
-    def kill(self) -> None:
+    def kill(self, *, app: str | None = None) -> None:
         # In-process there is no kill -9; everything the engine acknowledged is already committed,
         # and in-memory state is dropped, which is what a crash does (tests/sidecar/test_durability.py
-        # kills a real process).
+        # kills a real process). One process hosts every app (R11.1 REF): `app` stops them all.
         self.server.stop(grace=0)
+        self._down = True
 
-    def restart(self) -> None:
+    def restart(self, *, app: str | None = None) -> None:
+        if not self._down:
+            self.server.stop(grace=0.5)
         self.server = self._start(port=self.server.port)
+        self._down = False
         self.address = self.server.address
 
     def counters(self) -> dict[str, int]:

@@ -213,7 +213,13 @@ def _perform(eng: Engine, inst: Instance, effect: machine.Effect, tx: Tx, routes
                 table.add_inbox(inst, item.event, tx, visible_at=timer_due_ns(item.event))
         case machine.ChildStarted(child=child):
             app, incoming = routes.children.get(child.parent_task_id, (inst.app, None))
-            if not child.detached and not _allowed(eng, inst, app, "workflow", child.start.executionStarted.name):
+            if not _allowed(eng, inst, app, "workflow", child.start.executionStarted.name):
+                if child.detached:
+                    # R11.11: a refused detached spawn is dropped; the caller has no task to fail
+                    # (dapr master orchestrator/messages/messages.go:194-206).
+                    log.warning("detached workflow %s refused by the access policy of app %s", child.iid,
+                                eng.config.app_name(app))
+                    return
                 table.add_inbox(inst, crossapp.denial(child=True, task_id=child.parent_task_id,
                                                       now=ts(eng.ticker.now())), tx)
                 return

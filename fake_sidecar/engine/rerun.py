@@ -15,10 +15,10 @@ from taskhub_core.inbox import timer_due_ns
 from taskhub_wire import pb
 from taskhub_wire.kinds import OPENING_FIELDS, PRODUCED_FIELDS, EventKind
 
-from fake_sidecar.engine import errors
+from fake_sidecar.engine import crossapp, errors
 from fake_sidecar.engine.completions import add_activity, start_child
 from fake_sidecar.engine.management import validate_instance_id
-from fake_sidecar.engine.model import Instance
+from fake_sidecar.engine.model import Instance, wire
 from fake_sidecar.engine.store import Tx
 
 if TYPE_CHECKING:
@@ -102,7 +102,7 @@ def _rerun(eng: Engine, src: Instance, idx: int, *, new_id: str, input: str | No
     start = next(e for e in copied if e.HasField("executionStarted"))
     inst = Instance(iid=new_id, seq=table.next_seq(tx), name=start.executionStarted.name, generation=0,
                     execution_id=start.executionStarted.workflowInstance.executionId.value,
-                    created_ns=now, last_updated_ns=now)
+                    created_ns=now, last_updated_ns=now, app=src.app, incoming=src.incoming)
     for ev in copied + reissue:
         new_ev = pb.HistoryEvent()
         new_ev.CopyFrom(ev)
@@ -119,14 +119,36 @@ def _rerun(eng: Engine, src: Instance, idx: int, *, new_id: str, input: str | No
     table.notify(new_id)
 
 
+def _outgoing(eng: Engine, inst: Instance, scope: int) -> pb.PropagatedHistory | None:
+    """daprd's rerun.go:172-183 (buildRerunOutgoingHistory): a re-driven call keeps the scope its event
+    recorded, and its chunk is the rerun instance's whole history so far (every re-driven event
+    included), after the lineage the instance received."""
+    if scope == pb.HISTORY_PROPAGATION_SCOPE_NONE:
+        return None
+    received = None if inst.incoming is None else pb.PropagatedHistory.FromString(inst.incoming)
+    return crossapp.assemble(scope=scope, received=received, own=list(inst.history),
+                             app=eng.config.app_name(inst.app), iid=inst.iid)
+
+
+def _route(eng: Engine, inst: Instance, ev: pb.HistoryEvent) -> tuple[str | None, pb.TaskRouter | None]:
+    """A re-driven call goes to the app its event's router names (R11.2), as the first one did."""
+    if not eng.config.apps or not ev.HasField("router"):
+        return None, None
+    return crossapp.target_key(eng.config, inst, ev.router), ev.router
+
+
 def _reissue(eng: Engine, inst: Instance, ev: pb.HistoryEvent, tx: Tx) -> None:
+    app, router = _route(eng, inst, ev)
     if ev.HasField("taskScheduled"):
         st = ev.taskScheduled
         req = pb.ActivityRequest(name=st.name, taskId=ev.eventId, taskExecutionId=st.taskExecutionId)
         if st.HasField("input"):
             req.input.CopyFrom(st.input)
         req.workflowInstance.instanceId = inst.iid
-        add_activity(eng, inst, req, tx)
+        ph = _outgoing(eng, inst, st.historyPropagationScope)
+        if ph is not None:
+            req.propagatedHistory.CopyFrom(ph)
+        add_activity(eng, inst, req, tx, app=app, router=router)
     elif ev.HasField("timerCreated"):
         fired = timer_fired(timer_id=ev.eventId, fire_at=ev.timerCreated.fireAt)
         eng.table.add_inbox(inst, fired, tx, visible_at=timer_due_ns(fired))
@@ -136,4 +158,9 @@ def _reissue(eng: Engine, inst: Instance, ev: pb.HistoryEvent, tx: Tx) -> None:
                       new_id=lambda: uuid.uuid4().hex)
         start = child_start(child_id=ce.instanceId, name=ce.name, input=ce.input if ce.HasField("input") else None,
                             parent_task_id=ev.eventId, ctx=ctx)
-        start_child(eng, inst, ce.instanceId, start, ev.eventId, tx)
+        if app is not None:
+            start.router.CopyFrom(router)
+            start.executionStarted.parentInstance.appID = eng.config.app_name(inst.app)
+        ph = _outgoing(eng, inst, ce.historyPropagationScope)
+        start_child(eng, inst, ce.instanceId, start, ev.eventId, tx, app=app,
+                    incoming=None if ph is None else wire(ph))
