@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from conformance.reproduce import Invocation, reproduce_command
-from conformance.events import Event, Outcome, RunFinished, RunStarted, ScenarioFinished, ScenarioStarted
+from conformance.events import Event, RunFinished, RunStarted, ScenarioFinished, ScenarioStarted
 from conformance.runner.execute import run_scenario
 from conformance.runner.isolation import EngineLock, engine_turn
 from conformance.scenario.model import Direction, Scenario
@@ -19,7 +19,6 @@ from conformance.targets.base import Pair
 from conformance.verdict import SCENARIO_OUTCOMES
 
 Sink = Callable[[Event], None]
-
 
 @dataclass(frozen=True)
 class Plan:
@@ -32,7 +31,6 @@ class Plan:
         # The self-check runs everything: the reference pair must pass every scenario.
         return cls(tuple((s, p) for p in pairs for s in scenarios
                          if p.direction is Direction.SELF or p.direction in s.applies_to))
-
 
 def run_plan(plan: Plan, *, sinks: Sequence[Sink], jobs: int = 4, work_root: Path | None = None,
              command: str = "conformance run", invocation: Invocation = Invocation()) -> list[ScenarioFinished]:

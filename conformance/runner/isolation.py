@@ -26,7 +26,6 @@ from typing import Any
 from conformance.scenario.model import Scenario
 from conformance.targets.base import Pair
 
-
 def claimer(proxy: Any) -> Callable[[Any], None]:
     """The claim function the harness's client calls with every request it sends."""
 
@@ -39,17 +38,14 @@ def claimer(proxy: Any) -> Callable[[Any], None]:
 
     return claim
 
-
 def shares_engine(pair: Pair) -> bool:
     """The sidecar is one engine for every scenario of the run (started by the user)."""
     return pair.sidecar.kind == "address"
-
 
 def needs_engine_alone(scenario: Scenario) -> bool:
     # A step that ends or replaces the worker's stream (or the engine under it) would cut others' streams too.
     return bool(scenario.faults or scenario.worker.get("adversary")
                 or any(step.kind.connection for step in scenario.steps))
-
 
 class EngineLock:
     """Many scenarios at once, or one alone; a waiting loner goes before newcomers (no starvation)."""
@@ -81,7 +77,6 @@ class EngineLock:
                     self._running -= 1
                 self._cond.notify_all()
 
-
 @contextmanager
 def engine_turn(pair: Pair, scenario: Scenario, locks: dict[str, EngineLock]) -> Iterator[None]:
     """Hold the shared engine as `scenario` needs it; nothing to hold when each scenario has its own."""
@@ -91,7 +86,6 @@ def engine_turn(pair: Pair, scenario: Scenario, locks: dict[str, EngineLock]) ->
     lock = locks.setdefault(pair.sidecar.name, EngineLock())
     with lock.hold(alone=needs_engine_alone(scenario)):
         yield
-
 
 @contextmanager
 def process_engine_turn(pair: Pair, *, alone: bool, address: str = "") -> Iterator[None]:

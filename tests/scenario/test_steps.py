@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.runner.execute import HANDLERS
+from conformance.runner.step_handlers import HANDLERS
 from conformance.scenario import steps
 from conformance.errors import InputError
 from conformance.scenario.loader import load_scenario

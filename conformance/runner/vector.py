@@ -1,0 +1,66 @@
+"""A vector scenario: one hand-made turn sent to the worker, its answer observed."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextlib import ExitStack
+from typing import Any
+
+from taskhub_core.delivery import suspended_after, terminates
+from taskhub_wire.kinds import PRODUCED_FIELDS
+
+from conformance.checks import VectorObservation
+from conformance.scenario.model import Compare, Reach
+from conformance.runner.harness import Run
+from conformance.runner.observe import replayer
+
+def run_vector(run: Run, stack: ExitStack) -> VectorObservation:
+    """A turn-level vector: the reference sidecar hands the turn, in the worker's dialect, to the worker under test."""
+    vec = run.scenario.vector
+    assert vec is not None
+    from taskhub_programs import parse_bundle
+
+    from conformance.dialects.compare import engine_view, profile_for, relax
+    from conformance.dialects.vectors import in_dialect
+
+    bundle = parse_bundle({"programs": run.scenario.programs_doc})
+    turn = in_dialect(vec, capabilities=run.pair.worker.capabilities, programs=run.scenario.programs_doc)
+    replay = replayer(run, bundle, stack)
+    assert replay is not None
+    answer = turn.to_reference(replay(turn.instance_id, list(turn.past), list(turn.new)))
+    # Only what an engine applies is compared (default child ids, first completion wins, ...).
+    expected = tuple(engine_view(list(turn.expected), vec.instance_id, wire=False))
+    if answer is not None:
+        answer = {**answer, "actions": engine_view(answer["actions"], vec.instance_id, wire=False)}
+    if vec.compare is Compare.FUZZ:  # a regression vector: judged by the worker's profile, as a campaign would
+        profile = profile_for(run.pair.worker.name, run.pair.worker.capabilities)
+        expected = tuple(relax(p, profile, answer=False) for p in expected)
+        if answer is not None:
+            custom = answer.get("custom_status")
+            answer = {**answer, "actions": [relax(a, profile, answer=True) for a in answer["actions"]],
+                      "custom_status": None if custom == "" and profile.empty_custom_status_is_none else custom}
+    # A fuzz finding's history was built from the reference's answers; in_dialect shifts ids and strips wait
+    # timers for the worker, but a worker whose event waits take ids of their own (event_wait_ids) is never
+    # sent such a history by an engine.
+    # The same holds for a hand-written vector whose past records actions of a program with event waits: the
+    # reference numbered them without ids for the waits, so the recorded ids do not line up for such a worker.
+    own_wait_ids = "event_wait_ids" in run.pair.worker.capabilities
+    waits_in_past = _has_wait(run.scenario.programs_doc) and any(
+        e.WhichOneof("eventType") in PRODUCED_FIELDS and not e.HasField("executionCompleted") for e in turn.past)
+    foreign = (own_wait_ids and (vec.compare is Compare.FUZZ or waits_in_past)) or vec.history is Reach.IMPOSSIBLE
+    # A turn that delivers ExecutionTerminated ends the instance whatever the answer: the engine drops the
+    # turn's actions and the termination wins over a continue-as-new (R3.16), so no answer differs there.
+    terminated = terminates(turn.new)
+    # A turn that leaves the instance suspended may be answered with no actions: the worker holds what the
+    # events before the suspension let the code do until the resume (EVT-SUSP-001; durabletask-go does).
+    held = suspended_after(turn.new, suspended=False)
+    return VectorObservation(scenario=run.scenario, reproduce=run.reproduce, answer=answer, expected=expected,
+                             note=turn.note, foreign=foreign, overridden=terminated, held=held)
+
+def _has_wait(node: Any) -> bool:
+    """Whether program documents hold a wait_event step anywhere."""
+    if isinstance(node, Mapping):
+        return "wait_event" in node or any(_has_wait(v) for v in node.values())
+    if isinstance(node, list):
+        return any(_has_wait(v) for v in node)
+    return False
