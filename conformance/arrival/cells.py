@@ -1,0 +1,76 @@
+"""The named coverage targets: each construct that waits on something x each arrival of the awaited
+thing relative to it. A cell no history can reach says why (`IMPOSSIBLE`); a cell only engines that
+deliver late events reach says so (`LATE_ENGINE`)."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from types import MappingProxyType
+
+
+class Construct(enum.StrEnum):
+    """A program construct that waits (docs/programs.md), by the step that makes it."""
+
+    ACTIVITY = "activity"  # call_activity without retry, a step of its own
+    CHILD = "child"  # call_child without retry
+    TIMER = "timer"
+    EVENT = "event"  # wait_event, with or without timeout
+    RETRY = "retry"  # call_activity / call_child with a retry policy: attempts and retry timers
+    ALL = "all"  # the members of an all
+    ANY = "any"  # the members of an any
+    # The program language has no all/any inside all/any; the composites it nests are a timed
+    # wait_event (its event or its timeout timer) and a retried call (attempts, retry timers), as
+    # members of an all/any: the inner composite resolves inside the outer one.
+    INNER_IN_ALL = "inner in all"
+    INNER_IN_ANY = "inner in any"
+    CARRY = "continue-as-new carry"  # continue_as_new {carry_events: true}: the events it carries
+    SUSPEND = "suspend"  # a suspension: what is delivered around and during it
+
+
+class Arrival(enum.StrEnum):
+    """When the awaited thing arrives, relative to the construct."""
+
+    BEFORE = "before"  # already in history (committed in an earlier turn) when the construct is built
+    SAME_TURN = "same turn"  # delivered in the turn that builds the construct
+    LATER_TURN = "later turn"  # delivered in a later turn, while the construct waits
+    LATE = "late"  # after the construct was resolved by something else (a winner, a timeout, a failure)
+    DUPLICATE = "duplicate"  # a second resolution of what was already resolved
+    REPLAY = "replay"  # delivered to a worker that did not build the construct (restarted, redelivered)
+
+
+@dataclass(frozen=True, order=True)
+class Cell:
+    construct: Construct
+    arrival: Arrival
+
+    def __str__(self) -> str:
+        return f"{self.construct.value} x {self.arrival.value}"
+
+
+_RESULT_AFTER_ANSWER = "its result can only follow the answer that makes the call, in a later turn"
+_ONE_RESOLVER = "only its own result resolves it, so nothing comes after that but a duplicate"
+_C, _A = Construct, Arrival
+
+IMPOSSIBLE = MappingProxyType({
+    **{Cell(c, a): _RESULT_AFTER_ANSWER for c in (_C.ACTIVITY, _C.CHILD, _C.TIMER, _C.RETRY)
+       for a in (_A.BEFORE, _A.SAME_TURN)},
+    **{Cell(c, _A.LATE): _ONE_RESOLVER for c in (_C.ACTIVITY, _C.CHILD, _C.TIMER)},
+    Cell(_C.CARRY, _A.LATER_TURN): "an event raised after the continue-as-new is an arrival of the next "
+                                   "generation, with no carry involved",
+    Cell(_C.CARRY, _A.LATE): "a carried event waits in the next generation like any other; nothing resolves "
+                             "the carry itself",
+})
+
+# Cells the reference engine never produces from a flow (it deletes a timeout timer once its event
+# commits, R6.3, and drops what arrives for a settled operation); durabletask-go delivers some of
+# them. Vectors and the fuzzer's schedules reach them on the reference worker. Hook: when the
+# reference engine gains an option that delivers late events (branch `late`), `generate.LATE_OPTION`
+# names it and the generator writes flow scenarios for these cells too.
+LATE_ENGINE = frozenset({
+    Cell(_C.EVENT, _A.LATE), Cell(_C.RETRY, _A.LATE), Cell(_C.INNER_IN_ALL, _A.LATE),
+    Cell(_C.INNER_IN_ANY, _A.LATE),
+})
+
+ALL_CELLS = tuple(Cell(c, a) for c in Construct for a in Arrival)
+TARGETS = tuple(c for c in ALL_CELLS if c not in IMPOSSIBLE)
