@@ -5,10 +5,11 @@ fuzzer's own interleaver."""
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from google.protobuf import json_format
 
 from taskhub_programs import Bundle, parse_bundle
 from taskhub_wire import pb
@@ -16,8 +17,6 @@ from taskhub_wire.kinds import EventKind
 
 from conformance.arrival.cells import Cell
 from conformance.arrival.classify import classify, turns_of
-
-_PAST = re.compile(r"\bpast=(\d+)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -28,30 +27,55 @@ class ScenarioReach:
     note: str = ""
 
 
-def fresh_turns(history: Sequence[pb.HistoryEvent], transcript: Iterable[Any], instance_id: str) -> frozenset[int]:
-    """The turns of `instance_id` dispatched on another worker stream than the instance's previous
-    turn (a stopped, restarted or cut worker): that worker had not built what they resolve."""
-    starts = [i for i, ev in enumerate(history) if ev.HasField(EventKind.WORKFLOW_STARTED.field)]
-    turn = turns_of(history)
-    stream, last, fresh = 0, None, set()
+def dispatches(transcript: Iterable[Any], instance_id: str) -> list[tuple[int, pb.WorkflowRequest]]:
+    """The turns of `instance_id` the proxy's transcript shows, each with the number of the worker
+    stream (GetWorkItems call) that carried it. A message the transcript cut short is left out."""
+    stream, out = 0, []
     for entry in transcript:
         if entry.rpc != "GetWorkItems" or entry.channel != "worker":
             continue
         if entry.direction == "request":
             stream += 1
             continue
-        request = (entry.message or {}).get("workflowRequest") or {}
-        if entry.direction != "item" or request.get("instanceId") != instance_id:
+        raw = (entry.message or {}).get("workflowRequest")
+        if entry.direction != "item" or not raw or raw.get("instanceId") != instance_id:
             continue
-        m = _PAST.search(entry.summary)
-        past = int(m.group(1)) if m else 0
-        if past > len(history) or (past and past not in starts):
-            continue  # another generation's turn
-        t = turn[past] if past < len(history) else len(starts)
-        if last is not None and stream != last:
-            fresh.add(t)
-        last = stream
-    return frozenset(fresh)
+        try:
+            out.append((stream, json_format.ParseDict(raw, pb.WorkflowRequest(), ignore_unknown_fields=True)))
+        except (json_format.ParseError, TypeError, ValueError):
+            continue
+    return out
+
+
+def _turn_number(events: Iterable[pb.HistoryEvent]) -> int:
+    return sum(1 for ev in events if ev.HasField(EventKind.WORKFLOW_STARTED.field))
+
+
+def generations(final: Sequence[pb.HistoryEvent], seen: Sequence[tuple[int, pb.WorkflowRequest]]
+                ) -> list[tuple[list[pb.HistoryEvent], frozenset[int]]]:
+    """Each generation's history with its fresh turns: those dispatched on another worker stream than
+    the generation's previous turn. The last generation's history is `final` (GetInstanceHistory);
+    an earlier one's is its last dispatched turn (past + new), as the transcript shows it."""
+    by_exec: dict[str, list[tuple[int, pb.WorkflowRequest]]] = {}
+    for stream, req in seen:
+        by_exec.setdefault(req.executionId.value, []).append((stream, req))
+    out = []
+    final_exec = next((ev.executionStarted.workflowInstance.executionId.value for ev in final
+                       if ev.HasField(EventKind.EXECUTION_STARTED.field)), None)
+    for exec_id, items in by_exec.items():
+        fresh, last = set(), None
+        for stream, req in items:
+            if last is not None and stream != last:
+                fresh.add(_turn_number(req.pastEvents))
+            last = stream
+        if exec_id != final_exec:
+            req = items[-1][1]
+            out.append((list(req.pastEvents) + list(req.newEvents), frozenset(fresh)))
+        else:
+            out.append((list(final), frozenset(fresh)))
+    if final_exec not in by_exec and final:
+        out.append((list(final), frozenset()))
+    return out
 
 
 def bundle_of(scenario: Any) -> Bundle:
@@ -79,12 +103,12 @@ def flow_reach(scenario: Any, pair: Any) -> ScenarioReach:
     notes = []
     if obs is not None:
         bundle = bundle_of(scenario)
-        for iid, history in obs.raw_histories.items():
-            reached = classify(bundle, instance_id=iid, history=history,
-                               fresh=fresh_turns(history, got.get("transcript", ()), iid))
-            cells |= reached.cells
-            if reached.note:
-                notes.append(f"{iid}: {reached.note}")
+        for iid, final in obs.raw_histories.items():
+            for history, fresh in generations(final, dispatches(got.get("transcript", ()), iid)):
+                reached = classify(bundle, instance_id=iid, history=history, fresh=fresh)
+                cells |= reached.cells
+                if reached.note:
+                    notes.append(f"{iid}: {reached.note}")
     return ScenarioReach(scenario=scenario.id, cells=frozenset(cells), outcome=result.outcome.value,
                          note="; ".join(notes))
 
@@ -93,6 +117,7 @@ def fuzz_reach(*, examples: int, seed: int = 0) -> dict[Cell, int]:
     """Draw `examples` schedules of the worker campaign's random programs with the fuzzer's
     interleaver (conformance/fuzz/interleave.py) and count the examples reaching each cell. A turn
     abandoned and redelivered makes the next turn a fresh one (the worker that built it is gone)."""
+    from conformance.fuzz.arrival import cells_of
     from conformance.fuzz.interleave import RandomChooser, run_program
     from conformance.fuzz.programs import sample_pool
 
@@ -106,37 +131,9 @@ def fuzz_reach(*, examples: int, seed: int = 0) -> dict[Cell, int]:
             names = [k for k in doc if k.startswith("p")]
         run = run_program(bundle, rng.choice(names), rng.choice([None, 0, 1, 2]), RandomChooser(rng),
                           instance_id=f"fz-{n}")
-        cells: set[Cell] = set()
-        for history, fresh in generations(run.cases):
-            cells |= classify(bundle, instance_id=run.instance_id, history=history, fresh=fresh).cells
-        for cell in cells:
+        for cell in cells_of(bundle, [run]):
             counts[cell] = counts.get(cell, 0) + 1
     return counts
-
-
-def generations(cases: Sequence[Any]) -> list[tuple[list[pb.HistoryEvent], frozenset[int]]]:
-    """Each generation's history as its last dispatched turn saw it (past + new), with its fresh turns."""
-    out: list[tuple[list[pb.HistoryEvent], frozenset[int]]] = []
-    history: list[pb.HistoryEvent] = []
-    fresh: set[int] = set()
-    redelivered = False
-    for case in cases:
-        if case.form not in ("dispatched", "redelivered"):
-            continue
-        if history and len(case.past) < len(history) - len(case.new):
-            out.append((history, frozenset(fresh)))  # a new generation began
-            fresh = set()
-        turn = sum(1 for ev in case.past if ev.HasField(EventKind.WORKFLOW_STARTED.field))
-        if case.form == "redelivered":
-            redelivered = True
-            continue
-        if redelivered:
-            fresh.add(turn)
-            redelivered = False
-        history = list(case.past) + list(case.new)
-    if history:
-        out.append((history, frozenset(fresh)))
-    return out
 
 
 def tally(reaches: Iterable[ScenarioReach]) -> dict[Cell, list[str]]:

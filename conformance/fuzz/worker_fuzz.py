@@ -44,6 +44,7 @@ from conformance.fuzz.common import (
 )
 from conformance.dialects.compare import EXACT, Comparison, Profile, compare
 from conformance.dialects.history import NATIVE, Dialect
+from conformance.fuzz.arrival import ArrivalTally
 from conformance.fuzz.interleave import DataChooser, RandomChooser, TurnCase, chance, pick, run_program
 from conformance.fuzz.mutate import mutate
 from conformance.fuzz.workers import ReferenceWorker, SubprocessReference, WorkerUnderTest, reference_answer
@@ -120,6 +121,7 @@ class WorkerCampaign:
         self._pending: dict[str, Finding] = {}
         self.refused: dict[str, str] = {}
         self._sample: list[tuple[TurnCase, pb.WorkflowResponse | None, str]] = []
+        self.arrival = ArrivalTally()  # the arrival-order cells the examples reach (conformance/fuzz/arrival.py)
 
     # ------------------------------------------------------------------ the campaign
 
@@ -323,6 +325,7 @@ class WorkerCampaign:
         iid = pick(c, INSTANCE_IDS)
         run = run_program(bundle, workflow, value, c, instance_id=iid, events=self.features.events,
                           suspend=self.features.suspend, segments=chance(c, 20), max_turns=self.max_turns)
+        self.arrival.observe(bundle, [run])
         cases = list(run.cases)
         note = f"program {workflow}, input {value!r}, instance {iid}, {len(run.cases)} turn(s), end {run.end}"
         if self.mutations and cases and chance(c, 40):

@@ -287,7 +287,7 @@ class _Context:
         self.pending_actions.clear()
         self.new_input, self.carry = new_input, carry
         if self.trace is not None and carry:
-            self.trace.carried = (self.event, tuple(e for evs in self.trace.buffer.values() for e in evs))
+            self.trace.carried = (self.event, ())  # what it carries: the buffer once the turn is done
 
     def actions(self) -> list[pb.WorkflowAction]:
         if self.status == pb.ORCHESTRATION_STATUS_CONTINUED_AS_NEW:
@@ -997,6 +997,10 @@ def trace(bundle: Bundle, *, instance_id: str, history: Sequence[pb.HistoryEvent
             for step, task in tr.tasks:
                 if task.done and id(step) not in tr.done:
                     tr.done[id(step)] = ev
+    except (TaskFailure, ProgramFailure, ExpressionError):
+        pass  # the program failed the workflow: its end, as `execute` answers it
     except Exception as exc:  # noqa: BLE001 - a history the program cannot replay: what was seen so far
         tr.error = f"{type(exc).__name__}: {exc}"
+    if tr.carried is not None:
+        tr.carried = (tr.carried[0], tuple(e for evs in tr.buffer.values() for e in evs))
     return tr

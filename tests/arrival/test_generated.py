@@ -1,0 +1,29 @@
+"""Every generated arrival scenario (scenarios/arrival/) is what its recipe writes, passes on the
+reference pair and still reaches each cell its recipe names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conformance.arrival import generate
+from conformance.arrival.collect import flow_reach
+from conformance.scenario.loader import load_scenario
+from conformance.targets.registry import load_targets
+
+ROOT = Path(__file__).resolve().parents[2]
+FOLDER = ROOT / "scenarios" / "arrival"
+
+
+def test_files_match_their_recipes():
+    assert generate.stale(FOLDER) == [], "run python -m conformance.arrival.generate"
+
+
+@pytest.mark.parametrize("recipe", generate.recipes(), ids=lambda r: r.name)
+def test_generated_scenario_reaches_its_cells(recipe):
+    scenario = load_scenario(FOLDER / f"{recipe.name}.yaml", root=ROOT / "scenarios")
+    got = flow_reach(scenario, load_targets().pair("reference", "reference"))
+    assert got.outcome == "PASSED", got
+    missing = [str(c) for c in recipe.cells if c not in got.cells]
+    assert not missing, f"{recipe.name} no longer reaches {missing}; it reaches {sorted(map(str, got.cells))}"
