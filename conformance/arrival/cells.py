@@ -35,6 +35,7 @@ class Arrival(enum.StrEnum):
     SAME_TURN = "same turn"  # delivered in the turn that builds the construct
     LATER_TURN = "later turn"  # delivered in a later turn, while the construct waits
     LATE = "late"  # after the construct was resolved by something else (a winner, a timeout, a failure)
+    LATE_TIMER = "late timer"  # a timeout or retry timer fires after what it guarded was resolved
     DUPLICATE = "duplicate"  # a second resolution of what was already resolved
     REPLAY = "replay"  # delivered to a worker that did not build the construct (restarted, redelivered)
 
@@ -52,7 +53,11 @@ _RESULT_AFTER_ANSWER = "its result can only follow the answer that makes the cal
 _ONE_RESOLVER = "only its own result resolves it, so nothing comes after that but a duplicate"
 _C, _A = Construct, Arrival
 
+_NO_GUARD = "no timeout or retry timer guards it (a timer member firing after its any was decided is late)"
+
 IMPOSSIBLE = MappingProxyType({
+    **{Cell(c, _A.LATE_TIMER): _NO_GUARD for c in (_C.ACTIVITY, _C.CHILD, _C.TIMER, _C.ALL, _C.ANY, _C.CARRY,
+                                                  _C.SUSPEND)},
     **{Cell(c, a): _RESULT_AFTER_ANSWER for c in (_C.ACTIVITY, _C.CHILD, _C.TIMER, _C.RETRY)
        for a in (_A.BEFORE, _A.SAME_TURN)},
     **{Cell(c, _A.LATE): _ONE_RESOLVER for c in (_C.ACTIVITY, _C.CHILD, _C.TIMER)},
@@ -62,15 +67,12 @@ IMPOSSIBLE = MappingProxyType({
                              "the carry itself",
 })
 
-# Cells the reference engine never produces from a flow (it deletes a timeout timer once its event
-# commits, R6.3, and drops what arrives for a settled operation); durabletask-go delivers some of
-# them. Vectors and the fuzzer's schedules reach them on the reference worker. Hook: when the
-# reference engine gains an option that delivers late events (branch `late`), `generate.LATE_OPTION`
-# names it and the generator writes flow scenarios for these cells too.
-LATE_ENGINE = frozenset({
-    Cell(_C.EVENT, _A.LATE), Cell(_C.RETRY, _A.LATE), Cell(_C.INNER_IN_ALL, _A.LATE),
-    Cell(_C.INNER_IN_ANY, _A.LATE),
-})
+# Cells the reference engine never produces in a flow: it deletes a timeout timer once its event
+# commits (R6.3) and forgets a retry timer with its call, where durabletask-go's backend delivers the
+# late TimerFired. Vectors reach them on any engine. Hook: when the reference engine gains an
+# option that delivers late events (branch `late`), `generate.LATE_OPTION` names it and the
+# generator writes flow scenarios for these cells (`generate.late_recipes`).
+LATE_ENGINE = frozenset(Cell(c, _A.LATE_TIMER) for c in (_C.EVENT, _C.RETRY, _C.INNER_IN_ALL, _C.INNER_IN_ANY))
 
 ALL_CELLS = tuple(Cell(c, a) for c in Construct for a in Arrival)
 TARGETS = tuple(c for c in ALL_CELLS if c not in IMPOSSIBLE)

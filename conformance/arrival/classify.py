@@ -114,11 +114,14 @@ def classify(bundle: Bundle, *, instance_id: str, history: Sequence[pb.HistoryEv
         if not constructs:
             continue
         built = turn_at(ev)
+        guard = ev.timerCreated.WhichOneof("origin") if kind is EventKind.TIMER_CREATED else None
         for k, res in enumerate(resolutions.get((kind.opens, ev.eventId), ())):
             if pos[id(res)] < pos[id(ev)]:
                 continue  # a result before its call is no arrival at this construct
             if k:
                 add(constructs, [Arrival.DUPLICATE])
+            elif guard in _GUARDS and _outlived(tr, step, member, guard, res, pos):
+                add([c for c in constructs if c not in (Construct.ALL, Construct.ANY)], [Arrival.LATE_TIMER])
             else:
                 add(constructs, arrival(built=built, at=turn_at(res), step=step, ev=res))
 
@@ -151,6 +154,19 @@ def classify(bundle: Bundle, *, instance_id: str, history: Sequence[pb.HistoryEv
 
     cells |= _suspension_cells(history, turn, fresh)
     return Reached(cells=frozenset(cells), note=tr.error or "")
+
+
+_GUARDS = ("externalEvent", "activityRetry", "childWorkflowRetry")  # TimerCreated origins of guard timers
+
+
+def _outlived(tr: object, step: object, member: int | None, guard: str, fired: pb.HistoryEvent,
+              pos: dict[int, int]) -> bool:
+    """A timeout timer fired after its wait took its event, or a retry timer after its call was
+    resolved: the late TimerFired the reference engine never delivers (R6.3)."""
+    before = lambda ev: ev is not None and id(ev) in pos and pos[id(ev)] < pos[id(fired)]  # noqa: E731
+    if guard == "externalEvent":
+        return any(w.step is step and w.member == member and before(w.by) for w in tr.waits)
+    return before(tr.done.get(id(step)))
 
 
 def _suspension_cells(history: Sequence[pb.HistoryEvent], turn: Sequence[int], fresh: frozenset[int]) -> set[Cell]:

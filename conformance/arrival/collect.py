@@ -115,10 +115,11 @@ def flow_reach(scenario: Any, pair: Any) -> ScenarioReach:
 
 def fuzz_reach(*, examples: int, seed: int = 0) -> dict[Cell, int]:
     """Draw `examples` schedules of the worker campaign's random programs with the fuzzer's
-    interleaver (conformance/fuzz/interleave.py) and count the examples reaching each cell. A turn
-    abandoned and redelivered makes the next turn a fresh one (the worker that built it is gone)."""
+    interleaver (conformance/fuzz/interleave.py), some with a mutated turn (conformance/fuzz/mutate.py),
+    and count the examples reaching each cell (conformance/fuzz/arrival.py classifies them)."""
     from conformance.fuzz.arrival import cells_of
     from conformance.fuzz.interleave import RandomChooser, run_program
+    from conformance.fuzz.mutate import mutate
     from conformance.fuzz.programs import sample_pool
 
     rng = random.Random(seed)
@@ -129,9 +130,11 @@ def fuzz_reach(*, examples: int, seed: int = 0) -> dict[Cell, int]:
             doc = sample_pool(seed + n // pool_size, pool_size)
             bundle = parse_bundle({"programs": doc})
             names = [k for k in doc if k.startswith("p")]
-        run = run_program(bundle, rng.choice(names), rng.choice([None, 0, 1, 2]), RandomChooser(rng),
-                          instance_id=f"fz-{n}")
-        for cell in cells_of(bundle, [run]):
+        chooser = RandomChooser(rng)
+        run = run_program(bundle, rng.choice(names), rng.choice([None, 0, 1, 2]), chooser, instance_id=f"fz-{n}")
+        # As the worker campaign does: two examples in five also send one turn broken by a mutation.
+        mutated = [mutate(chooser, rng.choice(run.cases), rounds=1)] if run.cases and rng.random() < 0.4 else []
+        for cell in cells_of(bundle, [run], [m for m in mutated if m is not None]):
             counts[cell] = counts.get(cell, 0) + 1
     return counts
 

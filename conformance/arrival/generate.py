@@ -26,7 +26,8 @@ from conformance.arrival.cells import Arrival, Cell, Construct
 
 # The reference engine option that delivers late events (a timeout timer after its event won, a
 # retry timer after success), as the `late` branch adds it: None until then. When set, the recipes
-# of LATE_RECIPES are written too, with `sidecar: LATE_OPTION` and `requires: [late_events]`.
+# of `late_recipes` are written too, with that option in `sidecar:` and `requires: [late_events]` (the
+# capability the late engine's target is to declare).
 LATE_OPTION: Mapping[str, Any] | None = None
 
 HEADER = ("# yaml-language-server: $schema=../../conformance/scenario/scenario.schema.json\n"
@@ -135,6 +136,37 @@ def recipes() -> list[Recipe]:
                steps=[{"raise": {"event": "b", "data": "B"}}, {"raise": {"event": "c", "data": "C"}},
                       {"raise": {"event": "d"}}],
                expect={"status": "COMPLETED", "output": {"index": 0, "result": "B"}}),
+        Recipe(name="members-late-after-all-failed",
+               title="An all whose timed member times out fails; that member's event and the other member's "
+                     "arrive after, in the same turn",
+               cells=(Cell(_C.ALL, _A.LATE), Cell(_C.INNER_IN_ALL, _A.LATE), Cell(_C.INNER_IN_ALL, _A.LATER_TURN)),
+               requirements=("TMR-TIMEOUT-001", "EVT-RAISE-001", "RPL-DET-001"),
+               requires=("virtual_clock", "events", "timers"), sidecar={"clock": "virtual"},
+               programs=_main({"all": [{"wait_event": {"name": "b", "timeout": "1s"}}, {"wait_event": "c"}],
+                               "as": "r"}, {"return": "${r}"}),
+               steps=[{"stop_worker": {}}, {"advance_clock": "2s"}, {"raise": {"event": "b", "data": "B"}},
+                      {"raise": {"event": "c", "data": "C"}}, {"start_worker": {}}],
+               expect={"status": "FAILED", "failure": {"type": "TimeoutError"}}),
+        Recipe(name="event-late-after-timeout",
+               title="An event arrives in the turn its wait timed out in, after the timeout",
+               cells=(Cell(_C.EVENT, _A.LATE), Cell(_C.EVENT, _A.REPLAY)),
+               requirements=("TMR-TIMEOUT-001", "EVT-RAISE-001", "RPL-DET-001"),
+               requires=("virtual_clock", "events", "timers"), sidecar={"clock": "virtual"},
+               programs=_main({"wait_event": {"name": "b", "timeout": "1s", "default": "none"}, "as": "v"},
+                              {"return": "${v}"}),
+               steps=[{"stop_worker": {}}, {"advance_clock": "2s"}, {"raise": {"event": "b", "data": "B"}},
+                      {"start_worker": {}}],
+               expect={"status": "COMPLETED", "output": "none"}),
+        Recipe(name="timed-member-late-after-any-decided",
+               title="An any's timed member times out and decides the any; its event arrives after, in that turn",
+               cells=(Cell(_C.INNER_IN_ANY, _A.LATE), Cell(_C.ANY, _A.LATE)),
+               requirements=("TMR-TIMEOUT-001", "EVT-RAISE-001", "RPL-DET-001"),
+               requires=("virtual_clock", "events", "timers"), sidecar={"clock": "virtual"},
+               programs=_main({"any": [{"wait_event": {"name": "b", "timeout": "1s"}}, {"timer": "1h"}], "as": "r"},
+                              {"return": "${r}"}),
+               steps=[{"stop_worker": {}}, {"advance_clock": "2s"}, {"raise": {"event": "b", "data": "B"}},
+                      {"start_worker": {}}],
+               expect={"status": "FAILED", "failure": {"type": "TimeoutError"}}),
         Recipe(name="retry-in-all",
                title="A retried activity inside an all fails, waits for its retry timer and succeeds while the "
                      "other member is done",
@@ -189,10 +221,43 @@ def recipes() -> list[Recipe]:
     return out
 
 
+def late_recipes(option: Mapping[str, Any]) -> list[Recipe]:
+    """Flow scenarios for the late-timer cells (cells.LATE_ENGINE), on a reference engine started with
+    `option` (the sidecar option that delivers late events): a timeout timer fires after its event
+    won, on its own and inside an all and an any."""
+    sidecar = {**option, "clock": "virtual"}
+    requires = ("late_events", "virtual_clock", "events", "timers")
+    reqs = ("TMR-TIMEOUT-001", "RPL-DET-001")
+    timed = {"wait_event": {"name": "b", "timeout": "1s"}}
+    return [
+        Recipe(name="late-timeout-timer", title="A timeout timer fires after its event won", sidecar=sidecar,
+               cells=(Cell(_C.EVENT, _A.LATE_TIMER),), requirements=reqs, requires=requires,
+               programs=_main({**timed, "as": "v"}, {"wait_event": "c"}, {"return": "${v}"}),
+               steps=[{"raise": {"event": "b", "data": "B"}}, {"advance_clock": "2s"}, {"raise": {"event": "c"}}],
+               expect={"status": "COMPLETED", "output": "B"}),
+        *(Recipe(name=f"late-timeout-timer-in-{kind}", sidecar=sidecar,
+                 title=f"The timeout timer of a timed wait inside {kind} fires after its event won",
+                 cells=(Cell(_C.INNER_IN_ALL if kind == "all" else _C.INNER_IN_ANY, _A.LATE_TIMER),),
+                 requirements=reqs, requires=requires,
+                 programs=_main({kind: [timed, {"wait_event": "c"}], "as": "r"}, {"wait_event": "d"},
+                                {"return": "${r}"}),
+                 steps=[{"raise": {"event": "b", "data": "B"}}, {"raise": {"event": "c", "data": "C"}},
+                        {"advance_clock": "2s"}, {"raise": {"event": "d"}}],
+                 expect={"status": "COMPLETED",
+                         "output": ["B", "C"] if kind == "all" else {"index": 0, "result": "B"}})
+          for kind in ("all", "any")),
+    ]
+
+
+def all_recipes() -> list[Recipe]:
+    """What the generator writes: the recipes, and the late-timer ones once the engine can run them."""
+    return recipes() + (late_recipes(LATE_OPTION) if LATE_OPTION is not None else [])
+
+
 def write(out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for r in recipes():
+    for r in all_recipes():
         path = out / f"{r.name}.yaml"
         path.write_text(r.text(), encoding="utf-8")
         written.append(path)
@@ -201,7 +266,7 @@ def write(out: Path) -> list[Path]:
 
 def stale(out: Path) -> list[str]:
     """Files that differ from their recipes, or that no recipe writes."""
-    want = {f"{r.name}.yaml": r.text() for r in recipes()}
+    want = {f"{r.name}.yaml": r.text() for r in all_recipes()}
     have = {p.name: p.read_text(encoding="utf-8") for p in out.glob("*.yaml")} if out.is_dir() else {}
     return sorted({n for n in want if have.get(n) != want[n]} | (set(have) - set(want)))
 

@@ -45,12 +45,18 @@ def generations(cases: Sequence[TurnCase]) -> list[tuple[list[pb.HistoryEvent], 
     return out
 
 
-def cells_of(bundle: Bundle, runs: Iterable[Any]) -> frozenset[Cell]:
-    """The cells the schedules (interleave.SimRun) of one example reach."""
+def cells_of(bundle: Bundle, runs: Iterable[Any], mutated: Iterable[TurnCase] = ()) -> frozenset[Cell]:
+    """The cells the schedules (interleave.SimRun) of one example reach, and its mutated turns
+    (mutate.py: a duplicated result is how a worker meets a duplicate, which engines drop), each
+    sent cold to the worker as a vector is."""
     cells: set[Cell] = set()
     for run in runs:
         for history, fresh in generations(run.cases):
             cells |= classify(bundle, instance_id=run.instance_id, history=history, fresh=fresh).cells
+    for case in mutated:
+        history = list(case.past) + list(case.new)
+        last = sum(1 for ev in case.past if ev.HasField(EventKind.WORKFLOW_STARTED.field))
+        cells |= classify(bundle, instance_id=case.instance_id, history=history, fresh=[last]).cells
     return frozenset(cells)
 
 
@@ -60,11 +66,11 @@ class ArrivalTally:
 
     counts: dict[Cell, int] = field(default_factory=dict)
 
-    def observe(self, bundle: Bundle, runs: Iterable[Any]) -> frozenset[Cell]:
+    def observe(self, bundle: Bundle, runs: Iterable[Any], mutated: Iterable[TurnCase] = ()) -> frozenset[Cell]:
         """Classify one example (inside a Hypothesis test: its events and target are recorded)."""
         from hypothesis import event, target
 
-        cells = cells_of(bundle, runs)
+        cells = cells_of(bundle, runs, mutated)
         for cell in sorted(cells):
             self.counts[cell] = self.counts.get(cell, 0) + 1
             event(f"arrival: {cell}")

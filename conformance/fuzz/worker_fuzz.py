@@ -325,7 +325,6 @@ class WorkerCampaign:
         iid = pick(c, INSTANCE_IDS)
         run = run_program(bundle, workflow, value, c, instance_id=iid, events=self.features.events,
                           suspend=self.features.suspend, segments=chance(c, 20), max_turns=self.max_turns)
-        self.arrival.observe(bundle, [run])
         cases = list(run.cases)
         note = f"program {workflow}, input {value!r}, instance {iid}, {len(run.cases)} turn(s), end {run.end}"
         if self.mutations and cases and chance(c, 40):
@@ -333,6 +332,7 @@ class WorkerCampaign:
             mutated = mutate(c, base, rounds=1 + int(chance(c, 30)))
             if mutated is not None:
                 cases.append(mutated)
+        self.arrival.observe(bundle, [run], [x for x in cases if x.form == "mutated"])
         twice = c.int(0, len(cases) - 1) if cases else -1
         for i, case in enumerate(cases):
             self.progress.count("turns")

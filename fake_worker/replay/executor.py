@@ -988,17 +988,24 @@ def trace(bundle: Bundle, *, instance_id: str, history: Sequence[pb.HistoryEvent
     event wait and what it took, when each step was resolved and what a continue-as-new carried."""
     ctx = _Context(bundle, instance_id)
     tr = ctx.trace = Trace()
+    rest = iter(history)
     try:
-        for ev in history:
+        for ev in rest:
             if ev.HasField(EventKind.EXECUTION_COMPLETED.field):
                 break  # the answer's own completion: the program ended before it
             ctx.event = ev
-            _process(ctx, (ev,))
-            for step, task in tr.tasks:
-                if task.done and id(step) not in tr.done:
-                    tr.done[id(step)] = ev
+            try:
+                _process(ctx, (ev,))
+            finally:
+                for step, task in tr.tasks:
+                    if task.done and id(step) not in tr.done:
+                        tr.done[id(step)] = ev
     except (TaskFailure, ProgramFailure, ExpressionError):
-        pass  # the program failed the workflow: its end, as `execute` answers it
+        # The program failed the workflow (its end, as `execute` answers it); the events after it
+        # in its turn still reached the worker: the events among them stay unclaimed.
+        for ev in rest:
+            if ev.HasField(EventKind.EVENT_RAISED.field):
+                tr.buffer.setdefault(ev.eventRaised.name.casefold(), []).append(ev)
     except Exception as exc:  # noqa: BLE001 - a history the program cannot replay: what was seen so far
         tr.error = f"{type(exc).__name__}: {exc}"
     if tr.carried is not None:

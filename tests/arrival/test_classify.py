@@ -61,3 +61,17 @@ def test_suspension_cells():
 
 def test_targets_leave_out_only_impossible_cells():
     assert len(TARGETS) + len(IMPOSSIBLE) == len(Construct) * len(Arrival)
+
+
+def test_timeout_timer_after_its_event_is_a_late_timer():
+    bundle = parse_bundle({"programs": {"main": {"steps": [
+        {"wait_event": {"name": "b", "timeout": "10s"}, "as": "v"}, {"wait_event": "c"}]}}})
+    timer = {"TimerCreated": {"fireAt": "2026-01-01T00:00:12Z", "externalEvent": {"name": "b"}}, "eventId": 1}
+    on_time = _history({"WorkflowStarted": {}}, {"ExecutionStarted": {"name": "main"}}, timer,
+                       {"WorkflowStarted": {}}, {"TimerFired": {"timerId": 1, "fireAt": "2026-01-01T00:00:12Z"}})
+    late = _history({"WorkflowStarted": {}}, {"ExecutionStarted": {"name": "main"}}, timer,
+                    {"WorkflowStarted": {}}, {"EventRaised": {"name": "b"}},
+                    {"WorkflowStarted": {}}, {"TimerFired": {"timerId": 1, "fireAt": "2026-01-01T00:00:12Z"}})
+    assert Cell(Construct.EVENT, Arrival.LATE_TIMER) not in classify(bundle, instance_id="i", history=on_time).cells
+    assert Cell(Construct.EVENT, Arrival.LATER_TURN) in classify(bundle, instance_id="i", history=on_time).cells
+    assert Cell(Construct.EVENT, Arrival.LATE_TIMER) in classify(bundle, instance_id="i", history=late).cells
