@@ -61,6 +61,8 @@ IMPOSSIBLE = MappingProxyType({
     **{Cell(c, a): _RESULT_AFTER_ANSWER for c in (_C.ACTIVITY, _C.CHILD, _C.TIMER, _C.RETRY)
        for a in (_A.BEFORE, _A.SAME_TURN)},
     **{Cell(c, _A.LATE): _ONE_RESOLVER for c in (_C.ACTIVITY, _C.CHILD, _C.TIMER)},
+    Cell(_C.RETRY, _A.LATE): "only its attempts resolve it (a late attempt result is a duplicate, a late retry "
+                             "timer a late timer)",
     Cell(_C.CARRY, _A.LATER_TURN): "an event raised after the continue-as-new is an arrival of the next "
                                    "generation, with no carry involved",
     Cell(_C.CARRY, _A.LATE): "a carried event waits in the next generation like any other; nothing resolves "

@@ -24,7 +24,7 @@ from conformance.targets.reference import trace_program
 
 @dataclass(frozen=True, kw_only=True)
 class Reached:
-    """The cells one history reaches, each with an example (event kind and id) for the report."""
+    """The cells one history reaches."""
 
     cells: frozenset[Cell]
     note: str = ""  # why the history could not be fully read (it does not replay on the program)

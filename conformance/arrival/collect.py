@@ -82,14 +82,24 @@ def bundle_of(scenario: Any) -> Bundle:
     return parse_bundle({"programs": dict(scenario.programs_doc)})
 
 
-def vector_reach(scenario: Any) -> ScenarioReach:
+def vector_reach(scenario: Any, pair: Any = None) -> ScenarioReach:
     """A vector's turn: its past and new events; the worker under test replays it cold, so its turn
-    is a fresh one."""
+    is a fresh one. With `pair`, the vector is also run there (its outcome)."""
     vec = scenario.vector
     history = list(vec.past) + list(vec.new)
     reached = classify(bundle_of(scenario), instance_id=vec.instance_id, history=history,
                        fresh=[max(turns_of(history), default=0)])
-    return ScenarioReach(scenario=scenario.id, cells=reached.cells, note=reached.note)
+    outcome = ""
+    if pair is not None:
+        from conformance.runner.execute import run_scenario
+
+        outcome = run_scenario(scenario, pair, reproduce="arrival coverage").outcome.value
+    return ScenarioReach(scenario=scenario.id, cells=reached.cells, outcome=outcome, note=reached.note)
+
+
+def reach(scenario: Any, pair: Any) -> ScenarioReach:
+    """Run `scenario` on `pair` and say which cells it reached."""
+    return vector_reach(scenario, pair) if scenario.vector is not None else flow_reach(scenario, pair)
 
 
 def flow_reach(scenario: Any, pair: Any) -> ScenarioReach:

@@ -221,6 +221,107 @@ def recipes() -> list[Recipe]:
     return out
 
 
+@dataclass(frozen=True, kw_only=True)
+class VectorRecipe:
+    """A turn-level recipe: a history whose last turn delivers a duplicate of a resolution already in
+    it. Engines drop duplicates (R2.7), so the history is `impossible`: what a worker answers is an
+    observation, and its answer must be what it was without the duplicate: nothing new."""
+
+    name: str
+    title: str
+    cells: tuple[Cell, ...]
+    programs: Mapping[str, Any]
+    past: Sequence[Mapping[str, Any]]
+    new: Sequence[Mapping[str, Any]]
+    requires: tuple[str, ...] = ()
+    requirements: tuple[str, ...] = ("HIST-ONCE-001", "RPL-DET-001")
+
+    def document(self) -> dict[str, Any]:
+        return {"title": self.title, "kind": "vector", "requirements": list(self.requirements),
+                "requires": list(self.requires), "applies_to": ["worker", "pair"], "programs": dict(self.programs),
+                "vector": {"instance_id": f"arrival-{self.name}", "history": "impossible",
+                           "past": [dict(e) for e in self.past], "new": [dict(e) for e in self.new],
+                           "actions": []}}
+
+    def text(self) -> str:
+        return Recipe.text(self)  # type: ignore[arg-type]  # the same header and dump
+
+
+_WAIT_C = {"TimerCreated": {"fireAt": "9999-12-31T23:59:59.999999999Z", "externalEvent": {"name": "c"}}}
+
+
+def _turns(first: Sequence[Mapping[str, Any]], second: Sequence[Mapping[str, Any]], wait_id: int,
+           duplicate: Mapping[str, Any]) -> tuple[list[Any], list[Any]]:
+    """past: the first turn (start, the construct's actions), the second (its results, then the
+    wait for c the program goes on to); new: a turn delivering `duplicate` again."""
+    past = [{"WorkflowStarted": {}}, {"ExecutionStarted": {"name": "main"}}, *first,
+            {"WorkflowStarted": {}}, *second, {**_WAIT_C, "eventId": wait_id}]
+    return past, [{"WorkflowStarted": {}}, dict(duplicate)]
+
+
+def _then_wait(*steps: Any) -> dict[str, Any]:
+    return _main(*steps, {"wait_event": "c"}, {"return": "done"})
+
+
+def duplicate_vectors() -> list[VectorRecipe]:
+    echo = {"call_activity": {"name": "echo", "input": 1}}
+    retried = {"call_activity": {"name": "fail", "input": {"times": 1},
+                                 "retry": {"max_attempts": 2, "first_delay": "1s"}}}
+    sched = lambda i, name="echo", inp="1": {"TaskScheduled": {"name": name, "input": inp}, "eventId": i}  # noqa: E731
+    done = lambda i, out="1": {"TaskCompleted": {"taskScheduledId": i, "result": out}}  # noqa: E731
+    failed = {"TaskFailed": {"taskScheduledId": 1, "failureDetails": {"errorType": "ActivityFailure",
+                                                                        "errorMessage": "planned failure 1 of 1"}}}
+    retry_timer = {"TimerCreated": {"fireAt": "2026-01-01T00:00:04Z", "activityRetry": {}}, "eventId": 2}
+    hour_timer = lambda i: {"TimerCreated": {"fireAt": "2026-01-01T01:00:00Z", "createTimer": {}}, "eventId": i}  # noqa: E731
+    fail_in = '{"times": 1}'
+    out = []
+
+    def vec(name: str, what: str, cells: Sequence[Cell], program: Mapping[str, Any], past_new: Any,
+            requires: Sequence[str] = ()) -> None:
+        past, new = past_new
+        out.append(VectorRecipe(name=f"duplicate-{name}", title=f"A duplicate of {what} changes nothing",
+                                cells=tuple(cells), programs=program, past=past, new=new,
+                                requires=tuple(requires)))
+
+    vec("activity-result", "an activity's result", [Cell(_C.ACTIVITY, _A.DUPLICATE)], _then_wait(echo),
+        _turns([sched(1)], [done(1)], 2, done(1)))
+    vec("child-result", "a child's result", [Cell(_C.CHILD, _A.DUPLICATE)],
+        {**_then_wait({"call_child": {"workflow": "child"}}), "child": {"steps": [{"return": 1}]}},
+        _turns([{"ChildWorkflowInstanceCreated": {"name": "child", "instanceId": "arrival-duplicate-child-result:0001"},
+                 "eventId": 1}],
+               [{"ChildWorkflowInstanceCompleted": {"taskScheduledId": 1, "result": "1"}}], 2,
+               {"ChildWorkflowInstanceCompleted": {"taskScheduledId": 1, "result": "1"}}), ["children"])
+    fired = {"TimerFired": {"timerId": 1, "fireAt": "2026-01-01T01:00:00Z"}}
+    vec("timer-fired", "a fired timer", [Cell(_C.TIMER, _A.DUPLICATE)], _then_wait({"timer": "1h"}),
+        _turns([hour_timer(1)], [fired], 2, fired), ["timers"])
+    timeout = {"TimerCreated": {"fireAt": "2026-01-01T01:00:00Z", "externalEvent": {"name": "b"}}, "eventId": 1}
+    vec("event-timeout", "an event wait's timeout", [Cell(_C.EVENT, _A.DUPLICATE)],
+        _then_wait({"wait_event": {"name": "b", "timeout": "1h", "default": "none"}}),
+        _turns([timeout], [fired], 2, fired), ["events", "timers"])
+    retried_history = ([sched(1, "fail", fail_in)],
+                       [failed, retry_timer, {"WorkflowStarted": {}},
+                        {"TimerFired": {"timerId": 2, "fireAt": "2026-01-01T00:00:04Z"}}, sched(3, "fail", fail_in),
+                        {"WorkflowStarted": {}}, done(3, fail_in)])
+    vec("retry-failure", "a retried activity's failed attempt", [Cell(_C.RETRY, _A.DUPLICATE)], _then_wait(retried),
+        _turns(*retried_history, 4, failed), ["retries"])
+    vec("all-member", "an all member's result", [Cell(_C.ALL, _A.DUPLICATE)], _then_wait({"all": [echo, echo]}),
+        _turns([sched(1), sched(2)], [done(1), done(2)], 3, done(1)))
+    vec("any-member", "an any member's result", [Cell(_C.ANY, _A.DUPLICATE)],
+        _then_wait({"any": [echo, {"timer": "1h"}]}),
+        _turns([sched(1), hour_timer(2)], [done(1)], 3, done(1)), ["timers"])
+    for kind in ("all", "any"):
+        # The other member takes id 2 in the first turn; the retry timer (3) and the second attempt (4) follow.
+        other, other_id = (echo, sched(2)) if kind == "all" else ({"timer": "1h"}, hour_timer(2))
+        later = [failed, {**retry_timer, "eventId": 3}, {"WorkflowStarted": {}},
+                 {"TimerFired": {"timerId": 3, "fireAt": "2026-01-01T00:00:04Z"}}, sched(4, "fail", fail_in),
+                 {"WorkflowStarted": {}}, done(4, fail_in), *([done(2)] if kind == "all" else [])]
+        vec(f"retried-member-of-{kind}", f"a failed attempt of a retried {kind} member",
+            [Cell(_C.INNER_IN_ALL if kind == "all" else _C.INNER_IN_ANY, _A.DUPLICATE)],
+            _then_wait({kind: [retried, other]}), _turns([sched(1, "fail", fail_in), other_id], later, 5, failed),
+            ["retries"] + (["timers"] if kind == "any" else []))
+    return out
+
+
 def late_recipes(option: Mapping[str, Any]) -> list[Recipe]:
     """Flow scenarios for the late-timer cells (cells.LATE_ENGINE), on a reference engine started with
     `option` (the sidecar option that delivers late events): a timeout timer fires after its event
@@ -249,9 +350,10 @@ def late_recipes(option: Mapping[str, Any]) -> list[Recipe]:
     ]
 
 
-def all_recipes() -> list[Recipe]:
-    """What the generator writes: the recipes, and the late-timer ones once the engine can run them."""
-    return recipes() + (late_recipes(LATE_OPTION) if LATE_OPTION is not None else [])
+def all_recipes() -> list[Recipe | VectorRecipe]:
+    """What the generator writes: the flow recipes, the duplicate vectors, and the late-timer flows
+    once the engine can run them."""
+    return [*recipes(), *duplicate_vectors(), *(late_recipes(LATE_OPTION) if LATE_OPTION is not None else [])]
 
 
 def write(out: Path) -> list[Path]:

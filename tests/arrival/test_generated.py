@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conformance.arrival import generate
-from conformance.arrival.collect import flow_reach
+from conformance.arrival.collect import reach
 from conformance.scenario.loader import load_scenario
 from conformance.targets.registry import load_targets
 
@@ -23,7 +23,7 @@ def test_files_match_their_recipes():
 @pytest.mark.parametrize("recipe", generate.all_recipes(), ids=lambda r: r.name)
 def test_generated_scenario_reaches_its_cells(recipe):
     scenario = load_scenario(FOLDER / f"{recipe.name}.yaml", root=ROOT / "scenarios")
-    got = flow_reach(scenario, load_targets().pair("reference", "reference"))
+    got = reach(scenario, load_targets().pair("reference", "reference"))
     assert got.outcome == "PASSED", got
     missing = [str(c) for c in recipe.cells if c not in got.cells]
     assert not missing, f"{recipe.name} no longer reaches {missing}; it reaches {sorted(map(str, got.cells))}"
