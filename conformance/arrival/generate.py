@@ -167,6 +167,23 @@ def recipes() -> list[Recipe]:
                steps=[{"stop_worker": {}}, {"advance_clock": "2s"}, {"raise": {"event": "b", "data": "B"}},
                       {"start_worker": {}}],
                expect={"status": "FAILED", "failure": {"type": "TimeoutError"}}),
+        *(Recipe(name=f"late-timeout-timer-created-with-its-event{'-in-all' if inner else ''}",
+                 title="A timeout timer made in the turn its event arrived fires after the event won"
+                       + (", inside an all" if inner else "")
+                       + " (the reference engine cancels only a timer already pending when the event commits, R6.3)",
+                 cells=(Cell(_C.INNER_IN_ALL if inner else _C.EVENT, _A.LATE_TIMER),),
+                 requirements=("TMR-TIMEOUT-001", "RPL-DET-001"),
+                 requires=("virtual_clock", "events", "timers", "suspend"), sidecar={"clock": "virtual"},
+                 programs=_main({"wait_event": "a"},
+                                {"all": [{"wait_event": {"name": "b", "timeout": "1s"}}, {"wait_event": "c"}], "as": "r"}
+                                if inner else {"wait_event": {"name": "b", "timeout": "1s"}, "as": "r"},
+                                *([] if inner else [{"wait_event": "c"}]), {"return": "${r}"}),
+                 # a and b in one turn; the suspension commits it before the clock moves past the timer.
+                 steps=[{"stop_worker": {}}, {"raise": {"event": "a"}}, {"raise": {"event": "b", "data": "B"}},
+                        {"start_worker": {}}, *SUSPEND_BARRIER, {"resume": {"reason": "go"}},
+                        {"advance_clock": "2s"}, {"raise": {"event": "c", "data": "C"}}],
+                 expect={"status": "COMPLETED", "output": ["B", "C"] if inner else "B"})
+          for inner in (False, True)),
         Recipe(name="retry-in-all",
                title="A retried activity inside an all fails, waits for its retry timer and succeeds while the "
                      "other member is done",
