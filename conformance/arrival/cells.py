@@ -69,9 +69,10 @@ IMPOSSIBLE = MappingProxyType({
                              "the carry itself",
 })
 
-# Cells the reference engine never produces in a flow: it deletes a timeout timer once its event
-# commits (R6.3) and forgets a retry timer with its call, where durabletask-go's backend delivers the
-# late TimerFired. Vectors reach them on any engine. Hook: when the reference engine gains an
+# The late timers: the reference engine deletes a timeout timer pending when its event commits
+# (R6.3; only a timer made in the event's own turn survives and fires late) and forgets a retry timer
+# with its call, where durabletask-go's backend delivers the late TimerFired. Vectors reach them on
+# any engine. Hook: when the reference engine gains an
 # option that delivers late events (branch `late`), `generate.LATE_OPTION` names it and the
 # generator writes flow scenarios for these cells (`generate.late_recipes`).
 LATE_ENGINE = frozenset(Cell(c, _A.LATE_TIMER) for c in (_C.EVENT, _C.RETRY, _C.INNER_IN_ALL, _C.INNER_IN_ANY))
