@@ -589,9 +589,11 @@ def _run_steps(ctx: _Context, ops: Sequence[_Op], env: Env) -> Generator[Task, A
     for op in ops:
         step = op.step
         if op.make is not None:  # a task step
-            ctx.site = step, None
-            task = op.make(ctx, env)
-            if ctx.trace is not None:
+            if ctx.trace is None:
+                task = op.make(ctx, env)
+            else:
+                ctx.site = step, None
+                task = op.make(ctx, env)
                 ctx.trace.tasks.append((step, task))
             try:
                 value = yield task
@@ -603,12 +605,19 @@ def _run_steps(ctx: _Context, ops: Sequence[_Op], env: Env) -> Generator[Task, A
             if step.as_:
                 env[step.as_] = value
         elif isinstance(step, All):
-            value = yield _traced(ctx, step, WhenAll(_members(ctx, step, op.makes, env)))
+            if ctx.trace is None:
+                value = yield WhenAll([make(ctx, env) for make in op.makes])
+            else:
+                value = yield _traced(ctx, step, WhenAll(_members(ctx, step, op.makes, env)))
             if step.as_:
                 env[step.as_] = value
         elif isinstance(step, AnyOf):
-            children = _members(ctx, step, op.makes, env)
-            winner = yield _traced(ctx, step, WhenAny(children))
+            if ctx.trace is None:
+                children = [make(ctx, env) for make in op.makes]
+                winner = yield WhenAny(children)
+            else:
+                children = _members(ctx, step, op.makes, env)
+                winner = yield _traced(ctx, step, WhenAny(children))
             if winner.failure is not None:
                 raise winner.failure
             if step.as_:
@@ -647,8 +656,7 @@ def _members(ctx: _Context, step: Step, makes: Sequence[TaskMaker], env: Env) ->
 
 
 def _traced(ctx: _Context, step: Step, task: Task) -> Task:
-    if ctx.trace is not None:
-        ctx.trace.tasks.append((step, task))
+    ctx.trace.tasks.append((step, task))  # type: ignore[union-attr]  # only called while tracing
     return task
 
 
