@@ -95,6 +95,10 @@ RUN_OPTIONS: tuple[OptionSpec, ...] = (
          help="a capability of the sidecar under test (repeatable), e.g. restart"),
     _opt("sidecar-gap", action="append", default=[], metavar="REQ[@GLOB]=REASON",
          help="a requirement the sidecar under test is known not to meet (repeatable)"),
+    _opt("engine-setting", action="append", default=[], metavar="NAME=VALUE",
+         help="a setting of the engine under test for every scenario that does not give it itself "
+              "(repeatable; the settings of a scenario's `engine:`, docs/scenarios.md), e.g. "
+              "late_timeout_timers=true: a won wait's timeout timer still fires (R6.3)"),
     _opt("targets", type=Path, action="append", default=[], metavar="FILE",
          help="a targets file that adds to the built-in targets (repeatable); see `conformance init-target`"),
     _opt("reports", type=Path, default=None,
@@ -139,6 +143,7 @@ class RunOptions:
     gap: tuple[str, ...] = ()
     sidecar_capability: tuple[str, ...] = ()
     sidecar_gap: tuple[str, ...] = ()
+    engine_setting: tuple[str, ...] = ()
     targets: tuple[Path, ...] = ()
     reports: Path | None = None
     no_reports: bool = False
@@ -303,12 +308,32 @@ def build_pairs(options: RunOptions, *, scenarios: Sequence[Any] = ()) -> list[A
     pairs = [targets.pair(s, w, sidecar_address=options.sidecar_address, worker_command=options.worker_command)
              for s in dict.fromkeys(options.sidecar or ["reference"])
              for w in dict.fromkeys(options.worker or ["reference"])]
+    settings = engine_settings(options)
+    if settings.asked():
+        cannot = sorted({f"sidecar {p.sidecar.name} cannot be started with engine setting {s.value} (it lacks "
+                         f"the capability {s.capability}; conformance/targets/targets.yaml)"
+                         for p in pairs for s in settings.needed() if s.capability not in p.sidecar.capabilities})
+        if cannot:
+            raise UsageError("; ".join(cannot) + "; drop that --engine-setting or choose another --sidecar")
+        pairs = [replace(p, sidecar=replace(p.sidecar, engine=settings)) for p in pairs]
     if checkout is not None:  # failures name the checkout and environment that produced them
         pairs = [replace(p, worker=replace(p.worker, provenance=checkout.describe())) for p in pairs]
     missing = not_installed(pairs, root=library().root)
     if missing:  # every scenario would fail the same way: say it once, before any runs
         raise InputError(missing, subject="the targets of this run")
     return pairs
+
+
+def engine_settings(options: RunOptions) -> Any:
+    """--engine-setting, read as a scenario's `engine:` is (conformance/scenario/engine.py)."""
+    from taskhub_programs.language import parse_duration
+
+    from conformance.scenario.engine import parse_cli_settings
+
+    try:
+        return parse_cli_settings(options.engine_setting, duration=parse_duration)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def prepare_checkout(options: RunOptions, *, targets: Any) -> Any:
@@ -365,7 +390,8 @@ def reproduce_options(options: RunOptions) -> list[str]:
         out += ["--sdk-path", os.path.abspath(options.sdk_path)]
     if options.worker_command:
         out += ["--worker-command", options.worker_command]
-    for flag, values in (("--capability", options.capability), ("--gap", options.gap),
+    for flag, values in (("--engine-setting", options.engine_setting),
+                         ("--capability", options.capability), ("--gap", options.gap),
                          ("--sidecar-capability", options.sidecar_capability),
                          ("--sidecar-gap", options.sidecar_gap)):
         for value in values:

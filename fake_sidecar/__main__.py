@@ -62,6 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--app", action="append", default=[], metavar="ID", dest="apps",
                    help="host this app id (repeat for several apps; workflows across apps, engine-rules R11.1): the "
                         "first listens on --port, each other on a port of its own, printed at start")
+    p.add_argument("--late-timeout-timers", action="store_true",
+                   help="keep a wait's timeout timer when its event arrives first, so its TimerFired is delivered "
+                        "late, as durabletask-go's sidecar and daprd before v1.17.2 do (default: delete it, as daprd "
+                        "v1.18 does; engine-rules R6.3)")
     p.add_argument("--log-level", default="WARNING", type=str.upper,
                    choices=("DEBUG", "INFO", "WARNING", "ERROR"), help="log level on stderr (default WARNING)")
     return p
@@ -94,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
                                      activity_lease=args.activity_lease, max_payload=args.max_payload,
                                      max_message_bytes=args.max_message_bytes, strict_tokens=args.strict_tokens,
                                      clock=args.clock, task_execution_id=args.task_execution_id,
-                                     apps=tuple(args.apps))
+                                     apps=tuple(args.apps), late_timeout_timers=args.late_timeout_timers)
     except StoreError as exc:
         print(f"fake-sidecar: {exc}", file=sys.stderr)
         return 2

@@ -466,7 +466,7 @@ class SidecarServer:
               task_execution_id: str = "passthrough", apps: tuple[str, ...] = (),
               app_ports: dict[str, int] | None = None, max_concurrent_workflows: int | None = None,
               max_concurrent_activities: int | None = None, retention_s: Mapping[str, float] | None = None,
-              stateful_history: bool = True,
+              stateful_history: bool = True, late_timeout_timers: bool = False,
               access_policies: tuple[tuple[str, tuple[Any, ...]], ...] = ()) -> "SidecarServer":
         """`engine_class` lets `conformance replay` refuse management calls; `policy` lets the
         harness's tests run deliberately broken engines (mutants, tests/mutants/variants.py);
@@ -476,6 +476,8 @@ class SidecarServer:
         on the streams at once, `retention_s` purges a finished instance that many seconds after it
         finished (keys COMPLETED, FAILED, TERMINATED, or ANY), `stateful_history=False` sends full
         histories even to workers that announce stateful history (daprd's Configuration settings).
+        `late_timeout_timers` keeps a wait's timeout timer after its event won, so the TimerFired is
+        delivered late as durabletask-go's sidecar delivers it (R6.3).
 
         `max_message_bytes` bounds every gRPC message both ways: a bigger request is refused
         with RESOURCE_EXHAUSTED before it is read, and a workflow whose turn would not fit
@@ -498,7 +500,8 @@ class SidecarServer:
                                                   max_concurrent_workflows=max_concurrent_workflows,
                                                   max_concurrent_activities=max_concurrent_activities,
                                                   retention_s=tuple(sorted((retention_s or {}).items())),
-                                                  stateful_history=stateful_history),
+                                                  stateful_history=stateful_history,
+                                                  late_timeout_timers=late_timeout_timers),
                               policy=policy)
         loop = asyncio.new_event_loop()
         thread = threading.Thread(target=loop.run_forever, name="sidecar-grpc-loop", daemon=True)

@@ -39,7 +39,9 @@ class Commit:
     """Commit a decision on the turn that delivered the inbox items `consumed`.
 
     now_ns: the clock at commit (R6.3: a timeout timer due by then has fired, it is not cancelled);
-    restart_ns / next_execution_id: when a continued generation starts, and its execution id.
+    restart_ns / next_execution_id: when a continued generation starts, and its execution id;
+    cancel_timeouts: R6.3 as daprd >= 1.18.1 applies it; False keeps a wait's timeout timer after its
+    event won, so its TimerFired arrives late, as durabletask-go's sidecar and daprd < 1.17.2 deliver it.
     """
 
     decision: Decision
@@ -47,6 +49,7 @@ class Commit:
     now_ns: int
     restart_ns: int | None = None
     next_execution_id: str = ""
+    cancel_timeouts: bool = True
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,6 +64,7 @@ class Answer:
     now_ns: int
     restart_ns: int | None = None
     next_execution_id: str = ""
+    cancel_timeouts: bool = True
     new_id: Callable[[], str] = field(default=lambda: uuid.uuid4().hex, compare=False)
 
 
@@ -161,7 +165,8 @@ def apply(state: InstanceState, command: Command) -> tuple[InstanceState, tuple[
         decision = decide_turn(state, command.new_events, command.response, now_ns=command.decided_ns,
                                new_id=command.new_id)
         command = Commit(decision=decision, consumed=command.consumed, now_ns=command.now_ns,
-                         restart_ns=command.restart_ns, next_execution_id=command.next_execution_id)
+                         restart_ns=command.restart_ns, next_execution_id=command.next_execution_id,
+                         cancel_timeouts=command.cancel_timeouts)
     if isinstance(command, Commit):
         return commit(state, command)
     raise TypeError(f"apply: {type(command).__name__} is not a command of the instance machine")
@@ -181,7 +186,7 @@ def commit(state: InstanceState, cmd: Commit) -> tuple[InstanceState, tuple[Effe
     inbox = [e for e in state.inbox if e.seq not in cmd.consumed]
     facts = state.facts.extended(d.events)
     effects: list[Effect] = [Consumed(consumed), Recorded(d.events, d.custom_status)]
-    for name in d.cancel_event_timers:
+    for name in d.cancel_event_timers if cmd.cancel_timeouts else ():
         gone = timeout_to_cancel(inbox, name=name, timer_names=facts.timer_event_names, now_ns=cmd.now_ns)
         if gone is not None:
             inbox.remove(gone)

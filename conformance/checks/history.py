@@ -4,7 +4,8 @@ Each rule is a registered function over one committed history that yields struct
 (`Break`: the rule, the requirement it belongs to, the event index); nothing is parsed back out of
 text. A rule the engines legitimately apply differently takes the engine's family into account
 (`Family`): the standalone sidecar ([SA]) stamps TimerFired with its creation time (R2.6) and lets
-a timeout timer fire after its event (R6.3).
+a timeout timer fire after its event (R6.3), as does an engine started with the engine setting
+`late_timeout_timers` (conformance/scenario/engine.py).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ class _History:
     family: Family
     lead: int  # ExecutionStalled events before the first committed turn (§7)
     copied: int = 0  # a rerun copy's events before its target are the source's, moved (R8.3)
+    late_timeouts: bool = False  # the engine was asked to deliver a won wait's TimerFired late (R6.3)
 
     def turns(self) -> Iterator[tuple[int, list[int]]]:
         """(index of each WorkflowStarted, the indices of its turn's other events)."""
@@ -289,7 +291,7 @@ def timeouts_cancelled(h: _History) -> Iterator[Break]:
     """[DAPR] an EventRaised whose turn committed before a wait's timeout was due cancels the oldest
     such timer of that name: its TimerFired never comes. The commit time is the latest event the
     turn's answer made (stamped when applied); a turn that made none is not judged."""
-    if h.family is Family.STANDALONE:
+    if h.family is Family.STANDALONE or h.late_timeouts:
         return
     pending: dict[str, list[tuple[int, int]]] = {}  # name -> [(timer id, fireAt ns)], oldest first
     cancelled: dict[int, int] = {}  # timer id -> index of the EventRaised that cancelled it
@@ -332,13 +334,14 @@ def termination_output(h: _History) -> Iterator[Break]:
 # ------------------------------------------------------------------------------------------- entry points
 
 
-def breaks(history: Sequence[Event], *, family: Family = Family.DAPR) -> list[Break]:
-    """Every break of every rule in one committed history, in event order."""
+def breaks(history: Sequence[Event], *, family: Family = Family.DAPR, late_timeouts: bool = False) -> list[Break]:
+    """Every break of every rule in one committed history, in event order (`late_timeouts`: the
+    engine keeps a wait's timeout timer after its event, so R6.3 does not apply)."""
     lead = 0
     while lead < len(history) and history[lead]["kind"] == "ExecutionStalled":
         lead += 1
     target = next((i for i, e in enumerate(history) if "rerunParentInstanceInfo" in e), 0)
-    h = _History(events=history, family=family, lead=lead, copied=target)
+    h = _History(events=history, family=family, lead=lead, copied=target, late_timeouts=late_timeouts)
     out = [b for _req, fn in RULES.values() for b in fn(h)]
     return sorted(out, key=lambda b: (b.index if b.index is not None else -1, b.rule))
 
@@ -352,6 +355,7 @@ def invariants(history: Sequence[Event], *, family: Family = Family.DAPR) -> lis
 def history_well_formed(obs: Observed) -> None:
     """The engine's history rules; each break names its rule, requirement and event."""
     family = family_of(obs.engine)
+    late = obs.scenario.engine.late_timeout_timers is True
     out = [b.mismatch(instance=f"{iid}: event #{b.index}") for iid, history in obs.histories.items()
-           for b in breaks(history, family=family)]
+           for b in breaks(history, family=family, late_timeouts=late)]
     fail(obs, "history_well_formed", out)

@@ -9,10 +9,12 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Iterable
 from typing import Any, TextIO
 
 from hypothesis import HealthCheck, Phase, Verbosity, settings
-from hypothesis.database import DirectoryBasedExampleDatabase
+from hypothesis import seed as hseed
+from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 
 DEFAULT_DATABASE = Path(".hypothesis") / "conformance-fuzz"
 
@@ -179,37 +181,59 @@ def seed_for(*parts: Any) -> int:
     return int.from_bytes(hashlib.sha256("/".join(map(str, parts)).encode()).digest()[:8], "big")
 
 
-def hypothesis_settings(*, max_examples: int, database: Path | None, derandomize: bool = False,
-                        shrink: bool = True, stateful_step_count: int | None = None,
+class KeyedDatabase(ExampleDatabase):
+    """One campaign's share of an example database: every key carries the campaign's prefix.
+
+    Hypothesis keys a test's examples by the test function; the campaigns define one function per
+    chunk, target and program pool, so the prefix (`key(...)`) is what keeps their examples apart,
+    through the database's public interface."""
+
+    def __init__(self, inner: ExampleDatabase, prefix: bytes) -> None:
+        super().__init__()
+        self._inner, self._prefix = inner, prefix
+
+    def save(self, key: bytes, value: bytes) -> None:
+        self._inner.save(self._prefix + key, value)
+
+    def fetch(self, key: bytes) -> Iterable[bytes]:
+        return self._inner.fetch(self._prefix + key)
+
+    def delete(self, key: bytes, value: bytes) -> None:
+        self._inner.delete(self._prefix + key, value)
+
+    def move(self, src: bytes, dest: bytes, value: bytes) -> None:
+        self._inner.move(self._prefix + src, self._prefix + dest, value)
+
+
+def hypothesis_settings(*, max_examples: int, database: Path | None, share: bytes = b"",
+                        derandomize: bool = False, shrink: bool = True, stateful_step_count: int | None = None,
                         multiple_bugs: bool = True) -> settings:
+    """A campaign's settings; `share` (from `key(...)`) names its share of `database`."""
     phases = [Phase.explicit, Phase.reuse, Phase.generate, Phase.target] + ([Phase.shrink] if shrink else [])
     kw: dict[str, Any] = {}
     if stateful_step_count is not None:
         kw["stateful_step_count"] = stateful_step_count
-    return settings(max_examples=max(1, max_examples), deadline=None, derandomize=derandomize,
-                    database=DirectoryBasedExampleDatabase(str(database)) if database is not None else None,
-                    suppress_health_check=list(HealthCheck), phases=phases, report_multiple_bugs=multiple_bugs,
-                    print_blob=False, verbosity=Verbosity.quiet, **kw)
-
-
-def seeded(test: Any, *, seed: int, database: Path | None) -> Any:
-    """`test` drawing from `seed`, and still reading and writing `database`.
-
-    Hypothesis' own `@seed` turns the example database off (it is meant for reproducing one
-    failure), so a seeded campaign would never replay what earlier campaigns, or other shards of
-    this one, saved. The settings `@seed` leaves on the test get the database back."""
-    from hypothesis import seed as hseed
-
-    test = hseed(seed)(test)
+    db: ExampleDatabase | None = None
     if database is not None:
-        current = getattr(test, "_hypothesis_internal_use_settings", None)  # what @seed itself rewrites
-        test._hypothesis_internal_use_settings = settings(
-            current, database=DirectoryBasedExampleDatabase(str(database)))
-    return test
+        db = KeyedDatabase(DirectoryBasedExampleDatabase(str(database)), share)
+    return settings(max_examples=max(1, max_examples), deadline=None, derandomize=derandomize,
+                    database=db, suppress_health_check=list(HealthCheck), phases=phases,
+                    report_multiple_bugs=multiple_bugs, print_blob=False, verbosity=Verbosity.quiet, **kw)
+
+
+def configured(test: Any, *, with_settings: settings, seed: int | None = None) -> Any:
+    """`test` (made by `@given`) with `with_settings`, drawing from `seed` when one is given.
+
+    Hypothesis' `@seed` turns the example database off (it is meant for reproducing one failure),
+    so a seeded campaign would never replay what earlier campaigns, or other shards of this one,
+    saved: the settings are applied after it, and so keep the database."""
+    if seed is not None:
+        test = hseed(seed)(test)
+    return with_settings(test)
 
 
 def key(*parts: Any) -> bytes:
-    """Extra bytes for a test's example-database key (which campaign, target, program pool)."""
+    """A campaign's share of the example database (which campaign, target, program pool)."""
     return hashlib.sha256("\x00".join(map(str, parts)).encode()).digest()
 
 

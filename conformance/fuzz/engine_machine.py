@@ -54,7 +54,7 @@ from taskhub_core.state import InstanceState
 from taskhub_core.timestamps import NEVER_NS, ts_ns
 from taskhub_core.turn import TurnKind, decide_turn
 from taskhub_wire import pb
-from taskhub_wire.kinds import SUSPENSION_FIELDS, EventKind
+from taskhub_wire.kinds import SUSPENSION_FIELDS
 
 from conformance.checks.history import breaks as history_breaks
 from conformance.scenario.wire import event_dict
@@ -674,9 +674,9 @@ class EngineCampaign:
         def factory() -> Machine:
             return Machine()
 
-        factory._hypothesis_internal_add_digest = key("engine", self.name, self.steps, chunk_no)  # type: ignore[attr-defined]
         n = min(self.chunk, self.clock.remaining_examples(self.chunk))
-        s = hypothesis_settings(max_examples=n, database=self.database, derandomize=self.derandomize,
+        s = hypothesis_settings(max_examples=n, database=self.database,
+                                share=key("engine", self.name, self.steps, chunk_no), derandomize=self.derandomize,
                                 stateful_step_count=self.steps, shrink=self.shrink)
         if not self.derandomize:
             factory = hseed(seed_for("engine", self.seed, chunk_no))(factory)

@@ -20,12 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from hypothesis import given, seed as hseed
+from hypothesis import given
 from hypothesis import strategies as st
 
 from conformance.fuzz import programs as P
 from conformance.fuzz.campaign import CampaignResult, fuzz_command
-from conformance.fuzz.common import Clock, Progress, finding_error, hypothesis_settings, key, seed_for
+from conformance.fuzz.common import (
+    Clock, Progress, configured, finding_error, hypothesis_settings, key, seed_for,
+)
 from conformance.verdict import Outcome
 
 FLOW_FEATURES = P.Features(patching=False, versions=False, retries=False, children=True, timers=True, events=True,
@@ -130,8 +132,6 @@ def run_flow_campaign(args: Any, target: Any, budget: Any, database: Path | None
     while not clock.exhausted():
         pending: dict[str, FlowFinding] = {}
 
-        @hseed(seed_for("flows", args.seed, chunk_no))
-        @hypothesis_settings(max_examples=min(10, clock.remaining_examples(10)), database=database)
         @given(flow_docs())
         def example(doc: dict[str, Any]) -> None:
             if clock.hard_stop():
@@ -151,7 +151,8 @@ def run_flow_campaign(args: Any, target: Any, budget: Any, database: Path | None
                 pending[f.key] = f
                 raise finding_error(f.key)(f)
 
-        example.hypothesis.inner_test._hypothesis_internal_add_digest = key("flows", target.name)  # type: ignore[attr-defined]
+        example = configured(example, seed=seed_for("flows", args.seed, chunk_no), with_settings=hypothesis_settings(
+            max_examples=min(10, clock.remaining_examples(10)), database=database, share=key("flows", target.name)))
         try:
             example()
         except KeyboardInterrupt:

@@ -43,7 +43,7 @@ from taskhub_programs import Bundle
 from taskhub_wire import pb
 
 from conformance.dialects.turn import TurnCase
-from conformance.targets.reference import ActivityRunner, TurnResult, execute, run_pure_activity
+from conformance.targets.reference import ActivityRunner, execute, run_pure_activity
 
 START_NS = 1_767_225_600 * 1_000_000_000  # 2026-01-01T00:00:00Z (the scenario wire format's default base)
 EVENT_NAMES = ("go", "Go", "approve", "x", "other")

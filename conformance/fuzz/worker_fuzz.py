@@ -40,7 +40,7 @@ from taskhub_wire import pb
 from conformance.fuzz import programs as P
 from conformance.fuzz.common import (
     Budget, Clock, FindingError, Progress, Stage, Timeline, finding_error, hypothesis_settings, key, other_errors,
-    seed_for, seeded,
+    seed_for, configured,
 )
 from conformance.dialects.compare import EXACT, Comparison, Profile, compare
 from conformance.dialects.history import NATIVE, Dialect
@@ -181,8 +181,6 @@ class WorkerCampaign:
 
         # One finding ends the search of a chunk: it is shrunk, then the next chunk searches on (its
         # kind now known). Time after the first finding is then shrinking only, reported apart.
-        @hypothesis_settings(max_examples=n, database=self.database, derandomize=self.derandomize, shrink=self.shrink,
-                             multiple_bugs=False)
         @given(st.data())
         def example(data: Any) -> None:
             if self.clock.hard_stop() or self._shrunk_enough():
@@ -200,13 +198,15 @@ class WorkerCampaign:
                     self._first_finding = (time.monotonic(), self._turns())
             self.progress.tick(self.clock, findings=len(self.findings), extra=f"round {rnd}")
 
-        example.hypothesis.inner_test._hypothesis_internal_add_digest = key(  # type: ignore[attr-defined]
-            "worker", self.target, self.profile.name, P.digest(pool_doc), self.features, self.mutations, chunk_no)
-        if not self.derandomize:
-            # Shards share the program pools and the database keys (so that each replays what the
-            # others saved) and differ only in the random draws of their examples.
-            shard = ("shard", self.shard) if self.shard else ()
-            example = seeded(example, seed=seed_for("chunk", self.seed, rnd, chunk_no, *shard), database=self.database)
+        share = key("worker", self.target, self.profile.name, P.digest(pool_doc), self.features, self.mutations,
+                    chunk_no)
+        chosen = hypothesis_settings(max_examples=n, database=self.database, share=share,
+                                     derandomize=self.derandomize, shrink=self.shrink, multiple_bugs=False)
+        # Shards share the program pools and the database keys (so that each replays what the others
+        # saved) and differ only in the random draws of their examples.
+        shard = ("shard", self.shard) if self.shard else ()
+        example = configured(example, with_settings=chosen,
+                             seed=None if self.derandomize else seed_for("chunk", self.seed, rnd, chunk_no, *shard))
         try:
             example()
         except KeyboardInterrupt:

@@ -18,7 +18,7 @@ import traceback
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -98,7 +98,8 @@ class _Client:
     calls: list[tuple[float, str, Any, Any, str | None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.channel = grpc.insecure_channel(self.address)
+        # Any answer size: an engine started with a larger max_body_size answers above gRPC's 4 MiB default.
+        self.channel = grpc.insecure_channel(self.address, options=[("grpc.max_receive_message_length", -1)])
         self.client = TaskHubClient(self.channel, metadata=self.metadata)
         self.lock = threading.Lock()
 
@@ -178,24 +179,24 @@ def _rpc(run: _Run, client: _Client, rpc: str, request: Any, *, expect: ErrorExp
     return resp
 
 
-def _raw_call(run: "_Run", h: "_Harness", method: Any, request: Any, *, expect: ErrorExpect | None, where: _Where,
-              timeout: float, metadata: tuple[tuple[str, str], ...] | None) -> Any:
-    """Any RPC of either service on the sidecar, optionally with exactly the given metadata."""
-    call = h.client.channel.unary_unary(method.path, request_serializer=method.request.SerializeToString,
-                                         response_deserializer=method.response.FromString)
+def _raw_call(run: "_Run", client: "_Client", method: Any, request: Any, *, expect: ErrorExpect | None,
+              where: _Where, timeout: float, metadata: tuple[tuple[str, str], ...] | None) -> Any:
+    """Any RPC of either service on a sidecar (the client's app), optionally with exactly the given metadata."""
+    call = client.channel.unary_unary(method.path, request_serializer=method.request.SerializeToString,
+                                       response_deserializer=method.response.FromString)
     t = time.monotonic() - run.began
-    h.client.claim(request)
+    client.claim(request)
     try:
-        resp = call(request, timeout=timeout, metadata=h.client.metadata if metadata is None else metadata)
+        resp = call(request, timeout=timeout, metadata=client.metadata if metadata is None else metadata)
     except grpc.RpcError as exc:
-        h.client._log(t, method.name, request, None, f"{exc.code().name}: {exc.details()}")
-        h.client.calls.append((t, method.name, request, None, f"{exc.code().name}: {exc.details()}"))
+        client._log(t, method.name, request, None, f"{exc.code().name}: {exc.details()}")
+        client.calls.append((t, method.name, request, None, f"{exc.code().name}: {exc.details()}"))
         if expect is not None:
             _expect_error(exc, expect, where)
             return None
         raise _step_failed(where, f"{where}: {method.name} failed: {exc.code().name}: {exc.details()}") from None
-    h.client._log(t, method.name, request, resp, None)
-    h.client.calls.append((t, method.name, request, resp, None))
+    client._log(t, method.name, request, resp, None)
+    client.calls.append((t, method.name, request, resp, None))
     if expect is not None:
         raise _step_failed(where, f"{where}: expected {method.name} to fail ({'/'.join(expect.codes) or 'non-OK'}), "
                          "but it succeeded")
@@ -352,7 +353,8 @@ class _Harness:
         bundle, doc = self._app_bundle(app)
         start = WorkerStart(address=self.proxies[app].address, bundle=bundle, bundle_doc=doc,
                             work_dir=self.run.work_dir / f"app-{app}", ledger=self.ledger,
-                            api_token=self.run.scenario.sidecar.get("api_token"))
+                            api_token=self.run.scenario.sidecar.get("api_token"),
+                            max_message_bytes=self.run.scenario.engine.max_body_size)
         start.work_dir.mkdir(exist_ok=True)
         starter = start_reference_worker if spec.worker is AppWorker.REFERENCE else self.run.pair.worker.start
         self.app_workers[app] = starter(start)
@@ -410,7 +412,8 @@ class _Harness:
             address=self.proxy.address, bundle=bundle, bundle_doc=bundle_doc, work_dir=self.run.work_dir,
             ledger=self.ledger, adversary=tuple(self.run.scenario.worker.get("adversary") or ()), api_token=token,
             stateful_history=bool(self.run.scenario.worker.get("stateful_history", False)),
-            history_cache_instances=self.run.scenario.worker.get("history_cache_instances")))
+            history_cache_instances=self.run.scenario.worker.get("history_cache_instances"),
+            max_message_bytes=self.run.scenario.engine.max_body_size))
         # Engines that only accept workflow calls once a worker is connected (daprd registers its
         # workflow actor types then) say so by this hook; the harness waits before the next step.
         ready = getattr(self.sidecar, "wait_until_workflows_ready", None)
@@ -553,8 +556,8 @@ def _on_call(at: _At, a: steps.Call) -> None:
     # again until the response matches, not by sleeping a margin that a loaded machine can miss.
     deadline = None if a.within is None else time.monotonic() + a.within
     while True:
-        resp = _raw_call(run, h, method, request, expect=at.step.expect_error, where=at.where, timeout=at.timeout,
-                         metadata=a.metadata)
+        resp = _raw_call(run, h.app_client(a.app), method, request, expect=at.step.expect_error, where=at.where,
+                         timeout=at.timeout, metadata=a.metadata)
         if resp is None or a.response is MISSING:
             return
         matcher = Matcher(captures=dict(run.vars))
@@ -672,11 +675,13 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
     if given, is called once with what a flow scenario saw (`conformance engines-diff`): instances,
     observed (histories), calls (every client call with its answer) and transcript (the proxy's)."""
     began = time.monotonic()
+    if pair.sidecar.engine.asked():  # the run's --engine-setting, under the scenario's own engine:
+        scenario = replace(scenario, engine=scenario.engine.over(pair.sidecar.engine))
     missing = sorted(set(scenario.requires) - pair.capabilities)
     base = dict(scenario=scenario.id, pair=pair.label, sidecar=pair.sidecar.name, worker=pair.worker.name,
                 requirements=scenario.requirements, title=scenario.title, reproduce=reproduce, source=scenario.source,
                 started_at=time.time())
-    unset = [s for s in scenario.engine.asked() if s.capability not in pair.sidecar.capabilities]
+    unset = [s for s in scenario.engine.needed() if s.capability not in pair.sidecar.capabilities]
     if unset:
         return ScenarioFinished(outcome=Outcome.NOT_APPLICABLE, duration_s=0.0,
                                 gap_reason=f"sidecar {pair.sidecar.name} cannot be started with engine setting"

@@ -10,7 +10,7 @@ targets.yaml); a pair that lacks it gives the scenario NOT_APPLICABLE with that 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -27,10 +27,20 @@ class EngineSetting(enum.Enum):
     # the engine sends history deltas to a worker that announces WORKER_CAPABILITY_STATEFUL_HISTORY
     # (daprd after v1.18; tests/integration/suite/daprd/workflow/statefulhistory/ on master)
     STATEFUL_HISTORY = "stateful_history"
+    # R6.3: a wait's timeout timer whose event won still fires, and its TimerFired reaches the worker
+    # late: durabletask-go's sidecar always (its sqlite backend deletes no timer), daprd before v1.17.2,
+    # and daprd v1.17.2-v1.18.0 for a later wait on a name whose earlier wait was cancelled; daprd
+    # v1.18.1+ deletes the reminder (orchestrator/timer.go:148 deleteCancelledEventTimers, run.go:330).
+    # true asks for the late delivery; false (the reference's default) asks for nothing.
+    LATE_TIMEOUT_TIMERS = "late_timeout_timers"
 
     @property
     def capability(self) -> str:
         return f"engine_{self.value}"
+
+
+# Settings whose value is a plain true / false.
+_BOOLEAN = (EngineSetting.STATEFUL_HISTORY, EngineSetting.LATE_TIMEOUT_TIMERS)
 
 
 # Statuses a retention applies to, as daprd's stateRetentionPolicy names them.
@@ -59,13 +69,26 @@ class EngineSettings:
     max_concurrent_activities: int | None = None
     max_body_size: int | None = None  # bytes
     stateful_history: bool | None = None
+    late_timeout_timers: bool | None = None
 
     def asked(self) -> tuple[EngineSetting, ...]:
         """The settings this scenario sets, in declaration order."""
         return tuple(EngineSetting(f.name) for f in fields(self) if getattr(self, f.name) is not None)
 
+    def needed(self) -> tuple[EngineSetting, ...]:
+        """The settings a sidecar must be able to take (its capability): every one asked, except
+        `late_timeout_timers: false`, which is what an engine without the setting already does or
+        declares as a gap of TMR-TIMEOUT-001."""
+        return tuple(s for s in self.asked()
+                     if not (s is EngineSetting.LATE_TIMEOUT_TIMERS and self.late_timeout_timers is False))
+
     def capabilities(self) -> frozenset[str]:
-        return frozenset(s.capability for s in self.asked())
+        return frozenset(s.capability for s in self.needed())
+
+    def over(self, defaults: EngineSettings) -> EngineSettings:
+        """These settings over a run's defaults (`--engine-setting`): a setting the scenario gives wins."""
+        return EngineSettings(**{f.name: getattr(defaults, f.name) if getattr(self, f.name) is None
+                                 else getattr(self, f.name) for f in fields(self)})
 
 
 NO_SETTINGS = EngineSettings()
@@ -89,9 +112,9 @@ def parse_engine(raw: Any, *, err: Callable[[tuple[Any, ...], str], None],
         setting = EngineSetting(key)
         if setting is EngineSetting.RETENTION:
             values[key] = _retention(value, path, err=err, duration=duration)
-        elif setting is EngineSetting.STATEFUL_HISTORY:
+        elif setting in _BOOLEAN:
             if not isinstance(value, bool):
-                err(path, f"stateful_history is true or false, got {value!r}")
+                err(path, f"{key} is true or false, got {value!r}")
                 continue
             values[key] = value
         else:
@@ -115,6 +138,39 @@ def _retention(value: Any, path: tuple[Any, ...], *, err: Callable[[tuple[Any, .
             continue
         out[key] = duration(d, path + (key,))
     return Retention(**out)
+
+
+def parse_cli_settings(items: Sequence[str], *, duration: Callable[[Any], float]) -> EngineSettings:
+    """`--engine-setting NAME=VALUE` (repeatable), VALUE in YAML (`true`, `3`, `{completed: 1s}`), as a
+    scenario's `engine:` would give it; raises ValueError naming every bad item and what to write."""
+    import yaml
+
+    raw: dict[str, Any] = {}
+    problems: list[str] = []
+    for item in items:
+        name, sep, text = item.partition("=")
+        if not sep or not name.strip():
+            problems.append(f"--engine-setting {item!r}: write NAME=VALUE, e.g. late_timeout_timers=true")
+            continue
+        try:
+            raw[name.strip()] = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            problems.append(f"--engine-setting {item!r}: VALUE is not YAML ({str(exc).splitlines()[0]})")
+
+    def err(path: tuple[Any, ...], message: str) -> None:
+        problems.append(f"--engine-setting {path[1] if len(path) > 1 else ''}: {message}")
+
+    def seconds(value: Any, path: tuple[Any, ...]) -> float:
+        try:
+            return duration(value)
+        except ValueError as exc:
+            err(path, str(exc))
+            return 0.0
+
+    settings = parse_engine(raw, err=err, duration=seconds) if raw else NO_SETTINGS
+    if problems:
+        raise ValueError("; ".join(problems))
+    return settings
 
 
 def daprd_workflow_spec(settings: EngineSettings) -> dict[str, Any]:

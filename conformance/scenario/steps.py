@@ -315,6 +315,7 @@ class Call:
         "within", DURATION,
         doc="Wait for a state: repeat the call until its response matches `expect` or this long has passed "
             "(the last mismatch is the failure). Default: one call.")
+    app: str | None = arg("app", TEXT, doc="Several apps: call this app's sidecar (default: the first app).")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from taskhub_programs import Bundle
 
+from conformance.scenario.engine import NO_SETTINGS, EngineSettings
 from conformance.scenario.model import Direction
 
 
@@ -74,6 +75,9 @@ class WorkerStart:
     api_token: str | None = None
     stateful_history: bool = False  # the reference worker's; an SDK worker does what its SDK does
     history_cache_instances: int | None = None
+    # The reference worker's message limit, raised with the engine setting max_body_size so it can take
+    # what such an engine sends (None: its default); an SDK worker keeps its SDK's own.
+    max_message_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,8 @@ class SidecarTarget:
     starter: Callable[..., SidecarHandle] | None = field(default=None, compare=False)
     reference: bool = False  # the reference engine (the "self"/"worker" directions)
     version: str = ""  # the engine release, as targets.yaml declares it
+    # The run's engine settings (`--engine-setting`), under every scenario's own `engine:`.
+    engine: EngineSettings = NO_SETTINGS
 
     def start(self, *, options: Mapping[str, Any], work_dir: Path) -> SidecarHandle:
         if self.starter is None:

@@ -62,6 +62,7 @@ class ReferenceSidecar:
                                      max_concurrent_activities=settings.max_concurrent_activities,
                                      retention_s=_retention_seconds(settings.retention),
                                      stateful_history=settings.stateful_history is not False,
+                                     late_timeout_timers=settings.late_timeout_timers is True,
                                      apps=tuple(self.options.get("apps") or ()),
                                      app_ports=self._app_ports,
                                      access_policies=_policies(self.options.get("access_policies") or {}))
@@ -132,7 +133,10 @@ def start_reference_worker(spec: WorkerStart, *, worker_class: type[Worker] = Wo
     worker = worker_class(bundle=spec.bundle,
                           options=WorkerOptions(sidecar=spec.address, api_token=spec.api_token, connect_timeout=15,
                                                 stateful_history=spec.stateful_history,
-                                                history_cache_instances=spec.history_cache_instances),
+                                                history_cache_instances=spec.history_cache_instances,
+                                                **({"max_message_bytes": max(spec.max_message_bytes,
+                                                                             DEFAULT_MAX_MESSAGE_BYTES)}
+                                                   if spec.max_message_bytes else {})),
                           activities=ActivityRunner(ledger=str(spec.ledger)),
                           adversary=Adversary(rules=parse_rules(list(spec.adversary))) if spec.adversary else Adversary())
     adopt(worker)

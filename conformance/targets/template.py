@@ -62,6 +62,8 @@ SIDECAR_CAPABILITIES: dict[str, str] = {
     "engine_max_concurrent_activities": "can be started with a limit of activities in flight",
     "engine_max_body_size": "can be started with a message size limit (daprd --max-body-size)",
     "engine_stateful_history": "can be started sending, or not sending, history deltas to stateful workers",
+    "engine_late_timeout_timers": "delivers a wait's timeout TimerFired after its event won (R6.3: durabletask-go's "
+                                  "sidecar always, the reference when asked; daprd v1.18.1+ deletes the timer)",
 }
 
 

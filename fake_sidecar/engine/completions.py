@@ -155,7 +155,8 @@ def _apply(eng: Engine, inst: Instance, turn: Turn, out: Decision, routes: cross
     """Commit `out` as the instance machine (taskhub_core.machine) says, in one transaction."""
     table = eng.table
     restart = dict(restart_ns=eng.ticker.now(), next_execution_id=uuid.uuid4().hex) if out.continue_as_new else {}
-    cmd = machine.Commit(decision=out, consumed=frozenset(turn.consumed), now_ns=eng.clock.now_ns(), **restart)
+    cmd = machine.Commit(decision=out, consumed=frozenset(turn.consumed), now_ns=eng.clock.now_ns(),
+                         cancel_timeouts=not eng.config.late_timeout_timers, **restart)
     _, effects = machine.apply(core_state(inst), cmd)
     tx = Tx()
     for effect in effects:

@@ -75,6 +75,10 @@ class EngineConfig:
     max_concurrent_activities: int | None = None
     retention_s: tuple[tuple[str, float], ...] = ()
     stateful_history: bool = True  # send deltas to streams that announce WORKER_CAPABILITY_STATEFUL_HISTORY
+    # R6.3: keep a wait's timeout timer when its event commits first, so its TimerFired is delivered
+    # late, as durabletask-go's sidecar and daprd before v1.17.2 do (daprd v1.18.1+ deletes the reminder,
+    # orchestrator/timer.go deleteCancelledEventTimers). Off: the reference's DAPR behaviour.
+    late_timeout_timers: bool = False
 
     def retention_after(self, status: str) -> float | None:
         kept = dict(self.retention_s)

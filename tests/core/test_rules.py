@@ -81,6 +81,23 @@ def test_a_timeout_timer_already_due_is_not_cancelled() -> None:
     assert not any(isinstance(e, machine.TimerCancelled) for e in effects)
 
 
+def test_a_late_timeout_engine_keeps_the_timer_and_delivers_it_when_due() -> None:
+    """R6.3 as durabletask-go's sidecar applies it (cancel_timeouts=False): the event wins, nothing is
+    cancelled, and the timeout timer's TimerFired comes due at its fireAt, after the event's turn."""
+    state = waiting(T0 + 10 * NS_PER_S)
+    state, _ = machine.apply(state, machine.Arrive(event=raised("go")))
+    visible = [e for e in state.inbox if e.visible_at <= T0 + NS_PER_S]
+    state, effects = machine.apply(state, machine.Answer(
+        new_events=(workflow_started(T0 + NS_PER_S),) + tuple(e.event for e in visible), response=answer(),
+        consumed=frozenset(e.seq for e in visible), decided_ns=T0 + NS_PER_S, now_ns=T0 + NS_PER_S,
+        cancel_timeouts=False))
+    assert not any(isinstance(e, machine.TimerCancelled) for e in effects)
+    kept = [e for e in state.inbox if e.event.HasField("timerFired")]
+    assert [(e.event.timerFired.timerId, e.visible_at) for e in kept] == [(0, T0 + 10 * NS_PER_S)]
+    state, _ = turn(state, answer(), T0 + 10 * NS_PER_S)  # the late TimerFired's turn
+    assert [e.timerFired.timerId for e in state.history if e.HasField("timerFired")] == [0]
+
+
 def test_the_sentinel_timer_never_comes_due() -> None:
     state = waiting(253402300799 * NS_PER_S)
     assert [e.visible_at for e in state.inbox] == [NEVER_NS]

@@ -10,7 +10,6 @@ campaigns skip so that their budget goes to other kinds of findings.
 
 from __future__ import annotations
 
-import logging
 
 import pytest
 
@@ -53,11 +52,7 @@ ENGINE_EXPECTED = {
 }
 
 
-@pytest.fixture(autouse=True)
-def quiet_engine():
-    logging.disable(logging.WARNING)
-    yield
-    logging.disable(logging.NOTSET)
+pytestmark = pytest.mark.usefixtures("quiet_logs")
 
 
 def engine_campaign(policy: EnginePolicy, name: str, *, skip: set[str], stop_on: set[str] = frozenset(),

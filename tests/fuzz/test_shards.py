@@ -9,7 +9,6 @@ can fail). Then two `conformance fuzz --shard I/2` processes run at once on one 
 
 from __future__ import annotations
 
-import logging
 import os
 import subprocess
 import sys
@@ -27,11 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = 60
 
 
-@pytest.fixture(autouse=True)
-def quiet_engine():
-    logging.disable(logging.WARNING)
-    yield
-    logging.disable(logging.NOTSET)
+pytestmark = pytest.mark.usefixtures("quiet_logs")
 
 
 def shard(database: Path, index: int) -> dict[str, int]:

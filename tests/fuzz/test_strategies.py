@@ -8,7 +8,7 @@ import random
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from taskhub_programs import parse_bundle
@@ -26,8 +26,7 @@ from conformance.fuzz.mutate import REACHABLE_TWICE, mutate
 from conformance.fuzz.scenario_out import event_data, round_trips
 from conformance.scenario.wire import event_dict, parse_event
 
-CI = settings(derandomize=True, deadline=None, database=None, max_examples=60,
-              suppress_health_check=list(HealthCheck))
+CI = settings(max_examples=60)  # the rest is the project's profile (tests/conftest.py)
 POOL = P.sample_pool(7, 16)
 BUNDLE = parse_bundle({"programs": POOL})
 PROGRAMS = sorted(n for n in POOL if n.startswith("p"))

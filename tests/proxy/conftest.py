@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import pytest
@@ -63,13 +62,3 @@ def make_client() -> Iterator[Callable[..., TaskHubClient]]:
     yield make
     for channel in channels:
         channel.close()
-
-
-@pytest.fixture
-def background() -> Iterator[ThreadPoolExecutor]:
-    """Runs blocking client calls (StartInstance waits for the first turn) beside the worker."""
-    pool = ThreadPoolExecutor(max_workers=8)
-    try:
-        yield pool
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)

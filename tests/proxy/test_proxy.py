@@ -23,6 +23,7 @@ from conformance.proxy import (
 )
 from taskhub_wire import pb
 from tests.sidecar.rawworker import RawWorker, complete, kinds, schedule
+from tests.waiting import wait_for
 
 
 # --------------------------------------------------------------------------- helpers
@@ -58,15 +59,6 @@ def start_with_activities(client, worker: RawWorker, background, iid: str, *name
 
 def history_kinds(client, iid: str) -> list[str]:
     return kinds(client.call("GetInstanceHistory", pb.GetInstanceHistoryRequest(instanceId=iid), timeout=5).events)
-
-
-def eventually(pred: Callable[[], object], what: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout}s waiting for: {what}")
 
 
 def stream_status(worker: RawWorker, timeout: float = 5.0) -> tuple[grpc.StatusCode, str]:
@@ -433,7 +425,7 @@ def test_replay_after_s_with_forward_now_sends_a_late_duplicate_by_itself(sideca
     worker.complete_activity(worker.next_activity(), '"x"')  # forwarded now: applied
     assert sidecar.engine.counters.unknown_activity == 0
     assert proxy.replay_pending() == 0  # timed copies are not released by replay_pending()
-    eventually(lambda: sidecar.engine.counters.unknown_activity == 1, "the timed copy reached the sidecar")
+    wait_for(lambda: sidecar.engine.counters.unknown_activity == 1, "the timed copy reached the sidecar")
     worker.answer(worker.next_workflow(), complete(2, '"x"'))
     assert history_kinds(client, "replay-timed").count("TaskCompleted") == 1
 
@@ -463,8 +455,8 @@ def test_cut_stream_on_an_item_ends_the_worker_stream_and_the_engine_redelivers(
     start_with_activities(client, first, background, "cut", "echo")
     assert stream_status(first) == (grpc.StatusCode.UNAVAILABLE, CUT_DETAILS)
     assert first.items.empty()  # the matching item was not delivered
-    eventually(lambda: sidecar.engine.counters.redispatched_activities >= 1, "the sidecar requeued the activity")
-    eventually(lambda: proxy.open_streams() == 0, "the proxy forgot the cut stream")
+    wait_for(lambda: sidecar.engine.counters.redispatched_activities >= 1, "the sidecar requeued the activity")
+    wait_for(lambda: proxy.open_streams() == 0, "the proxy forgot the cut stream")
 
     second = workers(proxy.address)
     act = second.next_activity()  # times=1: not cut again
@@ -486,7 +478,7 @@ def test_cut_stream_on_a_completion_fails_it_and_cuts_that_workers_stream(sideca
         worker.complete_activity(act, '"x"')
     assert err.value.code() == grpc.StatusCode.UNAVAILABLE and err.value.details() == CUT_DETAILS
     assert stream_status(worker) == (grpc.StatusCode.UNAVAILABLE, CUT_DETAILS)
-    eventually(lambda: sidecar.engine.counters.redispatched_activities >= 1, "the sidecar requeued the activity")
+    wait_for(lambda: sidecar.engine.counters.redispatched_activities >= 1, "the sidecar requeued the activity")
     assert sidecar.engine.counters.unknown_activity == sidecar.engine.counters.zombie_activity == 0
 
 
@@ -502,10 +494,10 @@ def test_cut_stream_on_the_stream_request_refuses_the_stream(sidecar, make_proxy
 
 def test_a_worker_hanging_up_closes_the_upstream_stream(sidecar, proxy):
     worker = RawWorker(proxy.address)
-    eventually(lambda: sidecar.engine.connected_streams() == 1 and proxy.open_streams() == 1, "the stream is open")
+    wait_for(lambda: sidecar.engine.connected_streams() == 1 and proxy.open_streams() == 1, "the stream is open")
     worker.cancel()
-    eventually(lambda: sidecar.engine.connected_streams() == 0, "the sidecar saw the stream close")
-    eventually(lambda: proxy.open_streams() == 0, "the proxy forgot the stream")
+    wait_for(lambda: sidecar.engine.connected_streams() == 0, "the sidecar saw the stream close")
+    wait_for(lambda: proxy.open_streams() == 0, "the proxy forgot the stream")
     ends = entries(proxy, "GetWorkItems", "response")
     assert [e.status for e in ends] == ["CANCELLED"] and "the worker closed the stream" in ends[0].summary
     assert proxy.cut_streams() == 0
@@ -515,7 +507,7 @@ def test_stopping_the_proxy_ends_worker_streams_and_t0_sets_the_clock(sidecar):
     proxy = FaultProxy.start(upstream=sidecar.address, t0=time.monotonic() - 100)
     worker = RawWorker(proxy.address)
     try:
-        eventually(lambda: proxy.open_streams() == 1, "the stream is open")
+        wait_for(lambda: proxy.open_streams() == 1, "the stream is open")
         proxy.stop()
         assert stream_status(worker)[0] == grpc.StatusCode.UNAVAILABLE
         assert all(e.t >= 100 for e in proxy.transcript())

@@ -16,7 +16,7 @@ import tempfile
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conformance import cli
@@ -115,7 +115,7 @@ def mutants(draw) -> tuple[str, bytes]:
     return rel, data
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=150)
 @given(mutants())
 def test_a_mutated_scenario_file_loads_or_is_a_file_line_error(mutant):
     rel, data = mutant

@@ -1,8 +1,7 @@
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 
 import grpc
 import pytest
@@ -29,18 +28,6 @@ def client(sidecar: SidecarServer) -> Iterator[TaskHubClient]:
         channel.close()
 
 
-@pytest.fixture
-def background() -> Iterator[ThreadPoolExecutor]:
-    """Runs blocking client calls (StartInstance waits for the first turn) beside the worker."""
-    pool = ThreadPoolExecutor(max_workers=8)
-    try:
-        yield pool
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
-
-
 def result(fut: "Future[object]", timeout: float = 10.0) -> object:
     return fut.result(timeout=timeout)
 
-
-_ = threading

@@ -14,7 +14,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -75,7 +74,7 @@ class Sidecar:
         assert m, f"unexpected first line {line!r}"
         return int(m.group(1))
 
-    def finish(self, timeout: float = 30.0) -> int:
+    def finish(self, timeout: float = 60.0) -> int:
         """Wait for exit (the process is expected to end by itself) and for its output to drain."""
         try:
             rc = self.popen.wait(timeout=timeout)
@@ -153,10 +152,9 @@ def test_signal_stops_gracefully(spawn, tmp_path: Path, sig: int) -> None:
     proc = spawn(*_base(tmp_path))
     port = proc.ready()
     _hello(port)
-    started = time.monotonic()
     proc.signal(sig)
-    assert proc.finish(timeout=10) == 0, proc.stderr
-    assert time.monotonic() - started < 5, "took more than 5 s to stop"
+    # A deadline for a hang, not a timing assertion: SidecarServer.stop bounds each of its waits.
+    assert proc.finish(timeout=60) == 0, proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr
     with pytest.raises(grpc.RpcError) as err:
         _hello(port)
@@ -171,6 +169,16 @@ def test_sigterm_with_an_open_stream_and_a_blocked_call(spawn, tmp_path: Path) -
     client = TaskHubClient(channel)
     try:
         stream = client.stream("GetWorkItems", pb.GetWorkItemsRequest())
+
+        def start_held() -> None:  # its first turn is never answered, so the call may end either way
+            try:
+                client.call("StartInstance", pb.CreateInstanceRequest(instanceId="held", name="W"), timeout=30)
+            except grpc.RpcError:
+                pass
+
+        threading.Thread(target=start_held, daemon=True).start()
+        # A work item on the stream: the server has registered it, so the shutdown must be what ends it.
+        assert next(stream).workflowRequest.instanceId == "held"
         outcome: queue.Queue[object] = queue.Queue()
 
         def read() -> None:
@@ -182,19 +190,18 @@ def test_sigterm_with_an_open_stream_and_a_blocked_call(spawn, tmp_path: Path) -
         threading.Thread(target=read, daemon=True).start()
         waiter: queue.Queue[object] = queue.Queue()
 
-        def wait_unknown() -> None:
+        def wait_held() -> None:
             try:
-                waiter.put(client.call("WaitForInstanceCompletion", pb.GetInstanceRequest(instanceId="nope"),
+                waiter.put(client.call("WaitForInstanceCompletion", pb.GetInstanceRequest(instanceId="held"),
                                        timeout=30))
             except grpc.RpcError as exc:
                 waiter.put(exc)
 
-        threading.Thread(target=wait_unknown, daemon=True).start()
-        time.sleep(0.3)
-        started = time.monotonic()
+        # Whether this call reaches the server before the signal or not, it must end at once: CANCELLED
+        # if it did, UNAVAILABLE if it did not (asserted below), never after its 30 s deadline.
+        threading.Thread(target=wait_held, daemon=True).start()
         proc.signal(signal.SIGTERM)
-        assert proc.finish(timeout=15) == 0, proc.stderr
-        assert time.monotonic() - started < 8
+        assert proc.finish(timeout=60) == 0, proc.stderr  # a deadline for a hang (see above)
         ended = outcome.get(timeout=10)
         assert isinstance(ended, grpc.RpcError), f"the stream ended without a status: {ended!r}"
         assert ended.code() == grpc.StatusCode.CANCELLED, (ended.code(), ended.details())

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -31,6 +31,7 @@ from fake_sidecar.server import SidecarServer
 from taskhub_wire import pb
 from taskhub_wire.rpc import TaskHubClient
 from tests.sidecar.rawworker import RawWorker, complete, kinds, schedule
+from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 STEPS = 3
@@ -228,14 +229,6 @@ class Sorter:
             self.kept.append(item)
 
 
-def wait_until(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    end = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.01)
-
-
 def _start(client: TaskHubClient, iid: str) -> str:
     return client.call("StartInstance", pb.CreateInstanceRequest(instanceId=iid, name="chain"),
                        timeout=30).instanceId
@@ -300,7 +293,7 @@ def test_kill_9_mid_run_loses_nothing_and_duplicates_nothing(tmp_path: Path, pro
             client = TaskHubClient(channel)
             starts = [pool.submit(_start, client, iid) for iid in ids]
             assert sorted(f.result(timeout=60) for f in starts) == ids
-        wait_until(lambda: worker.acked >= 100, 60, "a third of the activities")
+        wait_for(lambda: worker.acked >= 100, "a third of the activities", timeout=60)
         sidecar.kill9()
         acked_at_kill = worker.acked
         assert acked_at_kill < 100 * STEPS, "everything finished before the kill; the test proved nothing"

@@ -94,8 +94,7 @@ def test_stall_event_not_repeated_for_same_description(sidecar, client, backgrou
     wait_status(client, "q", pb.ORCHESTRATION_STATUS_STALLED)
     worker.cancel()
     again = RawWorker(sidecar.address)
-    again.answer(again.next_workflow(), patches=["b", "a"])
-    time.sleep(0.2)
+    again.answer(again.next_workflow(), patches=["b", "a"])  # applied before CompleteOrchestratorTask returns
     assert kinds(history(client, "q")).count("ExecutionStalled") == 1
     assert "History patches: [a, b], current patches: [b, a]. " in history(client, "q")[-1].executionStalled.description
     again.cancel()
@@ -285,8 +284,7 @@ def test_custom_status_replaced_every_turn(sidecar, client, background):
     get = pb.GetInstanceRequest(instanceId="cs", getInputsAndOutputs=True)
     assert client.call("GetInstance", get).workflowState.customStatus.value == "a"
     raise_event(client, "cs")
-    worker.answer(worker.next_workflow())
-    time.sleep(0.1)
+    worker.answer(worker.next_workflow())  # applied before CompleteOrchestratorTask returns
     assert not client.call("GetInstance", get).workflowState.HasField("customStatus")
     worker.cancel()
 
@@ -468,10 +466,9 @@ def test_virtual_clock_fires_a_day_long_timer_at_once(background):
         fut = background.submit(client.call, "StartInstance", create("vc"), timeout=10)
         worker.answer(worker.next_workflow(), timer(1, time.time_ns() + 86400 * 10**9))
         fut.result(timeout=10)
-        began = time.monotonic()
-        fired = worker.next_workflow(timeout=5)
+        # A ten-day timer fires at once: the deadline is a hang's, not a timing assertion.
+        fired = worker.next_workflow(timeout=60)
         assert fired.workflowRequest.newEvents[1].timerFired.timerId == 1
-        assert time.monotonic() - began < 3
         worker.cancel()
     finally:
         channel.close()

@@ -12,7 +12,6 @@ import resource
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -32,17 +31,10 @@ from taskhub_programs import parse_bundle
 from taskhub_wire import pb
 from taskhub_wire.rpc import TaskHubClient
 from tests.sidecar.rawworker import RawWorker, complete, schedule
+from tests.waiting import wait_for
 
 # The client may send any size: the sidecar, not the client, must refuse.
 UNLIMITED = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
-
-
-def _wait_for(predicate, what: str, timeout: float = 60.0) -> None:
-    """Poll a cheap condition until it holds (a deadline for a hang, not a timing assertion)."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"{what} did not happen within {timeout}s"
-        time.sleep(0.05)
 
 
 @pytest.fixture
@@ -108,7 +100,7 @@ def test_history_over_the_limit_stalls_instead_of_looping(sidecar, big_client, c
             view = big_client.call("GetInstance", pb.GetInstanceRequest(instanceId="grow"), timeout=10)
             return view.workflowState.workflowStatus == pb.ORCHESTRATION_STATUS_STALLED
 
-        _wait_for(stalled, "the stall of the oversized workflow")
+        wait_for(stalled, "the stall of the oversized workflow")
         history = big_client.call("GetInstanceHistory", pb.GetInstanceHistoryRequest(instanceId="grow"),
                                   timeout=10).events
         desc = history[-1].executionStalled.description
@@ -228,12 +220,12 @@ def test_a_thousand_idle_streams_do_not_freeze_the_sidecar(sidecar):
     try:
         open_stream = flood.unary_stream("/TaskHubSidecarService/GetWorkItems")
         streams = [open_stream(pb.GetWorkItemsRequest().SerializeToString()) for _ in range(1000)]
-        _wait_for(lambda: sidecar.engine.connected_streams() >= 1000, "1,000 open streams", timeout=120)
+        wait_for(lambda: sidecar.engine.connected_streams() >= 1000, "1,000 open streams", timeout=120)
         client.call("Hello", empty_pb2.Empty(), timeout=30)
         assert not client.call("GetInstance", pb.GetInstanceRequest(instanceId="none"), timeout=30).exists
         for call in streams:
             call.cancel()
-        _wait_for(lambda: sidecar.engine.connected_streams() == 0, "the streams to close", timeout=120)
+        wait_for(lambda: sidecar.engine.connected_streams() == 0, "the streams to close", timeout=120)
         # The cancelled streams left nothing wedged: the next worker gets the next turn.
         worker = RawWorker(sidecar.address)
         try:
@@ -279,9 +271,9 @@ def test_a_work_item_the_worker_keeps_refusing_is_held_back():
         # item it gets is the turn of an instance started after it connected.
         worker.stop()
         thread.join(timeout=15)
-        _wait_for(lambda: srv.engine.connected_streams() == 0, "the worker's stream to close")
+        wait_for(lambda: srv.engine.connected_streams() == 0, "the worker's stream to close")
         stream = channel.unary_stream("/TaskHubSidecarService/GetWorkItems")(b"")
-        _wait_for(lambda: srv.engine.connected_streams() == 1, "the new stream")
+        wait_for(lambda: srv.engine.connected_streams() == 1, "the new stream")
 
 
         with ThreadPoolExecutor(1) as pool:

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent import futures
 from typing import Any
 
@@ -25,6 +24,7 @@ from fake_worker.replay import execute
 from taskhub_wire import pb
 from taskhub_wire.rpc import TASKHUB, TaskHubClient
 from tests.worker import histories as h
+from tests.waiting import wait_for
 
 BUNDLE = parse_bundle({"programs": {
     "gated": {"steps": [{"call_activity": {"name": "gate", "input": "x"}, "as": "r"}, {"return": "${r}"}]},
@@ -50,13 +50,6 @@ class GatedRunner(ActivityRunner):
         self.entered.release()
         assert self.release.wait(30), "the test never released the gate"
         return input
-
-
-def _wait(cond: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
 
 
 class RunningWorker:
@@ -137,9 +130,9 @@ def test_a_result_finished_after_the_stream_broke_is_delivered_after_reconnectin
         # The engine dispatches it again on the new stream; that run waits at the gate too.
         assert w.runner.entered.acquire(timeout=20), "the activity was not dispatched again after the cut"
         w.runner.release.set()
-        _wait(lambda: _status(sidecar, "cut") == pb.ORCHESTRATION_STATUS_COMPLETED, "the instance to complete")
+        wait_for(lambda: _status(sidecar, "cut") == pb.ORCHESTRATION_STATUS_COMPLETED, "the instance to complete")
         counters = sidecar.engine.counters
-        _wait(lambda: counters.zombie_activity + counters.unknown_activity >= 1,
+        wait_for(lambda: counters.zombie_activity + counters.unknown_activity >= 1,
               "the first run's result to reach the engine")
     finally:
         w.stop()
@@ -160,12 +153,12 @@ def test_a_result_the_sidecar_did_not_receive_is_sent_again_after_reconnecting(t
         assert w.runner.entered.acquire(timeout=20), "the gate activity never ran"
         srv.stop()
         w.runner.release.set()
-        _wait(lambda: any("keeping it to send again" in r.getMessage() for r in caplog.records),
+        wait_for(lambda: any("keeping it to send again" in r.getMessage() for r in caplog.records),
               "the worker to keep the result it could not send")
         srv = SidecarServer.start(port=port, db=db)
         counters = srv.engine.counters
-        _wait(lambda: counters.zombie_activity + counters.unknown_activity >= 1, "the kept result to be sent")
-        _wait(lambda: _status(srv, "down") == pb.ORCHESTRATION_STATUS_COMPLETED, "the instance to complete")
+        wait_for(lambda: counters.zombie_activity + counters.unknown_activity >= 1, "the kept result to be sent")
+        wait_for(lambda: _status(srv, "down") == pb.ORCHESTRATION_STATUS_COMPLETED, "the instance to complete")
     finally:
         w.stop()
         srv.stop()
@@ -177,7 +170,7 @@ def test_the_worker_takes_work_items_up_to_max_message_bytes(sidecar) -> None:
     w = RunningWorker(sidecar.address, max_message_bytes=8 * 2**20)
     try:
         _start(sidecar.address, "big", "ignore_input", input=h.enc("x" * 5_000_000), timeout=30)
-        _wait(lambda: _status(sidecar, "big") == pb.ORCHESTRATION_STATUS_COMPLETED, "the 5 MB instance to complete")
+        wait_for(lambda: _status(sidecar, "big") == pb.ORCHESTRATION_STATUS_COMPLETED, "the 5 MB instance to complete")
     finally:
         w.stop()
 
@@ -187,7 +180,7 @@ def test_an_oversized_work_item_is_a_warning_naming_the_flag(sidecar, caplog) ->
     w = RunningWorker(sidecar.address, max_message_bytes=1_000_000)
     try:
         _start_later(sidecar.address, "big", "echo_input", input=h.enc("x" * 2_000_000), timeout=5)
-        _wait(lambda: any("--max-message-bytes 1000000" in r.getMessage() for r in caplog.records
+        wait_for(lambda: any("--max-message-bytes 1000000" in r.getMessage() for r in caplog.records
                           if r.levelno == logging.WARNING), "a WARNING naming --max-message-bytes")
     finally:
         w.stop()
@@ -230,7 +223,7 @@ def test_an_empty_work_item_is_a_warning(caplog) -> None:
     try:
         w = RunningWorker(address)
         try:
-            _wait(lambda: any("empty-1" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING),
+            wait_for(lambda: any("empty-1" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING),
                   "a WARNING about the empty work item")
         finally:
             w.stop()
@@ -284,12 +277,12 @@ def test_a_killed_worker_loses_nothing(tmp_path) -> None:
     try:
         for iid in ids:
             _start_later(srv.address, iid, "chain")
-        _wait(lambda: ledger.exists() and len(ledger.read_text().splitlines()) >= 10, "activities to run")
+        wait_for(lambda: ledger.exists() and len(ledger.read_text().splitlines()) >= 10, "activities to run")
         os.kill(first.pid, signal.SIGKILL)
         first.wait(10)
         second = worker()
         for iid in ids:
-            _wait(lambda: _status(srv, iid) == pb.ORCHESTRATION_STATUS_COMPLETED, f"{iid} to complete", timeout=60)
+            wait_for(lambda: _status(srv, iid) == pb.ORCHESTRATION_STATUS_COMPLETED, f"{iid} to complete", timeout=60)
     finally:
         for proc in (first, second):
             if proc is not None and proc.poll() is None:

@@ -87,6 +87,12 @@ def _loads(text: Optional[str]) -> Any:
     return None if text in (None, "") else json.loads(text)
 
 
+def _kinds(run: _sdkapp.CaseRun, instance_id: str) -> list[str]:
+    import durabletask.internal.orchestrator_service_pb2 as pb  # inspection only
+
+    return _sdkapp.history_kinds(address=run.address, instance_id=instance_id, parse_event=pb.HistoryEvent.FromString)
+
+
 def _stalls(run: _sdkapp.CaseRun, instance_id: str) -> list[dict[str, Any]]:
     import durabletask.internal.orchestrator_service_pb2 as pb  # inspection only
 
@@ -325,7 +331,8 @@ def case_suspend_resume(run: _sdkapp.CaseRun) -> bool:
         d["status_after_pause"] = wait_status(client, iid, {"SUSPENDED"})
         client.raise_orchestration_event(iid, "go", data={"v": 1})
         run.step("raised while suspended")
-        time.sleep(1.0)  # the event's turn runs, but the SDK buffers it while suspended
+        # The event's turn runs (the engine records the event), but the SDK buffers it while suspended.
+        _sdkapp.poll(lambda: _kinds(run, iid), until=lambda kinds: "eventRaised" in kinds, timeout=WAIT_S)
         d["status_after_event_while_suspended"] = status_of(client, iid)
         client.resume_orchestration(iid)
         run.step("resumed")

@@ -90,6 +90,14 @@ def _loads(text: Optional[str]) -> Any:
     return None if text in (None, "") else json.loads(text)
 
 
+def _kinds(run: _sdkapp.CaseRun, instance_id: str) -> list[str]:
+    from dapr.ext.workflow._durabletask.internal import protos  # inspection only
+
+    return _sdkapp.history_kinds(
+        address=run.address, instance_id=instance_id, parse_event=protos.HistoryEvent.FromString
+    )
+
+
 def _stalls(run: _sdkapp.CaseRun, instance_id: str) -> list[dict[str, Any]]:
     from dapr.ext.workflow._durabletask.internal import protos  # inspection only
 
@@ -323,7 +331,8 @@ def case_suspend_resume(run: _sdkapp.CaseRun) -> bool:
         d["status_after_pause"] = wait_status(client, iid, {"SUSPENDED"})
         client.raise_workflow_event(iid, "go", data={"v": 1})
         run.step("raised while suspended")
-        time.sleep(1.0)  # the event's turn runs, but the SDK buffers it while suspended
+        # The event's turn runs (the engine records the event), but the SDK buffers it while suspended.
+        _sdkapp.poll(lambda: _kinds(run, iid), until=lambda kinds: "eventRaised" in kinds, timeout=WAIT_S)
         d["status_after_event_while_suspended"] = status_of(client, iid)
         client.resume_workflow(iid)
         run.step("resumed")
