@@ -70,11 +70,9 @@ IMPOSSIBLE = MappingProxyType({
 })
 
 # The late timers: the reference engine deletes a timeout timer pending when its event commits
-# (R6.3; only a timer made in the event's own turn survives and fires late) and forgets a retry timer
-# with its call, where durabletask-go's backend delivers the late TimerFired. Vectors reach them on
-# any engine. Hook: when the reference engine gains an
-# option that delivers late events (branch `late`), `generate.LATE_OPTION` names it and the
-# generator writes flow scenarios for these cells (`generate.late_recipes`).
+# (R6.3; only a timer made in the event's own turn survives and fires late) unless the engine
+# setting late_timeout_timers asks it to deliver them as durabletask-go's backend does
+# (`generate.LATE_OPTION`, `generate.late_recipes`); it forgets a retry timer with its call.
 LATE_ENGINE = frozenset(Cell(c, _A.LATE_TIMER) for c in (_C.EVENT, _C.RETRY, _C.INNER_IN_ALL, _C.INNER_IN_ANY))
 
 ALL_CELLS = tuple(Cell(c, a) for c in Construct for a in Arrival)
