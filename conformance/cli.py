@@ -83,6 +83,9 @@ def _parser() -> argparse.ArgumentParser:
     from conformance.enginediff.cli import add_parser as add_enginediff_parser
 
     add_enginediff_parser(sub)
+    from conformance.arrival.report import add_parser as add_coverage_parser
+
+    add_coverage_parser(sub)
     return p
 
 
@@ -301,11 +304,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     args = _parser().parse_args(argv)
     from conformance.enginediff.cli import run as cmd_engines_diff
+    from conformance.arrival.report import run as cmd_coverage
     from conformance.fuzz.cli import run as cmd_fuzz
 
     handler = {"run": cmd_run, "list": cmd_list, "validate": cmd_validate, "report": cmd_report,
                "targets": cmd_targets, "fuzz": cmd_fuzz, "init-target": cmd_init_target,
-               "engines-diff": cmd_engines_diff, **_replay_handlers()}[args.command]
+               "engines-diff": cmd_engines_diff, "coverage": cmd_coverage, **_replay_handlers()}[args.command]
     try:
         return handler(args)
     except InputError as exc:  # every kind of bad input: scenarios, catalogue, targets, options, event logs

@@ -241,6 +241,7 @@ def _worker_campaign(args: argparse.Namespace, target: Any, budget: Any, databas
     result.seconds = time.monotonic() - began
     result.examples = campaign.clock.examples
     result.notes.append(campaign.timeline.describe())
+    result.notes.append(campaign.arrival.describe())
     result.differential = getattr(campaign, "differential", None)
     return result
 

@@ -193,6 +193,7 @@ class SelfOracleCampaign(WorkerCampaign):
 
         runs = run_programs(bundle, programs, c, answer_many, events=self.features.events,
                             suspend=self.features.suspend, max_turns=self.max_turns, perturb=self._perturb)
+        self.arrival.observe(bundle, runs)
         if getattr(worker, "unechoed", 0) > unechoed:
             bad = next(x for r in runs for x in r.cases if x.got is not None and not x.got.completionToken)
             note = f"program {runs[0].workflow}, {count} histories, answered by {self.target}"

@@ -44,6 +44,7 @@ from conformance.fuzz.common import (
 )
 from conformance.dialects.compare import EXACT, Comparison, Profile, compare
 from conformance.dialects.history import NATIVE, Dialect
+from conformance.fuzz.arrival import ArrivalTally
 from conformance.fuzz.interleave import DataChooser, RandomChooser, TurnCase, chance, pick, run_program
 from conformance.fuzz.mutate import mutate
 from conformance.fuzz.workers import ReferenceWorker, SubprocessReference, WorkerUnderTest, reference_answer
@@ -120,6 +121,7 @@ class WorkerCampaign:
         self._pending: dict[str, Finding] = {}
         self.refused: dict[str, str] = {}
         self._sample: list[tuple[TurnCase, pb.WorkflowResponse | None, str]] = []
+        self.arrival = ArrivalTally()  # the arrival-order cells the examples reach (conformance/fuzz/arrival.py)
 
     # ------------------------------------------------------------------ the campaign
 
@@ -330,6 +332,7 @@ class WorkerCampaign:
             mutated = mutate(c, base, rounds=1 + int(chance(c, 30)))
             if mutated is not None:
                 cases.append(mutated)
+        self.arrival.observe(bundle, [run], [x for x in cases if x.form == "mutated"])
         twice = c.int(0, len(cases) - 1) if cases else -1
         for i, case in enumerate(cases):
             self.progress.count("turns")

@@ -23,7 +23,7 @@ from fake_worker.activities import ActivityRunner
 from fake_worker.adversary import Adversary, AdversaryError, parse_rules
 from fake_worker.client import Worker, WorkerOptions
 from fake_worker.replay import TurnResult, execute
-from fake_worker.replay.executor import OPTIONAL_TIMER_FIRE_AT
+from fake_worker.replay.executor import OPTIONAL_TIMER_FIRE_AT, trace as trace_program  # noqa: F401 (conformance/arrival)
 from fake_worker.replay.simulate import run_pure_activity
 from taskhub_core.incidents import Incident
 from taskhub_programs import Bundle

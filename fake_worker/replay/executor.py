@@ -14,7 +14,7 @@ import hashlib
 import json
 import uuid
 from collections.abc import Callable, Generator, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -60,6 +60,33 @@ class TurnResult:
             if self.version_name:
                 resp.version.name = self.version_name
         return resp
+
+
+@dataclass(eq=False)
+class Wait:
+    """One event wait of a traced run: its step, the event being processed when it was made and the
+    EventRaised it took (None: still waiting, or timed out)."""
+
+    step: Step | None
+    member: int | None  # its index in an all/any, or None
+    built: pb.HistoryEvent | None
+    by: pb.HistoryEvent | None = None
+    task: Task | None = None  # kept so that its id() stays its own while the run is traced
+
+
+@dataclass(eq=False)
+class Trace:
+    """What a program did while a history replayed (`trace`), for the arrival classifier
+    (conformance/arrival): the history's own event objects and the program's own step objects."""
+
+    opened: dict[int, tuple[Step | None, int | None, pb.HistoryEvent | None]] = field(default_factory=dict)
+    waits: list[Wait] = field(default_factory=list)
+    tasks: list[tuple[Step, Task]] = field(default_factory=list)  # each task step's (or all/any's) task
+    done: dict[int, pb.HistoryEvent] = field(default_factory=dict)  # id(step) -> the event that resolved it
+    carried: tuple[pb.HistoryEvent | None, tuple[pb.HistoryEvent, ...]] | None = None  # (at, events)
+    buffer: dict[str, list[pb.HistoryEvent]] = field(default_factory=dict)  # EventRaised not yet waited for
+    waiting: dict[int, Wait] = field(default_factory=dict)
+    error: str | None = None  # the history does not replay on this program
 
 
 class NonDeterminismError(Exception):
@@ -187,11 +214,16 @@ class _Context:
         self.suspended_events: list[pb.HistoryEvent] = []
         self.started = False  # an ExecutionStarted was processed
         self.notes: list[str] = []  # what the worker should warn about (this module does no I/O)
+        self.trace: Trace | None = None  # only `trace` sets it: the hooks below cost one test when off
+        self.site: tuple[Step | None, int | None] = (None, None)  # the step (and all/any member) being made
+        self.event: pb.HistoryEvent | None = None  # the event `trace` is processing
 
     # ------------------------------------------------------------ sequencing
 
     def next_id(self) -> int:
         self.seq += 1
+        if self.trace is not None:
+            self.trace.opened[self.seq] = (*self.site, self.event)
         return self.seq
 
     @property
@@ -254,6 +286,8 @@ class _Context:
         self.complete, self.status = True, pb.ORCHESTRATION_STATUS_CONTINUED_AS_NEW
         self.pending_actions.clear()
         self.new_input, self.carry = new_input, carry
+        if self.trace is not None and carry:
+            self.trace.carried = (self.event, ())  # what it carries: the buffer once the turn is done
 
     def actions(self) -> list[pb.WorkflowAction]:
         if self.status == pb.ORCHESTRATION_STATUS_CONTINUED_AS_NEW:
@@ -300,6 +334,8 @@ class _Context:
         """An activity call without retries: most are replayed and matched by history, so the protobuf
         action, its task execution id and its JSON input are only built, in actions(), if still pending."""
         self.seq = tid = self.seq + 1
+        if self.trace is not None:
+            self.trace.opened[tid] = (*self.site, self.event)
         call = _LazyActivity(tid, name, self.stamp, self.guid_counter, input)
         self.guid_counter += 1
         self.pending_actions[tid] = self.pending_tasks[tid] = call  # type: ignore[assignment]
@@ -360,8 +396,13 @@ class _Context:
             if not buffered:
                 del self.received[key], self.received_names[key]
             event_task.complete(value)
+            if self.trace is not None:
+                self.trace.waits.append(Wait(*self.site, built=self.event, by=self.trace.buffer[key].pop(0)))
             return event_task
         self.waiting.setdefault(key, []).append(event_task)
+        if self.trace is not None:
+            self.trace.waits.append(wait := Wait(*self.site, built=self.event, task=event_task))
+            self.trace.waiting[id(event_task)] = wait
         if timeout is not None and timeout == timedelta(0):
             self._unwait(key, event_task)
             event_task.fail(TaskFailure("TimeoutError",
@@ -405,6 +446,11 @@ class _Context:
             self.pending_actions[old - 1] = a
         for old in sorted(k for k in self.pending_tasks if k > action_id):
             self.pending_tasks[old - 1] = self.pending_tasks.pop(old)
+        if self.trace is not None:
+            opened = self.trace.opened
+            opened.pop(action_id, None)
+            for old in sorted(k for k in opened if k > action_id):
+                opened[old - 1] = opened.pop(old)
         self.seq -= 1
         return True
 
@@ -543,7 +589,12 @@ def _run_steps(ctx: _Context, ops: Sequence[_Op], env: Env) -> Generator[Task, A
     for op in ops:
         step = op.step
         if op.make is not None:  # a task step
-            task = op.make(ctx, env)
+            if ctx.trace is None:
+                task = op.make(ctx, env)
+            else:
+                ctx.site = step, None
+                task = op.make(ctx, env)
+                ctx.trace.tasks.append((step, task))
             try:
                 value = yield task
             except TaskFailure as failure:
@@ -554,12 +605,19 @@ def _run_steps(ctx: _Context, ops: Sequence[_Op], env: Env) -> Generator[Task, A
             if step.as_:
                 env[step.as_] = value
         elif isinstance(step, All):
-            value = yield WhenAll([make(ctx, env) for make in op.makes])
+            if ctx.trace is None:
+                value = yield WhenAll([make(ctx, env) for make in op.makes])
+            else:
+                value = yield _traced(ctx, step, WhenAll(_members(ctx, step, op.makes, env)))
             if step.as_:
                 env[step.as_] = value
         elif isinstance(step, AnyOf):
-            children = [make(ctx, env) for make in op.makes]
-            winner = yield WhenAny(children)
+            if ctx.trace is None:
+                children = [make(ctx, env) for make in op.makes]
+                winner = yield WhenAny(children)
+            else:
+                children = _members(ctx, step, op.makes, env)
+                winner = yield _traced(ctx, step, WhenAny(children))
             if winner.failure is not None:
                 raise winner.failure
             if step.as_:
@@ -587,6 +645,19 @@ def _run_steps(ctx: _Context, ops: Sequence[_Op], env: Env) -> Generator[Task, A
         elif isinstance(step, Fail):
             raise ProgramFailure(step.type, text(op.value(env)))
     return None
+
+
+def _members(ctx: _Context, step: Step, makes: Sequence[TaskMaker], env: Env) -> list[Task]:
+    tasks = []
+    for i, make in enumerate(makes):
+        ctx.site = step, i
+        tasks.append(make(ctx, env))
+    return tasks
+
+
+def _traced(ctx: _Context, step: Step, task: Task) -> Task:
+    ctx.trace.tasks.append((step, task))  # type: ignore[union-attr]  # only called while tracing
+    return task
 
 
 class ProgramFailure(Exception):
@@ -735,6 +806,8 @@ def _on_timer_fired(ctx: _Context, ev: pb.HistoryEvent) -> None:
     task.complete(None)
     retry_of = task.retry_of if isinstance(task, TimerTask) else None
     if retry_of is not None:
+        if ctx.trace is not None:  # the next attempt belongs to the step of the retry timer
+            ctx.site = ctx.trace.opened.get(ev.timerFired.timerId, (None, None, None))[:2]
         ctx.call(name=retry_of.name, input=None, retry=retry_of.spec, child=retry_of.is_child,
                  instance_id=retry_of.instance_id, reuse=retry_of, execution_id=retry_of.task_execution_id)
     else:
@@ -797,6 +870,8 @@ def _failed(ctx: _Context, body: pb.TaskFailedEvent | pb.ChildWorkflowInstanceFa
         delay = task.next_delay()
         if delay is not None:
             task.attempts += 1
+            if ctx.trace is not None:  # the retry timer belongs to the step of the failed attempt
+                ctx.site = ctx.trace.opened.get(tid, (None, None, None))[:2]
             if activity:
                 ctx.timer(ctx.now + delay, origin="activityRetry", origin_value=task.task_execution_id,
                           retry_of=task)
@@ -831,11 +906,15 @@ def _on_event_raised(ctx: _Context, ev: pb.HistoryEvent) -> None:
         task = waiters.pop(0)
         if not waiters:
             del ctx.waiting[key]
+        if ctx.trace is not None and (wait := ctx.trace.waiting.pop(id(task), None)) is not None:
+            wait.by = ev
         task.complete(value)
         ctx.resume()
     else:
         ctx.received.setdefault(key, []).append(value)
         ctx.received_names.setdefault(key, []).append(er.name)
+        if ctx.trace is not None:
+            ctx.trace.buffer.setdefault(key, []).append(ev)
 
 
 def _on_suspended(ctx: _Context, ev: pb.HistoryEvent) -> None:
@@ -910,3 +989,33 @@ def execute(bundle: Bundle, *, instance_id: str, past: Sequence[pb.HistoryEvent]
         ctx.set_failed(type(exc).__name__, str(exc))
     return TurnResult(actions=tuple(ctx.actions()), custom_status=ctx.custom_status, version_name=ctx.version_used,
                       patches=tuple(ctx.encountered), notes=tuple(ctx.notes))
+
+
+def trace(bundle: Bundle, *, instance_id: str, history: Sequence[pb.HistoryEvent]) -> Trace:
+    """Replay a committed history event by event and record which step made each action id, each
+    event wait and what it took, when each step was resolved and what a continue-as-new carried."""
+    ctx = _Context(bundle, instance_id)
+    tr = ctx.trace = Trace()
+    rest = iter(history)
+    try:
+        for ev in rest:
+            if ev.HasField(EventKind.EXECUTION_COMPLETED.field):
+                break  # the answer's own completion: the program ended before it
+            ctx.event = ev
+            try:
+                _process(ctx, (ev,))
+            finally:
+                for step, task in tr.tasks:
+                    if task.done and id(step) not in tr.done:
+                        tr.done[id(step)] = ev
+    except (TaskFailure, ProgramFailure, ExpressionError):
+        # The program failed the workflow (its end, as `execute` answers it); the events after it
+        # in its turn still reached the worker: the events among them stay unclaimed.
+        for ev in rest:
+            if ev.HasField(EventKind.EVENT_RAISED.field):
+                tr.buffer.setdefault(ev.eventRaised.name.casefold(), []).append(ev)
+    except Exception as exc:  # noqa: BLE001 - a history the program cannot replay: what was seen so far
+        tr.error = f"{type(exc).__name__}: {exc}"
+    if tr.carried is not None:
+        tr.carried = (tr.carried[0], tuple(e for evs in tr.buffer.values() for e in evs))
+    return tr
