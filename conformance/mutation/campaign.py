@@ -81,8 +81,10 @@ def reaching(mutant: Mutant, *, baselines: dict[str, linemap.Baseline], stmt: di
     return sorted(hit, key=lambda sid: (baselines[sid].duration_s, sid))
 
 
-def run(settings: Settings, *, root: Path, say: Callable[[str], None] = lambda s: print(s, file=sys.stderr)
-        ) -> Campaign:
+def run(settings: Settings, *, root: Path, say: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
+        progress: Callable[[Campaign], None] = lambda c: None) -> Campaign:
+    """The campaign; `progress` gets the campaign so far after each mutant (the CLI writes the report
+    each time, so a campaign stopped midway still leaves the score of what it ran)."""
     from conformance.mutation.linemap import statement_lines, worker_command
     from conformance.targets.registry import DEFAULT_TARGETS, load_targets
 
@@ -131,6 +133,9 @@ def run(settings: Settings, *, root: Path, say: Callable[[str], None] = lambda s
             outcome = MutantOutcome(mutant=mutant, status=got.status, diff=diff, reaching=len(hit),
                                     scenarios_run=got.scenarios_run, killed_by=got.killed_by, seconds=got.seconds)
         outcomes.append(outcome)
+        progress(Campaign(settings=settings, version=target.version, population=len(population),
+                          baseline={sid: b.outcome for sid, b in sorted(baselines.items())},
+                          outcomes=tuple(outcomes), seconds=round(time.monotonic() - began), map_seconds=map_seconds))
         say(f"[{n}/{len(chosen)}] {outcome.status:<10} {mutant.id} ({outcome.reaching} scenarios reach it, "
             f"{len(outcome.scenarios_run)} run, {outcome.seconds:.0f} s)")
     return Campaign(settings=settings, version=target.version, population=len(population),

@@ -72,12 +72,13 @@ def run(args: argparse.Namespace) -> int:
                         scenario=tuple(args.scenario), jobs=args.jobs, max_scenarios=args.max_scenarios,
                         timeout_s=args.timeout, work=(args.work or library.root / ".mutation").resolve(),
                         rebuild_map=args.rebuild_map)
+    folder = args.reports or library.reports / "mutation"
     try:
-        campaign = run_campaign(settings, root=library.root)
+        campaign = run_campaign(settings, root=library.root, progress=lambda c: report.write(c, folder=folder))
     except (ValueError, FileNotFoundError) as exc:
         print(f"conformance mutate: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    md, js = report.write(campaign, folder=args.reports or library.reports / "mutation")
+    md, js = report.write(campaign, folder=folder)
     s = score(campaign.outcomes)
     print(f"{args.sdk}: score {s['score']} ({s['counts']}); reports: {md}, {js}")
     return EXIT_OK
