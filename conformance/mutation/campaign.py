@@ -13,7 +13,9 @@ from conformance.mutation.mutants import Mutant, diff_text, enumerate_mutants, m
 from conformance.mutation.run_mutant import mutated, run_scenarios
 from conformance.mutation.sdks import SDKS, scopes
 
-STATUSES = ("killed", "timeout", "survived", "uncovered", "equivalent")
+# incompetent: the mutated file is not valid Python (cosmic-ray turns `*` in a signature into `//`);
+# like an equivalent it is left out of the score, since a crash on import tells nothing about the scenarios.
+STATUSES = ("killed", "timeout", "survived", "uncovered", "equivalent", "incompetent")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -29,6 +31,7 @@ class Settings:
     timeout_s: float = 60.0  # per mutant: this plus 3x the baseline time of the scenarios it runs
     work: Path = Path(".mutation")
     rebuild_map: bool = False
+    resume: Path | None = None  # a previous report (.json): its killed, timeout and equivalent mutants are kept
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -60,17 +63,50 @@ def _map(settings: Settings, env: environment.Environment, scoped, *, root: Path
     path = folder / "linemap.json"
     meta = {"sdk": settings.sdk, "stamp": environment.stamp(venv=env.installed, scopes=scoped),
             "scenarios_selected": list(settings.scenario)}
+    baselines: dict[str, linemap.Baseline] = {}
+    seconds = 0
     if path.exists() and not settings.rebuild_map:
-        have, baselines = linemap.load(path)
+        have, kept = linemap.load(path)
         if {k: have.get(k) for k in meta} == meta:
-            say(f"line map: {path} (made in {have.get('seconds', '?')} s; --rebuild-map to make it again)")
-            return baselines, float(have.get("seconds", 0))
-    say("line map: running the selected scenarios once on the unmutated copy under coverage ...")
+            baselines, seconds = kept, int(have.get("seconds", 0))
+            say(f"line map: {path}, {len(kept)} scenarios (--rebuild-map to make it again); mapping any added since ...")
+    if not baselines:
+        say("line map: running the selected scenarios once on the unmutated copy under coverage ...")
     began = time.monotonic()
-    baselines = linemap.build(env, scopes=scoped, globs=settings.scenario, jobs=settings.jobs, folder=folder)
-    seconds = round(time.monotonic() - began)
-    linemap.save(baselines, path, meta={**meta, "seconds": seconds})
+    added = linemap.build(env, scopes=scoped, globs=settings.scenario, jobs=settings.jobs, folder=folder,
+                          known=frozenset(baselines))
+    if added or not path.exists() or settings.rebuild_map:
+        say(f"line map: {len(added)} scenarios mapped: {', '.join(sorted(added)[:5])}{' ...' if len(added) > 5 else ''}")
+        baselines = {**baselines, **added}
+        seconds += round(time.monotonic() - began)
+        linemap.save(baselines, path, meta={**meta, "seconds": seconds})
     return baselines, seconds
+
+
+def _resumed(path: Path, *, sdk: str, by_id: dict[str, Mutant]) -> dict[str, MutantOutcome | None]:
+    """A previous report's mutants: the outcome of each one detected (killed, timeout), None for the
+    others, which run again (new scenarios can only add kills: the baseline is per scenario)."""
+    import json
+
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    if doc.get("sdk") != sdk:
+        raise ValueError(f"{path} is a report of {doc.get('sdk')!r}, not {sdk!r}")
+    out: dict[str, MutantOutcome | None] = {}
+    for m in doc["mutants"]:
+        if m["id"] not in by_id:
+            raise ValueError(f"{path}: mutant {m['id']} is not in the installed release")
+        out[m["id"]] = MutantOutcome(mutant=by_id[m["id"]], status=m["status"], diff=m["diff"], reaching=m["reaching"],
+                                     scenarios_run=tuple(m["scenarios_run"]), killed_by=tuple(m["killed_by"]),
+                                     seconds=m["seconds"]) if m["status"] in ("killed", "timeout") else None
+    return out
+
+
+def _compiles(text: str, name: str) -> bool:
+    try:
+        compile(text, name, "exec")
+    except SyntaxError:
+        return False
+    return True
 
 
 def reaching(mutant: Mutant, *, baselines: dict[str, linemap.Baseline], stmt: dict[int, int]) -> list[str]:
@@ -108,7 +144,11 @@ def run(settings: Settings, *, root: Path, say: Callable[[str], None] = lambda s
     chosen = sample(population, size=settings.sample, seed=settings.seed) \
         if settings.sample is not None or not settings.mutants else []
     chosen += [by_id[m] for m in dict.fromkeys(settings.mutants) if by_id[m] not in chosen]
-    say(f"{spec.name} {target.version}: {len(population)} mutants in the executor, {len(chosen)} to run")
+    kept = _resumed(settings.resume, sdk=spec.name, by_id=by_id) if settings.resume else {}
+    if settings.resume:
+        chosen = [by_id[i] for i in kept]  # the previous campaign's mutants, in its order
+    say(f"{spec.name} {target.version}: {len(population)} mutants in the executor, {len(chosen)} to run"
+        + (f" ({sum(1 for o in kept.values() if o is not None)} kept from {settings.resume})" if kept else ""))
     baselines, map_seconds = _map(settings, env, scoped, root=root, say=say)
     command = worker_command(env, command=target.command)
     stmt_cache: dict[str, dict[int, int]] = {}
@@ -119,9 +159,13 @@ def run(settings: Settings, *, root: Path, say: Callable[[str], None] = lambda s
         if mutant.relpath not in stmt_cache:
             stmt_cache[mutant.relpath] = statement_lines(original)
         hit = reaching(mutant, baselines=baselines, stmt=stmt_cache[mutant.relpath])
-        if mutant.id in reviewed:
+        if kept.get(mutant.id) is not None:
+            outcome = kept[mutant.id]
+        elif mutant.id in reviewed:
             outcome = MutantOutcome(mutant=mutant, status="equivalent", diff=diff, reaching=len(hit),
                                     reason=reviewed[mutant.id])
+        elif text is not None and not _compiles(text, mutant.relpath):
+            outcome = MutantOutcome(mutant=mutant, status="incompetent", diff=diff, reaching=len(hit))
         elif not hit or text is None:
             outcome = MutantOutcome(mutant=mutant, status="uncovered", diff=diff, reaching=0)
         else:
@@ -144,9 +188,10 @@ def run(settings: Settings, *, root: Path, say: Callable[[str], None] = lambda s
 
 
 def score(outcomes: Sequence[MutantOutcome]) -> dict[str, object]:
-    """Killed and timed-out mutants over all but the equivalent ones (uncovered ones count as survivors)."""
+    """Killed and timed-out mutants over all but the equivalent and incompetent ones (uncovered ones count
+    as survivors)."""
     counts = {s: sum(1 for o in outcomes if o.status == s) for s in STATUSES}
-    judged = len(outcomes) - counts["equivalent"]
+    judged = len(outcomes) - counts["equivalent"] - counts["incompetent"]
     detected = counts["killed"] + counts["timeout"]
     covered = judged - counts["uncovered"]
     return {"counts": counts, "judged": judged,

@@ -42,6 +42,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--work", type=Path, default=None, metavar="DIR",
                    help="the environment copy and line map (default .mutation/ in the library root)")
     p.add_argument("--rebuild-map", action="store_true", help="run the line map again even if one is there")
+    p.add_argument("--resume", type=Path, default=None, metavar="REPORT.json",
+                   help="the mutants of a previous report: its killed and timed-out ones are kept, the others run "
+                        "again (after scenarios were added; --sample/--mutant are then ignored)")
     p.add_argument("--reports", type=Path, default=None, metavar="DIR",
                    help="report folder (default reports/mutation/ in the library's reports)")
     return p
@@ -71,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     settings = Settings(sdk=args.sdk, sample=args.sample, seed=args.seed, mutants=tuple(args.mutant),
                         scenario=tuple(args.scenario), jobs=args.jobs, max_scenarios=args.max_scenarios,
                         timeout_s=args.timeout, work=(args.work or library.root / ".mutation").resolve(),
-                        rebuild_map=args.rebuild_map)
+                        rebuild_map=args.rebuild_map, resume=args.resume)
     folder = args.reports or library.reports / "mutation"
     try:
         campaign = run_campaign(settings, root=library.root, progress=lambda c: report.write(c, folder=folder))

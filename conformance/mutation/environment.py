@@ -59,4 +59,7 @@ def prepare(spec: SdkSpec, *, root: Path, work: Path, scopes: tuple[Scope, ...])
         if done.returncode != 0:
             raise RuntimeError(f"installing {COVERAGE} into {copy} failed:\n{done.stderr[-2000:]}")
         marker.write_text(want, encoding="utf-8")
+    # A campaign ended midway (killed) may have left a mutant in the copy: start from the installed text.
+    for scope in scopes:
+        shutil.copyfile(site_packages(installed) / scope.relpath, site_packages(copy) / scope.relpath)
     return Environment(spec=spec, installed=installed, copy=copy)

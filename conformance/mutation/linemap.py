@@ -67,8 +67,9 @@ def statement_lines(source: str) -> dict[int, int]:
 
 
 def build(env: Environment, *, scopes: tuple[Scope, ...], globs: tuple[str, ...], jobs: int,
-          folder: Path) -> dict[str, Baseline]:
-    """Run the selected scenarios once under coverage; the baseline of each, with its lines."""
+          folder: Path, known: frozenset[str] = frozenset()) -> dict[str, Baseline]:
+    """Run the selected scenarios once under coverage; the baseline of each, with its lines. Scenarios
+    in `known` (mapped before) are not run again, so a scenario added to the library costs its own run."""
     from conformance.run_options import RunOptions, prepare_run
     from conformance.runner import Plan, run_plan
     from conformance.targets.external import start_command_worker
@@ -85,7 +86,9 @@ def build(env: Environment, *, scopes: tuple[Scope, ...], globs: tuple[str, ...]
     plain = worker_command(env, command=target.command)
     prepared = prepare_run(RunOptions(worker=(env.spec.name,), worker_command=plain, scenario=globs,
                                       no_reports=True, jobs=jobs))
-    plan = Plan.build(prepared.scenarios, prepared.pairs)
+    plan = Plan.build([s for s in prepared.scenarios if s.id not in known], prepared.pairs)
+    if not plan.items:
+        return {}
     items = []
     for index, (scenario, pair) in enumerate(plan.items):
         command = worker_command(env, command=target.command,

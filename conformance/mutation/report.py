@@ -54,13 +54,13 @@ def to_markdown(doc: dict[str, Any]) -> str:
         f"Each ran the scenarios whose coverage reaches its statement (the {doc['max_scenarios']} fastest at most), "
         f"of {doc['baseline_passed']} that passed on the unmutated SDK"
         + (f" (selection {', '.join(doc['scenario_globs'])})" if doc["scenario_globs"] else "") + ".", "",
-        f"**Score: {_pct(doc['score'])}** (killed + timeout over all but equivalent); "
+        f"**Score: {_pct(doc['score'])}** (killed + timeout over all but equivalent and incompetent); "
         f"of the mutants some scenario reaches: {_pct(doc['score_of_covered'])}.", "",
         "| " + " | ".join(STATUSES) + " | judged |", "|" + "---|" * (len(STATUSES) + 1),
         "| " + " | ".join(str(counts[s]) for s in STATUSES) + f" | {doc['judged']} |", "",
         f"Campaign time {doc['seconds']} s (line map {doc['line_map_seconds']} s), {doc['jobs']} scenarios at once.", "",
     ]
-    for status in ("survived", "uncovered", "timeout", "equivalent", "killed"):
+    for status in ("survived", "uncovered", "timeout", "equivalent", "incompetent", "killed"):
         group = [m for m in doc["mutants"] if m["status"] == status]
         if not group:
             continue

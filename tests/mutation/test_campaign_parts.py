@@ -50,7 +50,7 @@ def test_score_leaves_out_equivalents_and_counts_uncovered_as_survivors():
     outs = [MutantOutcome(mutant=_mutant(i), status=s, diff="", reaching=1)
             for i, s in enumerate(["killed", "killed", "timeout", "survived", "uncovered", "equivalent"], 1)]
     got = score(outs)
-    assert got["counts"] == {"killed": 2, "timeout": 1, "survived": 1, "uncovered": 1, "equivalent": 1}
+    assert got["counts"] == {"killed": 2, "timeout": 1, "survived": 1, "uncovered": 1, "equivalent": 1, "incompetent": 0}
     assert got["score"] == 0.6 and got["score_of_covered"] == 0.75
 
 
