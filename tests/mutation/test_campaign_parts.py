@@ -76,3 +76,21 @@ def test_an_unknown_sdk_is_bad_input():
     assert done.returncode == 2
     assert "unknown SDK 'no-such-sdk'" in done.stderr and "dapr-ext-workflow" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_resume_keeps_detected_mutants_and_runs_the_others_again(tmp_path: Path):
+    import json
+
+    from conformance.mutation.campaign import _resumed
+
+    killed, survived = _mutant(3), _mutant(5)
+    report = tmp_path / "r.json"
+    entry = {"reaching": 2, "scenarios_run": ["a"], "killed_by": ["a: FAILED"], "seconds": 1.0, "diff": "d"}
+    report.write_text(json.dumps({"sdk": "durabletask-dapr", "mutants": [
+        {"id": killed.id, "status": "killed", **entry}, {"id": survived.id, "status": "survived", **entry}]}))
+    got = _resumed(report, sdk="durabletask-dapr", by_id={m.id: m for m in (killed, survived)})
+    assert list(got) == [killed.id, survived.id]
+    assert got[killed.id] is not None and got[killed.id].status == "killed" and got[killed.id].killed_by == ("a: FAILED",)
+    assert got[survived.id] is None
+    with pytest.raises(ValueError, match="not 'dapr-ext-workflow'"):
+        _resumed(report, sdk="dapr-ext-workflow", by_id={})
