@@ -58,7 +58,7 @@ class Campaign:
 
 
 def _map(settings: Settings, env: environment.Environment, scoped, *, root: Path,
-         say: Callable[[str], None]) -> tuple[dict[str, linemap.Baseline], float]:
+         say: Callable[[str], None]) -> tuple[dict[str, linemap.Baseline], float, frozenset[str]]:
     folder = settings.work / settings.sdk
     path = folder / "linemap.json"
     meta = {"sdk": settings.sdk, "stamp": environment.stamp(venv=env.installed, scopes=scoped),
@@ -80,7 +80,7 @@ def _map(settings: Settings, env: environment.Environment, scoped, *, root: Path
         baselines = {**baselines, **added}
         seconds += round(time.monotonic() - began)
         linemap.save(baselines, path, meta={**meta, "seconds": seconds})
-    return baselines, seconds
+    return baselines, seconds, frozenset(added) if len(added) < len(baselines) else frozenset()
 
 
 def _resumed(path: Path, *, sdk: str, by_id: dict[str, Mutant]) -> dict[str, MutantOutcome | None]:
@@ -113,12 +113,14 @@ def _compiles(text: str, name: str) -> bool:
     return True
 
 
-def reaching(mutant: Mutant, *, baselines: dict[str, linemap.Baseline], stmt: dict[int, int]) -> list[str]:
-    """Baseline-PASSED scenarios that executed the mutated statement, fastest first."""
+def reaching(mutant: Mutant, *, baselines: dict[str, linemap.Baseline], stmt: dict[int, int],
+             first: frozenset[str] = frozenset()) -> list[str]:
+    """Baseline-PASSED scenarios that executed the mutated statement: those in `first` (scenarios added
+    to the line map by this run, written for survivors), then the fastest."""
     lines = {stmt.get(line, line) for line in range(mutant.line, mutant.end_line + 1)} | {mutant.line}
     hit = [sid for sid, b in baselines.items()
            if b.outcome == "PASSED" and lines & b.lines.get(mutant.relpath, frozenset())]
-    return sorted(hit, key=lambda sid: (baselines[sid].duration_s, sid))
+    return sorted(hit, key=lambda sid: (sid not in first, baselines[sid].duration_s, sid))
 
 
 def run(settings: Settings, *, root: Path, say: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
@@ -153,7 +155,7 @@ def run(settings: Settings, *, root: Path, say: Callable[[str], None] = lambda s
         chosen = [by_id[i] for i in kept]  # the previous campaign's mutants, in its order
     say(f"{spec.name} {target.version}: {len(population)} mutants in the executor, {len(chosen)} to run"
         + (f" ({sum(1 for o in kept.values() if o is not None)} kept from {settings.resume})" if kept else ""))
-    baselines, map_seconds = _map(settings, env, scoped, root=root, say=say)
+    baselines, map_seconds, added = _map(settings, env, scoped, root=root, say=say)
     command = worker_command(env, command=target.command)
     stmt_cache: dict[str, dict[int, int]] = {}
     outcomes: list[MutantOutcome] = []
@@ -162,7 +164,7 @@ def run(settings: Settings, *, root: Path, say: Callable[[str], None] = lambda s
         diff = diff_text(original, text, relpath=mutant.relpath) if text is not None else ""
         if mutant.relpath not in stmt_cache:
             stmt_cache[mutant.relpath] = statement_lines(original)
-        hit = reaching(mutant, baselines=baselines, stmt=stmt_cache[mutant.relpath])
+        hit = reaching(mutant, baselines=baselines, stmt=stmt_cache[mutant.relpath], first=added)
         if kept.get(mutant.id) is not None:
             outcome = kept[mutant.id]
         elif mutant.id in reviewed:

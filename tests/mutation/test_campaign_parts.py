@@ -44,6 +44,7 @@ def test_reaching_takes_passed_scenarios_on_the_statement_fastest_first():
     assert reaching(_mutant(4), baselines=base, stmt=stmt) == ["fast", "slow"]
     assert reaching(_mutant(5), baselines=base, stmt=stmt) == ["fast"]
     assert reaching(_mutant(2), baselines=base, stmt=stmt) == []
+    assert reaching(_mutant(4), baselines=base, stmt=stmt, first=frozenset({"slow"})) == ["slow", "fast"]
 
 
 def test_score_leaves_out_equivalents_and_counts_uncovered_as_survivors():
