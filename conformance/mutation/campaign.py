@@ -15,6 +15,8 @@ from conformance.mutation.sdks import SDKS, scopes
 
 # incompetent: the mutated file is not valid Python (cosmic-ray turns `*` in a signature into `//`);
 # like an equivalent it is left out of the score, since a crash on import tells nothing about the scenarios.
+NEAR = 4  # lines either side of a mutant whose coverage ranks the scenarios reaching it
+
 STATUSES = ("killed", "timeout", "survived", "uncovered", "equivalent", "incompetent")
 
 
@@ -116,11 +118,18 @@ def _compiles(text: str, name: str) -> bool:
 def reaching(mutant: Mutant, *, baselines: dict[str, linemap.Baseline], stmt: dict[int, int],
              first: frozenset[str] = frozenset()) -> list[str]:
     """Baseline-PASSED scenarios that executed the mutated statement: those in `first` (scenarios added
-    to the line map by this run, written for survivors), then the fastest."""
+    to the line map by this run, written for survivors), then those that ran more of the lines around
+    it (a loop's body, an `if`'s branch: where the mutant's effect shows), then the fastest."""
     lines = {stmt.get(line, line) for line in range(mutant.line, mutant.end_line + 1)} | {mutant.line}
+    near = range(mutant.line - NEAR, mutant.end_line + NEAR + 1)
     hit = [sid for sid, b in baselines.items()
            if b.outcome == "PASSED" and lines & b.lines.get(mutant.relpath, frozenset())]
-    return sorted(hit, key=lambda sid: (sid not in first, baselines[sid].duration_s, sid))
+
+    def around(sid: str) -> int:
+        ran = baselines[sid].lines.get(mutant.relpath, frozenset())
+        return sum(1 for line in near if line in ran)
+
+    return sorted(hit, key=lambda sid: (sid not in first, -around(sid), baselines[sid].duration_s, sid))
 
 
 def run(settings: Settings, *, root: Path, say: Callable[[str], None] = lambda s: print(s, file=sys.stderr),

@@ -33,7 +33,7 @@ def test_a_continuation_line_belongs_to_its_statement():
     assert lines[2] == 1 and lines[5] == 5 and lines[6] == 6
 
 
-def test_reaching_takes_passed_scenarios_on_the_statement_fastest_first():
+def test_reaching_takes_passed_scenarios_on_the_statement_most_of_its_surroundings_first():
     stmt = statement_lines(SOURCE)
     base = {
         "slow": Baseline(outcome="PASSED", duration_s=9.0, lines={"pkg/task.py": frozenset({3})}),
@@ -41,8 +41,11 @@ def test_reaching_takes_passed_scenarios_on_the_statement_fastest_first():
         "failed": Baseline(outcome="FAILED", duration_s=0.5, lines={"pkg/task.py": frozenset({3})}),
         "elsewhere": Baseline(outcome="PASSED", duration_s=0.1, lines={"pkg/task.py": frozenset({6})}),
     }
-    assert reaching(_mutant(4), baselines=base, stmt=stmt) == ["fast", "slow"]
+    assert reaching(_mutant(4), baselines=base, stmt=stmt) == ["fast", "slow"]  # fast also ran line 5
     assert reaching(_mutant(5), baselines=base, stmt=stmt) == ["fast"]
+    even = {**base, "fast": Baseline(outcome="PASSED", duration_s=1.0, lines={"pkg/task.py": frozenset({3})}),
+            "slow": Baseline(outcome="PASSED", duration_s=9.0, lines={"pkg/task.py": frozenset({3, 5})})}
+    assert reaching(_mutant(4), baselines=even, stmt=stmt) == ["slow", "fast"]  # more of the code around it first
     assert reaching(_mutant(2), baselines=base, stmt=stmt) == []
     assert reaching(_mutant(4), baselines=base, stmt=stmt, first=frozenset({"slow"})) == ["slow", "fast"]
 
