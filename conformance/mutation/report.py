@@ -31,6 +31,7 @@ def to_json(c: Campaign) -> dict[str, Any]:
         "scenario_globs": list(s.scenario), "baseline_scenarios": len(c.baseline), "baseline_passed": passed,
         "max_scenarios": s.max_scenarios, "timeout_s": s.timeout_s, "jobs": s.jobs,
         "seconds": c.seconds, "line_map_seconds": c.map_seconds,
+        "resumed_from": str(s.resume) if s.resume else None,
         **score(c.outcomes),
         "mutants": [{"id": o.mutant.id, **asdict(o.mutant), "status": o.status, "reaching": o.reaching,
                      "scenarios_run": list(o.scenarios_run), "killed_by": list(o.killed_by),
@@ -51,14 +52,16 @@ def to_markdown(doc: dict[str, Any]) -> str:
     lines = [
         f"# Mutation score: {doc['sdk']} {doc['version']}", "",
         f"Mutants of the SDK's orchestration executor made by {doc['tool']} (docs/mutation.md): {drawn}.",
-        f"Each ran the scenarios whose coverage reaches its statement (the {doc['max_scenarios']} fastest at most), "
+        f"Each ran the scenarios whose coverage reaches its statement ({doc['max_scenarios']} at most, ranked as docs/mutation.md says), "
         f"of {doc['baseline_passed']} that passed on the unmutated SDK"
         + (f" (selection {', '.join(doc['scenario_globs'])})" if doc["scenario_globs"] else "") + ".", "",
         f"**Score: {_pct(doc['score'])}** (killed + timeout over all but equivalent and incompetent); "
         f"of the mutants some scenario reaches: {_pct(doc['score_of_covered'])}.", "",
         "| " + " | ".join(STATUSES) + " | judged |", "|" + "---|" * (len(STATUSES) + 1),
         "| " + " | ".join(str(counts[s]) for s in STATUSES) + f" | {doc['judged']} |", "",
-        f"Campaign time {doc['seconds']} s (line map {doc['line_map_seconds']} s), {doc['jobs']} scenarios at once.", "",
+        f"Campaign time {doc['seconds']} s (line map {doc['line_map_seconds']} s), {doc['jobs']} scenarios at once"
+        + (f"; resumed from {doc['resumed_from']} (its killed and timed-out mutants kept, the time is this run's)."
+           if doc.get("resumed_from") else "."), "",
     ]
     for status in ("survived", "uncovered", "timeout", "equivalent", "incompetent", "killed"):
         group = [m for m in doc["mutants"] if m["status"] == status]
