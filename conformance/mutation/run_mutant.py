@@ -1,5 +1,6 @@
 """One mutant's run: the mutated file written into the copy, the scenarios that reach it run with
-`conformance run` on the copy's driver in chunks (the fastest first) until one fails, under a timeout.
+`conformance run` on the copy's driver in chunks (in the order the campaign ranked them) until one
+fails, under a timeout.
 
 Killed: a scenario that PASSED on the unmutated SDK is FAILED or ERROR. Timeout: the runs did not end
 within the mutant's time (a hang the scenarios' own timeouts did not turn into a verdict).
