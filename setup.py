@@ -38,7 +38,7 @@ setup(
     package_dir=LIBRARY,
     package_data={
         "taskhub_wire": ["**/*.proto", "**/*.pyi"],
-        "conformance": ["*.yaml", "targets/*.yaml", "enginediff/*.yaml", "versions/*.yaml", "**/*.json", "drift/*.js", "drift/go/*", "drift/java/*"],
+        "conformance": ["*.yaml", "targets/*.yaml", "enginediff/*.yaml", "mutation/*.yaml", "versions/*.yaml", "**/*.json", "drift/*.js", "drift/go/*", "drift/java/*"],
         "taskhub_programs": ["*.json", "examples/*.yaml"],
         "conformance_library.scenarios": ["**/*.yaml", "**/*.md"],
         "conformance_library.drivers": DRIVER_FILES,

@@ -79,6 +79,9 @@ def _parser() -> argparse.ArgumentParser:
     from conformance.fuzz.cli import add_parser as add_fuzz_parser
 
     add_fuzz_parser(sub)
+    from conformance.mutation.cli import add_parser as add_mutate_parser
+
+    add_mutate_parser(sub)
     _add_replay_parsers(sub)
     from conformance.enginediff.cli import add_parser as add_enginediff_parser
 
@@ -306,9 +309,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from conformance.enginediff.cli import run as cmd_engines_diff
     from conformance.arrival.report import run as cmd_coverage
     from conformance.fuzz.cli import run as cmd_fuzz
+    from conformance.mutation.cli import run as cmd_mutate
 
     handler = {"run": cmd_run, "list": cmd_list, "validate": cmd_validate, "report": cmd_report,
-               "targets": cmd_targets, "fuzz": cmd_fuzz, "init-target": cmd_init_target,
+               "targets": cmd_targets, "fuzz": cmd_fuzz, "mutate": cmd_mutate, "init-target": cmd_init_target,
                "engines-diff": cmd_engines_diff, "coverage": cmd_coverage, **_replay_handlers()}[args.command]
     try:
         return handler(args)
