@@ -30,6 +30,7 @@ def merge_events(runs: Sequence[Sequence[Event]], *, sources: Sequence[Path]) ->
     body: list[Event] = []
     pairs: list[str] = []
     counts: Counter[str] = Counter()
+    twice: list[tuple[str, str, Path, Path]] = []
     for run, source in zip(runs, sources, strict=True):
         for event in run:
             if isinstance(event, RunStarted):
@@ -37,8 +38,8 @@ def merge_events(runs: Sequence[Sequence[Event]], *, sources: Sequence[Path]) ->
             elif isinstance(event, ScenarioFinished):
                 key = (event.scenario, event.pair)
                 if key in seen:
-                    raise MergeError(f"{source} and {seen[key]} both have scenario {event.scenario} on "
-                                     f"{event.pair}; merge runs of different pairs or scenarios")
+                    twice.append((event.scenario, event.pair, source, seen[key]))
+                    continue
                 seen[key] = source
                 counts[event.outcome.value] += 1
                 if event.pair not in pairs:
@@ -46,6 +47,11 @@ def merge_events(runs: Sequence[Sequence[Event]], *, sources: Sequence[Path]) ->
                 body.append(event)
             elif isinstance(event, ScenarioStarted):
                 body.append(event)
+    if twice:  # every duplicate, sorted: the message does not depend on the order a run finished its scenarios
+        scenario, pair, source, other = min(twice)
+        more = f" (and {len(twice) - 1} more)" if len(twice) > 1 else ""
+        raise MergeError(f"{source} and {other} both have scenario {scenario} on {pair}{more}; merge runs of "
+                         "different pairs or scenarios")
     run_id = "+".join(dict.fromkeys(e.run_id for e in starts if e.run_id)) or "merged"
     started = min((e.started_at for e in starts), default=0.0)
     finished = max((e.finished_at for e in finishes), default=started)

@@ -164,7 +164,7 @@ def test_report_merges_several_runs(tmp_path):
 
     same = conformance("report", "--events", str(tmp_path / "ref" / "events.jsonl"),
                        "--events", str(tmp_path / "ref" / "events.jsonl"), "--reports", str(tmp_path / "dup"))
-    assert same.returncode == 2 and "both have scenario a/good on reference+reference" in same.stderr
+    assert same.returncode == 2 and "both have scenario a/events on reference+reference (and 1 more)" in same.stderr
     missing = conformance("report", "--events", str(tmp_path / "nope.jsonl"), "--reports", str(tmp_path / "x"))
     assert missing.returncode == 2 and "no events file at" in missing.stderr
 
