@@ -13,6 +13,7 @@ the engine commits them, and returns where each activity and child goes.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -68,6 +69,17 @@ def activity_route(inst: Instance, task_id: int, config: EngineConfig) -> tuple[
     return inst.app, None
 
 
+def stamp_start(config: EngineConfig, inst: Instance, events: Iterable[pb.HistoryEvent]) -> None:
+    """An ExecutionStarted without a router gets {sourceAppID: its app} before the turn that carries it
+    is sent (orchestrator/run.go:148-160 stamps the inbox, then builds the work item from it): an SDK
+    learns its own app from it (durabletask-java sets no targetAppID before it knows)."""
+    if not config.apps:
+        return
+    for ev in events:
+        if ev.HasField("executionStarted") and not ev.HasField("router"):
+            ev.router.sourceAppID = config.app_name(inst.app)
+
+
 def prepare(config: EngineConfig, inst: Instance, resp: pb.WorkflowResponse, decision: Decision) -> Routes:
     """Stamp the turn's records (several apps only) and attach propagated histories; say where work goes."""
     multi = bool(config.apps)
@@ -78,8 +90,7 @@ def prepare(config: EngineConfig, inst: Instance, resp: pb.WorkflowResponse, dec
         for ev in decision.events:
             if ev.eventId >= 0 and ev.eventId in routers:
                 ev.router.CopyFrom(routers[ev.eventId])  # applier.go:96-338, `Router: action.Router`
-            elif ev.HasField("executionStarted") and not ev.HasField("router"):
-                ev.router.sourceAppID = app  # orchestrator/run.go:149-159
+        stamp_start(config, inst, decision.events)  # a no-op when the sent turn carried the event
         completion = next((a for a in resp.actions if a.HasField("completeWorkflow")), None)
         if completion is not None:
             routes.generation_router = routers[completion.id]  # applier.go:88-118

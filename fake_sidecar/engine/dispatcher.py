@@ -22,7 +22,7 @@ from taskhub_core.incidents import Incident, IncidentKind
 from taskhub_wire import pb
 
 from fake_sidecar.engine import errors
-from fake_sidecar.engine.crossapp import activity_route
+from fake_sidecar.engine.crossapp import activity_route, stamp_start
 from fake_sidecar.engine.config import Counters, EngineConfig, TaskExecutionIdMode
 from fake_sidecar.engine.incidents import IncidentLog
 from fake_sidecar.engine.instances import InstanceTable
@@ -320,6 +320,7 @@ class Dispatcher:
                                            text=f"dropped {turn.duplicates} resolution(s) already in history or "
                                                 "delivered twice (R2.7)"))
         delivered, consumed = list(turn.new_events), list(turn.consumed)
+        stamp_start(self._config, inst, delivered)  # R11.3: the worker sees the router on ExecutionStarted
         token = uuid.uuid4().hex
         stream = self._streams[sid]
         past = inst.history

@@ -84,6 +84,9 @@ def test_target_is_declared() -> None:
     assert {"patching", "versions", "retries", "ledger", "children", "events", "timers"} <= worker.capabilities
     # The SDK's CreateTimerAction has no origin and an indefinite wait reserves no timer.
     assert not {"timer_origins", "event_wait_timer", "adversary"} & worker.capabilities
+    # TaskOptions.appID routes a call to another app; 1.17.1 has no history propagation API.
+    assert "crossapp" in worker.capabilities
+    assert not {"propagation", "propagated_events"} & worker.capabilities
     assert {g.requirement for g in worker.gaps} >= {"RPL-NDET-001", "VER-NA-001"}
     # Ids from 0, UUID child ids, Java error types: the worker's choice, never declared as gaps.
     assert not {"RPL-IDS-001", "CHILD-CREATE-001", "ACT-RESULT-001"} & {g.requirement for g in worker.gaps}
@@ -93,7 +96,8 @@ def test_target_is_declared() -> None:
 # ------------------------------------------------------------------ scenarios through the harness
 
 
-@pytest.mark.parametrize("scenario_id", ["activities/chain", "activities/fan-out-once-each"])
+@pytest.mark.parametrize("scenario_id", ["activities/chain", "activities/fan-out-once-each",
+                                         "crossapp/activity-and-child-on-other-app"])
 def test_library_scenarios_pass(scenario_id: str, tmp_path: Path) -> None:
     _driver()
     root = REPO_ROOT / "scenarios"
@@ -296,6 +300,21 @@ def test_refuses_a_step_the_sdk_cannot_express(tmp_path: Path) -> None:
     assert "$.programs.main.steps[1].if.then[0].call_activity.retry.first_delay" in proc.stderr
     assert "$.programs.main.steps[2].fail.type" in proc.stderr
     assert proc.stdout == ""
+
+
+def test_refuses_propagation_but_not_app(tmp_path: Path) -> None:
+    bundle = _bundle(tmp_path, {"main": {"steps": [
+        {"call_activity": {"name": "echo", "input": 1, "app": "other"}},
+        {"call_child": {"workflow": "c", "app": "other", "propagation": "lineage"}},
+        {"call_activity": {"name": "echo", "propagation": "own"}},
+        {"call_activity": {"name": "propagated"}},
+    ]}, "c": {"steps": []}})
+    proc = _drive("--sidecar", "127.0.0.1:1", "--canonical", str(bundle))
+    assert proc.returncode == EXIT_GAP, proc.stderr
+    for path in ("steps[1].call_child.propagation", "steps[2].call_activity.propagation",
+                 "steps[3].call_activity.name"):
+        assert f"$.programs.main.{path}" in proc.stderr, path
+    assert "steps[0]" not in proc.stderr and ".app" not in proc.stderr  # app maps onto TaskOptions.appID
 
 
 def test_refuses_an_unknown_language_extension(tmp_path: Path) -> None:

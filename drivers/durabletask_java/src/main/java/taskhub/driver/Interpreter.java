@@ -67,26 +67,38 @@ final class Interpreter implements TaskOrchestration {
     return Duration.ofNanos(new BigDecimal(Double.toString(seconds)).movePointRight(9).longValue());
   }
 
-  private static TaskOptions options(Retry retry) {
-    if (retry == null) {
+  /**
+   * The call's options: its retry policy and the app that runs it ({@code router.targetAppID}). The SDK
+   * sends the target only once it knows its own app, from the router daprd stamps on ExecutionStarted
+   * (ContextImplTask.processEvent); without one it drops appID silently.
+   */
+  private static TaskOptions options(Retry retry, String app) {
+    if (retry == null && app == null) {
       return null;
     }
-    RetryPolicy policy = new RetryPolicy(retry.maxAttempts(), duration(retry.firstDelay()));
-    policy.setBackoffCoefficient(retry.backoff());
-    if (retry.maxDelay() != null) {
-      policy.setMaxRetryInterval(duration(retry.maxDelay()));
+    TaskOptions.Builder options = TaskOptions.builder();
+    if (retry != null) {
+      RetryPolicy policy = new RetryPolicy(retry.maxAttempts(), duration(retry.firstDelay()));
+      policy.setBackoffCoefficient(retry.backoff());
+      if (retry.maxDelay() != null) {
+        policy.setMaxRetryInterval(duration(retry.maxDelay()));
+      }
+      options.retryPolicy(policy);
     }
-    return TaskOptions.withRetryPolicy(policy);
+    if (app != null) {
+      options.appID(app);
+    }
+    return options.build();
   }
 
   private static Task<?> makeTask(TaskOrchestrationContext ctx, TaskStep step, Map<String, Object> env) {
     if (step instanceof CallActivity a) {
-      return ctx.callActivity(a.name(), Expressions.evaluate(a.input(), env), options(a.retry()), Object.class);
+      return ctx.callActivity(a.name(), Expressions.evaluate(a.input(), env), options(a.retry(), a.app()), Object.class);
     }
     if (step instanceof CallChild c) {
       Object iid = c.instanceId() == null ? null : Expressions.evaluate(c.instanceId(), env);
       return ctx.callSubOrchestrator(c.workflow(), Expressions.evaluate(c.input(), env),
-          iid == null ? null : Json.text(iid), options(c.retry()), Object.class);
+          iid == null ? null : Json.text(iid), options(c.retry(), c.app()), Object.class);
     }
     if (step instanceof Timer t) {
       return ctx.createTimer(duration(t.duration()));

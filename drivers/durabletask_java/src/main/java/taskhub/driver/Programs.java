@@ -23,6 +23,11 @@ final class Programs {
   static final String FORMAT = "taskhub-programs/canonical";
   static final long VERSION = 1;
   static final List<String> BUILTIN_ACTIVITIES = List.of("echo", "fail", "sleep", "record");
+  // The pinned release has no history propagation (javap of durabletask-client 1.17.1: TaskOptions
+  // holds only retryPolicy, retryHandler and appID; TaskActivityContext and TaskOrchestrationContext
+  // have no propagated history): capability `propagation` is declared absent (target.yaml).
+  static final String NO_PROPAGATION = "io.dapr:durabletask-client has no history propagation API "
+      + "(TaskOptions has no propagation scope, TaskActivityContext no received history)";
 
   // ------------------------------------------------------------------ model
 
@@ -32,9 +37,11 @@ final class Programs {
 
   interface TaskStep extends Step {}
 
-  record CallActivity(String name, Object input, Retry retry, String as) implements TaskStep {}
+  /** {@code app}: the app that runs the call (null: the caller's own), {@code TaskOptions.appID}. */
+  record CallActivity(String name, Object input, Retry retry, String app, String as) implements TaskStep {}
 
-  record CallChild(String workflow, Object input, Object instanceId, Retry retry, String as) implements TaskStep {}
+  record CallChild(String workflow, Object input, Object instanceId, Retry retry, String app, String as)
+      implements TaskStep {}
 
   record Timer(double duration, String as) implements TaskStep {}
 
@@ -147,10 +154,17 @@ final class Programs {
       String as = (String) s.get("as");
       switch ((String) s.get("step")) {
         case "call_activity":
-          return new CallActivity((String) s.get("name"), s.get("input"), retry(s.get("retry"), path + ".retry"), as);
+          noPropagation(s, path);
+          if ("propagated".equals(s.get("name"))) {
+            gaps.add(path + ".name: the built-in activity \"propagated\" needs the received history, which "
+                + NO_PROPAGATION);
+          }
+          return new CallActivity((String) s.get("name"), s.get("input"), retry(s.get("retry"), path + ".retry"),
+              (String) s.get("app"), as);
         case "call_child":
+          noPropagation(s, path);
           return new CallChild((String) s.get("workflow"), s.get("input"), s.get("instance_id"),
-              retry(s.get("retry"), path + ".retry"), as);
+              retry(s.get("retry"), path + ".retry"), (String) s.get("app"), as);
         case "timer":
           return new Timer(((Number) s.get("duration")).doubleValue(), as);
         case "wait_event":
@@ -190,6 +204,14 @@ final class Programs {
           gaps.add(path + ": step kind " + Json.dumps((String) s.get("step"))
               + " is not expressible with durabletask-java in this driver");
           return null;
+      }
+    }
+
+    /** The canonical form has {@code propagation} only where a step asks for own or lineage. */
+    void noPropagation(Map<String, Object> s, String path) {
+      if (s.get("propagation") != null) {
+        gaps.add(path + ".propagation: " + Json.dumps((String) s.get("propagation")) + " cannot be requested: "
+            + NO_PROPAGATION);
       }
     }
 
