@@ -16,6 +16,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/dapr/durabletask-go/api"
 	"github.com/dapr/durabletask-go/task"
 )
 
@@ -33,6 +34,10 @@ func (e ProgramFailure) Error() string { return e.Message }
 func capabilityGaps(programs Programs) []string {
 	var gaps []string
 	checkRetry := func(s *Step, path string) {
+		if p := s.Propagation; p != nil && *p != "own" && *p != "lineage" && *p != "none" {
+			gaps = append(gaps, fmt.Sprintf("%s.propagation: scope %q is unknown to this driver (own, lineage "+
+				"or none)", path, *p))
+		}
 		if s.Retry == nil {
 			return
 		}
@@ -148,6 +153,21 @@ func retryPolicy(r *Retry) *task.RetryPolicy {
 	return p
 }
 
+// propagation: the step's `propagation` as the SDK's scope option (task/propagation.go
+// WithHistoryPropagation sets the action's historyPropagationScope); nil sends no scope.
+func propagation(scope *string) api.PropagationOption {
+	if scope == nil {
+		return nil
+	}
+	switch *scope {
+	case "own":
+		return api.PropagateOwnHistory()
+	case "lineage":
+		return api.PropagateLineage()
+	}
+	return nil // "none": no scope, as without the key
+}
+
 // rawPayload: a value as JSON text for the SDK's WithRaw*Input options. nil: no payload at all.
 func rawPayload(v any) *wrapperspb.StringValue {
 	if v == nil {
@@ -171,6 +191,12 @@ func makeTask(ctx *task.WorkflowContext, s *Step, env map[string]any) (task.Task
 		if p := retryPolicy(s.Retry); p != nil {
 			opts = append(opts, task.WithActivityRetryPolicy(p))
 		}
+		if s.App != nil {
+			opts = append(opts, task.WithActivityAppID(*s.App))
+		}
+		if p := propagation(s.Propagation); p != nil {
+			opts = append(opts, task.WithHistoryPropagation(p))
+		}
 		return ctx.CallActivity(s.Name, opts...), nil
 	case "call_child":
 		input, err := evaluate(s.Input, env)
@@ -192,6 +218,12 @@ func makeTask(ctx *task.WorkflowContext, s *Step, env map[string]any) (task.Task
 		}
 		if p := retryPolicy(s.Retry); p != nil {
 			opts = append(opts, task.WithChildWorkflowRetryPolicy(p))
+		}
+		if s.App != nil {
+			opts = append(opts, task.WithChildWorkflowAppID(*s.App))
+		}
+		if p := propagation(s.Propagation); p != nil {
+			opts = append(opts, task.WithHistoryPropagation(p))
 		}
 		return ctx.CallChildWorkflow(s.Workflow, opts...), nil
 	case "timer":
