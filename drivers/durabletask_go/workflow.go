@@ -33,7 +33,9 @@ func (e ProgramFailure) Error() string { return e.Message }
 // capabilityGaps lists the steps durabletask-go cannot express, by path (the driver refuses to start).
 func capabilityGaps(programs Programs) []string {
 	var gaps []string
-	checkRetry := func(s *Step, path string) {
+	// checkCall: what a call_activity / call_child asks that the driver cannot send (a scope it does not
+	// know, retry delays the SDK cannot express).
+	checkCall := func(s *Step, path string) {
 		if p := s.Propagation; p != nil && *p != "own" && *p != "lineage" && *p != "none" {
 			gaps = append(gaps, fmt.Sprintf("%s.propagation: scope %q is unknown to this driver (own, lineage "+
 				"or none)", path, *p))
@@ -65,10 +67,10 @@ func capabilityGaps(programs Programs) []string {
 					"or completion check")
 			case "all":
 				for j, t := range s.Tasks {
-					checkRetry(t, fmt.Sprintf("%s[%d].%s", path, j, t.Step))
+					checkCall(t, fmt.Sprintf("%s[%d].%s", path, j, t.Step))
 				}
 			case "call_activity", "call_child":
-				checkRetry(s, path)
+				checkCall(s, path)
 			case "if_patched", "if":
 				walk(s.Then, path+".then")
 				walk(s.Else, path+".else")
