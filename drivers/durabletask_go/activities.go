@@ -1,6 +1,6 @@
 package main
 
-// The built-in activities echo, fail, sleep and record (docs/programs.md "Built-in activities",
+// The built-in activities echo, fail, sleep, record and propagated (docs/programs.md "Built-in activities",
 // checked against the golden file's `activities`): attempts are counted per logical call, keyed by
 // (instance id, task execution id) or (instance id, "task-<task id>") without an execution id;
 // `record` appends one JSON line per execution to $CONFORMANCE_LEDGER.
@@ -22,11 +22,12 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/dapr/durabletask-go/api"
 	"github.com/dapr/durabletask-go/api/protos"
 	"github.com/dapr/durabletask-go/task"
 )
 
-var builtinActivities = []string{"echo", "fail", "sleep", "record"}
+var builtinActivities = []string{"echo", "fail", "sleep", "record", "propagated"}
 
 // Activity failures. durabletask-go reports an activity error's errorType as its Go type
 // (fmt.Sprintf("%T", err)), so these show as "main.ActivityFailure" and "main.LedgerMissing".
@@ -154,6 +155,9 @@ func (r *activityRunner) run(ctx task.ActivityContext, name string) (any, error)
 	r.mu.Unlock()
 
 	result, sleep, err := builtin(name, input, attempt)
+	if name == "propagated" {
+		result = propagatedSummary(ctx.GetPropagatedHistory())
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -191,12 +195,41 @@ func (r *activityRunner) run(ctx task.ActivityContext, name string) (any, error)
 	return result, nil
 }
 
+// propagatedSummary is the `propagated` activity's value: null without a received history, else its
+// scope and one {app, instance, workflow} per chunk in the order received (api/propagation.go
+// GetWorkflows: one WorkflowResult per chunk, ancestor first). The chunks' events are not listed:
+// the `{"events": true}` form needs propagated_events, which this driver does not declare.
+func propagatedSummary(ph *api.PropagatedHistory) any {
+	if ph == nil {
+		return nil
+	}
+	chunks := []any{}
+	for _, w := range ph.GetWorkflows() {
+		chunks = append(chunks, map[string]any{"app": w.AppID, "instance": w.InstanceID, "workflow": w.Name})
+	}
+	return map[string]any{"scope": scopeName(ph.Scope()), "chunks": chunks}
+}
+
+// scopeName: OWN_HISTORY -> "own", LINEAGE -> "lineage", any other scope its enum name in lower case
+// (as the Python driver names it).
+func scopeName(scope protos.HistoryPropagationScope) string {
+	switch scope {
+	case protos.HistoryPropagationScope_HISTORY_PROPAGATION_SCOPE_OWN_HISTORY:
+		return "own"
+	case protos.HistoryPropagationScope_HISTORY_PROPAGATION_SCOPE_LINEAGE:
+		return "lineage"
+	}
+	return strings.ToLower(strings.TrimPrefix(scope.String(), "HISTORY_PROPAGATION_SCOPE_"))
+}
+
 // builtin is what a built-in activity does on its attempt-th execution of a call (docs/programs.md
 // "Built-in activities", the golden file's `activities`): its result, or seconds to sleep first.
 func builtin(name string, input any, attempt int) (any, float64, error) {
 	switch name {
 	case "echo", "record":
 		return input, 0, nil
+	case "propagated": // its value is the call's received history (propagatedSummary), null without one
+		return nil, 0, nil
 	case "sleep":
 		if input == nil {
 			return input, 0, nil

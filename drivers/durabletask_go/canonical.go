@@ -30,6 +30,8 @@ type Step struct {
 	Name        string   `json:"name"`        // call_activity, wait_event
 	Input       *Node    `json:"input"`       // call_activity, call_child, continue_as_new
 	Retry       *Retry   `json:"retry"`       // call_activity, call_child
+	App         *string  `json:"app"`         // call_activity, call_child (nil: the caller's own app)
+	Propagation *string  `json:"propagation"` // call_activity, call_child: "own" | "lineage" | "none" (nil: none)
 	Workflow    string   `json:"workflow"`    // call_child
 	InstanceID  *Node    `json:"instance_id"` // call_child (nil: the default id)
 	Duration    float64  `json:"duration"`    // timer

@@ -13,6 +13,11 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/dapr/durabletask-go/api"
+	"github.com/dapr/durabletask-go/api/protos"
 )
 
 const goldenFile = "../../tests/programs/golden/programs.json"
@@ -74,9 +79,8 @@ func TestExpressionsMatchTheGoldenFile(t *testing.T) {
 func TestBuiltinActivitiesMatchTheGoldenFile(t *testing.T) {
 	doc := readGolden(t)
 	for _, c := range doc.Activities {
-		if c.Activity == "propagated" {
-			continue // not registered: no history propagation in this driver
-		}
+		// propagated: builtin gives the value without a received history (null); with one, see
+		// TestPropagatedSummary.
 		for i, want := range c.Executions {
 			got := map[string]any{}
 			result, sleep, err := builtin(c.Activity, c.Input, i+1)
@@ -120,5 +124,35 @@ func TestTheGoldenProgramsLoad(t *testing.T) {
 	if _, err := decodePrograms([]byte(`{"programs": {}}`), "x.json"); err == nil ||
 		!strings.Contains(err.Error(), "not the canonical program form") {
 		t.Errorf("a bundle is read as the canonical form: %v", err)
+	}
+}
+
+// The `propagated` value of a history as the SDK decodes it from the wire (api.PropagatedHistoryFromProto,
+// what task/executor.go hands the activity context): scope and chunks in the order received.
+func TestPropagatedSummary(t *testing.T) {
+	if got := propagatedSummary(nil); got != nil {
+		t.Errorf("no history: %s, want null", jsonText(got))
+	}
+	event, err := proto.Marshal(&protos.HistoryEvent{EventId: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ph, err := api.PropagatedHistoryFromProto(&protos.PropagatedHistory{
+		Scope: protos.HistoryPropagationScope_HISTORY_PROPAGATION_SCOPE_LINEAGE,
+		Chunks: []*protos.PropagatedHistoryChunk{
+			{AppId: "app-a", InstanceId: "root", WorkflowName: "parent", RawEvents: [][]byte{event, event}},
+			{AppId: "app-b", InstanceId: "root:0001", WorkflowName: "child", RawEvents: [][]byte{event}},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"chunks":[{"app":"app-a","instance":"root","workflow":"parent"},` +
+		`{"app":"app-b","instance":"root:0001","workflow":"child"}],"scope":"lineage"}`
+	if got := jsonText(propagatedSummary(ph)); got != want {
+		t.Errorf("lineage history: %s, want %s", got, want)
+	}
+	if got := scopeName(protos.HistoryPropagationScope_HISTORY_PROPAGATION_SCOPE_OWN_HISTORY); got != "own" {
+		t.Errorf("OWN_HISTORY: %q, want own", got)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/dapr/durabletask-go/api"
 	"github.com/dapr/durabletask-go/task"
 )
 
@@ -32,7 +33,13 @@ func (e ProgramFailure) Error() string { return e.Message }
 // capabilityGaps lists the steps durabletask-go cannot express, by path (the driver refuses to start).
 func capabilityGaps(programs Programs) []string {
 	var gaps []string
-	checkRetry := func(s *Step, path string) {
+	// checkCall: what a call_activity / call_child asks that the driver cannot send (a scope it does not
+	// know, retry delays the SDK cannot express).
+	checkCall := func(s *Step, path string) {
+		if p := s.Propagation; p != nil && *p != "own" && *p != "lineage" && *p != "none" {
+			gaps = append(gaps, fmt.Sprintf("%s.propagation: scope %q is unknown to this driver (own, lineage "+
+				"or none)", path, *p))
+		}
 		if s.Retry == nil {
 			return
 		}
@@ -60,10 +67,10 @@ func capabilityGaps(programs Programs) []string {
 					"or completion check")
 			case "all":
 				for j, t := range s.Tasks {
-					checkRetry(t, fmt.Sprintf("%s[%d].%s", path, j, t.Step))
+					checkCall(t, fmt.Sprintf("%s[%d].%s", path, j, t.Step))
 				}
 			case "call_activity", "call_child":
-				checkRetry(s, path)
+				checkCall(s, path)
 			case "if_patched", "if":
 				walk(s.Then, path+".then")
 				walk(s.Else, path+".else")
@@ -148,6 +155,21 @@ func retryPolicy(r *Retry) *task.RetryPolicy {
 	return p
 }
 
+// propagation: the step's `propagation` as the SDK's scope option (task/propagation.go
+// WithHistoryPropagation sets the action's historyPropagationScope); nil sends no scope.
+func propagation(scope *string) api.PropagationOption {
+	if scope == nil {
+		return nil
+	}
+	switch *scope {
+	case "own":
+		return api.PropagateOwnHistory()
+	case "lineage":
+		return api.PropagateLineage()
+	}
+	return nil // "none": no scope, as without the key
+}
+
 // rawPayload: a value as JSON text for the SDK's WithRaw*Input options. nil: no payload at all.
 func rawPayload(v any) *wrapperspb.StringValue {
 	if v == nil {
@@ -171,6 +193,12 @@ func makeTask(ctx *task.WorkflowContext, s *Step, env map[string]any) (task.Task
 		if p := retryPolicy(s.Retry); p != nil {
 			opts = append(opts, task.WithActivityRetryPolicy(p))
 		}
+		if s.App != nil {
+			opts = append(opts, task.WithActivityAppID(*s.App))
+		}
+		if p := propagation(s.Propagation); p != nil {
+			opts = append(opts, task.WithHistoryPropagation(p))
+		}
 		return ctx.CallActivity(s.Name, opts...), nil
 	case "call_child":
 		input, err := evaluate(s.Input, env)
@@ -192,6 +220,12 @@ func makeTask(ctx *task.WorkflowContext, s *Step, env map[string]any) (task.Task
 		}
 		if p := retryPolicy(s.Retry); p != nil {
 			opts = append(opts, task.WithChildWorkflowRetryPolicy(p))
+		}
+		if s.App != nil {
+			opts = append(opts, task.WithChildWorkflowAppID(*s.App))
+		}
+		if p := propagation(s.Propagation); p != nil {
+			opts = append(opts, task.WithHistoryPropagation(p))
 		}
 		return ctx.CallChildWorkflow(s.Workflow, opts...), nil
 	case "timer":

@@ -63,6 +63,9 @@ def test_target_is_declared() -> None:
     worker = load_targets().worker(WORKER)
     assert worker.kind == "command"
     assert {"patching", "versions", "retries", "ledger", "children", "events"} <= worker.capabilities
+    assert {"crossapp", "propagation"} <= worker.capabilities
+    # The SDK gives no one chunk's events (api/propagation.go: WorkflowResult.events is unexported).
+    assert "propagated_events" not in worker.capabilities
     assert "ids_from_one" not in worker.capabilities  # actions from 0: the worker's choice (RPL-IDS-001, INFO)
     assert "RPL-IDS-001" not in {g.requirement for g in worker.gaps}, "an id base is not a MUST failure"
     assert all(g.evidence for g in worker.gaps), "every declared gap names its evidence"
@@ -72,6 +75,16 @@ def test_library_chain_passes(tmp_path: Path) -> None:
     _driver()
     root = REPO_ROOT / "scenarios"
     _assert_passed(_run(root / "activities" / "chain.yaml", root, tmp_path))
+
+
+@pytest.mark.parametrize("scenario", ["crossapp/activity-and-child-on-other-app", "propagation/own-and-lineage-across-apps",
+                                      "propagation/lineage-across-three-apps"])
+def test_apps_and_propagation(scenario: str, tmp_path: Path) -> None:
+    """`app:` (router.targetAppID), `propagation:` own / lineage / none on activities and children, and the
+    `propagated` value read from the SDK's ActivityContext.GetPropagatedHistory()."""
+    _driver()
+    root = REPO_ROOT / "scenarios"
+    _assert_passed(_run(root / f"{scenario}.yaml", root, tmp_path))
 
 
 FEATURES = """\
