@@ -205,8 +205,10 @@ class WorkerCampaign:
         # Shards share the program pools and the database keys (so that each replays what the others
         # saved) and differ only in the random draws of their examples.
         shard = ("shard", self.shard) if self.shard else ()
+        # Derandomized (CI), each chunk still draws its own examples: from its share's own seed.
         example = configured(example, with_settings=chosen,
-                             seed=None if self.derandomize else seed_for("chunk", self.seed, rnd, chunk_no, *shard))
+                             seed=seed_for("derandomized", share) if self.derandomize
+                             else seed_for("chunk", self.seed, rnd, chunk_no, *shard))
         try:
             example()
         except KeyboardInterrupt:

@@ -101,13 +101,16 @@ class ReferenceWorker:
 
 
 class FunctionWorker:
-    """An in-process worker: `transform(TurnResult) -> TurnResult` applied to the reference's answer."""
+    """An in-process worker: `transform(answer, history) -> answer` applied to the reference's answer to the
+    turn whose events (past, then new) are `history` (the shape of tests/mutants/variants.py's mutations)."""
 
-    def __init__(self, bundle: Bundle, transform: Callable[[TurnResult], TurnResult], *, name: str) -> None:
+    def __init__(self, bundle: Bundle, transform: Callable[[TurnResult, Sequence[pb.HistoryEvent]], TurnResult], *,
+                 name: str) -> None:
         self.bundle, self.transform, self.name = bundle, transform, name
 
     def answer(self, case: TurnCase) -> pb.WorkflowResponse:
-        result = self.transform(execute(self.bundle, instance_id=case.instance_id, past=case.past, new=case.new))
+        result = self.transform(execute(self.bundle, instance_id=case.instance_id, past=case.past, new=case.new),
+                                [*case.past, *case.new])
         return result.response(instance_id=case.instance_id, completion_token="")
 
     def restart(self) -> None:

@@ -65,7 +65,8 @@ def engine_campaign(policy: EnginePolicy, name: str, *, skip: set[str], stop_on:
 
 def test_every_mutant_is_covered():
     assert set(ENGINE_EXPECTED) == set(ENGINE_MUTANTS)
-    assert set(WORKER_MUTATIONS) == {"reorders-actions", "reuses-task-execution-ids"}
+    assert set(WORKER_MUTATIONS) == {"reorders-actions", "reuses-task-execution-ids", "retry-reuses-action-id",
+                                     "custom-status-encoded-twice"}
 
 
 @pytest.mark.parametrize("mutant", sorted(ENGINE_MUTANTS))

@@ -51,6 +51,11 @@ RULE_OF = {"unstamped-timers": "R2.6", "backdated-results": "R2.6", "timer-fired
            "terminates-with-failure": "R6.8"}
 
 
+# A mutant that breaks a SHOULD is caught as a WARNING: R6.3 is TMR-TIMEOUT-001 (SHOULD; durabletask-go's
+# sidecar delivers the timer, engines_differ), and its scenario charges the history to it.
+CAUGHT_AS = {"keeps-timeout-timers": Outcome.WARNING}
+
+
 @pytest.mark.parametrize("mutant", sorted(TARGETED))
 def test_mutant_is_caught(mutant: str, tmp_path: Path):
     pair = mutant_pair(mutant)
@@ -60,7 +65,7 @@ def test_mutant_is_caught(mutant: str, tmp_path: Path):
         result = run_scenario(scenario, pair, work_root=tmp_path, reproduce=f"mutant {mutant}")
         if mutant in RULE_OF:
             assert f"({RULE_OF[mutant]})" in result.message, f"the history check missed {mutant}:\n{result.message}"
-        assert result.outcome is Outcome.FAILED, (
+        assert result.outcome is CAUGHT_AS.get(mutant, Outcome.FAILED), (
             f"mutant {mutant} was not caught by {scenario_id}: {result.outcome.value}\n{result.message}")
 
 
