@@ -49,10 +49,6 @@ class EngineState:
         if self.closed:
             raise errors.ShuttingDown("shutting down")
 
-    def now(self) -> int:
-        """Strictly increasing timestamps (see Ticker.now)."""
-        return self.ticker.now()
-
     def retention_due(self, inst: Instance) -> int | None:
         """When a finished instance's retention (daprd stateRetentionPolicy) runs out; None: kept."""
         if not inst.terminal or not self.config.retention_s:
