@@ -46,8 +46,9 @@ class Completions(Work):
             if inst is None or act is None:
                 self.counters.unknown_activity += 1
                 log.info("ignored CompleteActivityTask for %s/%s: no pending dispatch", resp.instanceId, resp.taskId)
-                self.incidents.record(Incident(kind=IncidentKind.NO_PENDING, instance=resp.instanceId,
-                                              text=f"CompleteActivityTask for task {resp.taskId}: no pending dispatch"))
+                self.incidents.record(Incident(
+                    kind=IncidentKind.NO_PENDING, instance=resp.instanceId,
+                    text=f"CompleteActivityTask for task {resp.taskId}: no pending dispatch"))
                 if inst is not None and self.policy.applies_unmatched_activity(inst=inst, resp=resp):
                     self._queue_result(inst, self._result_event(resp, task_execution_id=""))
                     return CompletionOutcome.APPLIED
@@ -55,7 +56,7 @@ class Completions(Work):
             if not self.dispatcher.token_ok(act.token, resp.completionToken):
                 self.counters.zombie_activity += 1
                 self.dispatcher.log_refused_token(f"CompleteActivityTask for {resp.instanceId}/{resp.taskId}",
-                                                 resp.completionToken, instance=resp.instanceId)
+                                                  resp.completionToken, instance=resp.instanceId)
                 return CompletionOutcome.STALE
             ev = self._result_event(resp, task_execution_id=act.request.taskExecutionId)
             if act.router is not None:
@@ -98,13 +99,13 @@ class Completions(Work):
                 self.counters.unknown_turn += 1
                 log.info("ignored CompleteWorkflowTask for %s: no turn in flight", resp.instanceId)
                 self.incidents.record(Incident(kind=IncidentKind.NO_PENDING, instance=resp.instanceId,
-                                              text="CompleteWorkflowTask: no turn in flight"))
+                                               text="CompleteWorkflowTask: no turn in flight"))
                 return CompletionOutcome.UNKNOWN
             turn = inst.turn
             if not self.dispatcher.token_ok(turn.token, resp.completionToken):
                 self.counters.zombie_turn += 1
                 self.dispatcher.log_refused_token(f"CompleteWorkflowTask for {resp.instanceId}", resp.completionToken,
-                                                 instance=resp.instanceId)
+                                                  instance=resp.instanceId)
                 return CompletionOutcome.STALE
             inst.turn = None
             self.dispatcher.settled(WorkRef.turn(inst.iid), turn.stream)
@@ -225,7 +226,7 @@ class Completions(Work):
                                                           now=ts(self.ticker.now())), tx)
                     return
                 self.start_child(inst, child.iid, child.start, child.parent_task_id, tx, detached=child.detached,
-                            app=app, incoming=incoming)
+                                 app=app, incoming=incoming)
             case machine.MessageSent(target=target_id, event=ev):
                 target = table.find(target_id)
                 if target is None or target.terminal:

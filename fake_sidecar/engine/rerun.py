@@ -158,4 +158,4 @@ class Rerun(Work):
                 start.executionStarted.parentInstance.appID = self.config.app_name(inst.app)
             ph = self._outgoing(inst, ce.historyPropagationScope)
             self.start_child(inst, ce.instanceId, start, ev.eventId, tx, app=app,
-                        incoming=None if ph is None else wire(ph))
+                             incoming=None if ph is None else wire(ph))
