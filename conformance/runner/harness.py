@@ -226,6 +226,12 @@ class Harness:
             policies = {app.name: app.access_policy for app in sc.apps if app.access_policy is not None}
             if policies:
                 options["access_policies"] = policies
+            # Per app, only where the scenario gives it (R11.11 scopes, R11.14 namespaces, R11.15 limits).
+            for key, attr in (("policy_scopes", "policy_scopes"), ("app_namespaces", "namespace"),
+                              ("app_body_limits", "max_body_size")):
+                given = {app.name: getattr(app, attr) for app in sc.apps if getattr(app, attr) is not None}
+                if given:
+                    options[key] = given
         if sc.engine.asked():
             options["engine"] = sc.engine
         self.sidecar = run.pair.sidecar.start(options=options, work_dir=run.work_dir)

@@ -132,7 +132,7 @@ def complete_turn(eng: Engine, resp: pb.WorkflowResponse) -> CompletionOutcome:
             abandon(eng, inst, f"app '{eng.config.app_name(absent)}' has no connected worker to take the work "
                                "routed to it (engine-rules R11.5); the turn is retried")
             return CompletionOutcome.ABANDONED
-        payload = eng.config.payload_limit()
+        payload = eng.config.payload_limit(inst.app)
         if payload:
             for req in outcome.activities:
                 oversize = payload.activity_oversize(req)
