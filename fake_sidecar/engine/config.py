@@ -83,7 +83,7 @@ class EngineConfig:
 
     def route_key(self, *, caller: str, target: str) -> str:
         """The key of the app a call from app key `caller` to app id `target` reaches: daprd names the
-        target's actor type in the caller's own namespace (common.go:26-32, targetAppNamespace unused,
+        target's actor type in the caller's own namespace (common.go:20-32, targetAppNamespace unused,
         orchestrator/activity.go:105-108), so an app of another namespace is not found there: the key
         "<namespace>/<app>", which no app has, keeps the work waiting as for an unknown app (R11.5)."""
         key = self.app_key(target)
