@@ -467,7 +467,10 @@ class SidecarServer:
               app_ports: dict[str, int] | None = None, max_concurrent_workflows: int | None = None,
               max_concurrent_activities: int | None = None, retention_s: Mapping[str, float] | None = None,
               stateful_history: bool = True, late_timeout_timers: bool = False,
-              access_policies: tuple[tuple[str, tuple[Any, ...]], ...] = ()) -> "SidecarServer":
+              access_policies: tuple[tuple[str, tuple[Any, ...]], ...] = (),
+              policy_scopes: tuple[tuple[str, tuple[str, ...]], ...] = (),
+              namespaces: tuple[tuple[str, str], ...] = (),
+              app_max_payload: tuple[tuple[str, int], ...] = ()) -> "SidecarServer":
         """`engine_class` lets `conformance replay` refuse management calls; `policy` lets the
         harness's tests run deliberately broken engines (mutants, tests/mutants/variants.py);
         `task_execution_id` is `spec` (a fresh id per activity dispatch) or `passthrough` (the SDK's).
@@ -497,6 +500,8 @@ class SidecarServer:
                                                   strict_tokens=strict_tokens,
                                                   task_execution_id=modes[task_execution_id],
                                                   apps=tuple(apps), access_policies=access_policies,
+                                                  policy_scopes=policy_scopes, namespaces=namespaces,
+                                                  app_max_payload=app_max_payload,
                                                   max_concurrent_workflows=max_concurrent_workflows,
                                                   max_concurrent_activities=max_concurrent_activities,
                                                   retention_s=tuple(sorted((retention_s or {}).items())),

@@ -226,6 +226,12 @@ class Harness:
             policies = {app.name: app.access_policy for app in sc.apps if app.access_policy is not None}
             if policies:
                 options["access_policies"] = policies
+            # Per app, only where the scenario gives it (R11.11 scopes, R11.14 namespaces, R11.15 limits).
+            for key, attr in (("policy_scopes", "policy_scopes"), ("app_namespaces", "namespace"),
+                              ("app_body_limits", "max_body_size")):
+                given = {app.name: getattr(app, attr) for app in sc.apps if getattr(app, attr) is not None}
+                if given:
+                    options[key] = given
         if sc.engine.asked():
             options["engine"] = sc.engine
         self.sidecar = run.pair.sidecar.start(options=options, work_dir=run.work_dir)
@@ -278,17 +284,22 @@ class Harness:
             raise HarnessError(f"no app {app!r} in this scenario; its apps: {', '.join(self.clients)}")
         return self.clients[app]
 
-    def client_for(self, iid: str) -> Client:
-        """The client of the app whose sidecar knows instance `iid` (each app sees only its own, R11.6)."""
+    def client_for(self, iid: str, *, within: float = 0.0) -> Client:
+        """The client of the app whose sidecar knows instance `iid` (each app sees only its own, R11.6);
+        `within` seconds to look again while no app knows it yet (a child another app creates later)."""
         if len(self.clients) == 1:
             return self.client
-        for client in self.clients.values():
-            try:
-                if client.call("GetInstance", pb.GetInstanceRequest(instanceId=iid), timeout=10).exists:
-                    return client
-            except grpc.RpcError:
-                continue
-        return self.client
+        deadline = time.monotonic() + within
+        while True:
+            for client in self.clients.values():
+                try:
+                    if client.call("GetInstance", pb.GetInstanceRequest(instanceId=iid), timeout=10).exists:
+                        return client
+                except grpc.RpcError:
+                    continue
+            if time.monotonic() >= deadline:
+                return self.client
+            time.sleep(0.05)
 
     def _app_bundle(self, app: str) -> tuple[Any, dict[str, Any]]:
         from taskhub_programs import parse_bundle

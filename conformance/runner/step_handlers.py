@@ -46,8 +46,10 @@ def _on_start(at: At, a: steps.Start) -> None:
 
 def _on_wait(at: At, a: steps.Wait) -> None:
     iid = at.run.iid(a.instance)
-    wait_status(at.h.client_for(iid), iid, list(a.statuses),
-                 a.timeout if a.timeout is not None else at.timeout, where=at.where)
+    timeout = a.timeout if a.timeout is not None else at.timeout
+    began = time.monotonic()
+    client = at.h.client_for(iid, within=timeout)  # the app that runs it, once one does
+    wait_status(client, iid, list(a.statuses), max(timeout - (time.monotonic() - began), 0.1), where=at.where)
 
 def _on_raise(at: At, a: steps.Raise) -> None:
     req = pb.RaiseEventRequest(instanceId=at.run.iid(a.instance), name=a.event)

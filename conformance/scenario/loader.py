@@ -458,6 +458,19 @@ def _access_policy(c: _Checker, raw: Any, path: tuple[Any, ...]) -> tuple[Access
     return tuple(rules)
 
 
+def _app_policy(c: _Checker, raw: Any, path: tuple[Any, ...]) -> tuple[tuple[AccessRule, ...], tuple[str, ...] | None]:
+    """An app's `access_policy`: its rules, or `{scopes: [app ids], rules: [...]}` for a policy resource
+    whose `scopes` name the apps that load it (daprd's disk loader skips it elsewhere, R11.11)."""
+    if not isinstance(raw, Mapping):
+        return _access_policy(c, raw, path), None
+    c.keys(raw, {"scopes", "rules"}, path, "an access policy with scopes")
+    scopes = raw.get("scopes")
+    if not isinstance(scopes, list) or not all(isinstance(a, str) and APP_ID.match(a) for a in scopes):
+        c.err(path + ("scopes",), "scopes is a list of app ids (the apps that load this policy; [] for every app)")
+        scopes = []
+    return _access_policy(c, raw.get("rules", []), path + ("rules",)), tuple(scopes)
+
+
 def _apps(c: _Checker, raw: Any, programs: Mapping[str, Any], kind: str) -> tuple[AppSpec, ...]:
     """`apps: {<id>: {programs: [...], worker: target|reference}, ...}`: several apps, the first the default."""
     if raw is None:
@@ -479,7 +492,7 @@ def _apps(c: _Checker, raw: Any, programs: Mapping[str, Any], kind: str) -> tupl
         if not isinstance(body, Mapping):
             c.err(here, "an app is a mapping {programs: [names], worker: target|reference}")
             continue
-        c.keys(body, {"programs", "worker", "access_policy"}, here, "an app")
+        c.keys(body, {"programs", "worker", "access_policy", "namespace", "max_body_size"}, here, "an app")
         names = body.get("programs", [])
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             c.err(here + ("programs",), "programs is a list of program names of this scenario")
@@ -498,10 +511,19 @@ def _apps(c: _Checker, raw: Any, programs: Mapping[str, Any], kind: str) -> tupl
         if worker not in kinds:
             c.err(here + ("worker",), f"worker {worker!r}: target (the worker under test) or reference")
             worker = "target"
-        policy = _access_policy(c, body["access_policy"], here + ("access_policy",)) if "access_policy" in body \
-            else None
+        policy, scopes = _app_policy(c, body["access_policy"], here + ("access_policy",)) \
+            if "access_policy" in body else (None, None)
+        namespace = body.get("namespace")
+        if namespace is not None and not (isinstance(namespace, str) and APP_ID.match(namespace)):
+            c.err(here + ("namespace",), f"namespace {namespace!r}: lowercase letters, digits and '-', as a "
+                                         "Kubernetes namespace")
+            namespace = None
+        limit = body.get("max_body_size")
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+            c.err(here + ("max_body_size",), f"max_body_size is a number of bytes of at least 1, got {limit!r}")
+            limit = None
         out.append(AppSpec(name=name, programs=tuple(names), worker=kinds[worker], span=c.doc.span(here),
-                           access_policy=policy))
+                           access_policy=policy, policy_scopes=scopes, namespace=namespace, max_body_size=limit))
     if out and not any(a.worker is AppWorker.TARGET for a in out):
         c.err(path, "at least one app runs the worker under test (worker: target)")
     return tuple(out)

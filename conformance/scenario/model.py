@@ -161,13 +161,21 @@ class AccessRule:
 @dataclass(frozen=True)
 class AppSpec:
     """One app of a several-app scenario: its id, the programs its worker hosts, which worker, and
-    its workflow access policy (None: no policy, every call allowed; () a policy granting nothing)."""
+    its workflow access policy (None: no policy, every call allowed; () a policy granting nothing).
+
+    `policy_scopes`: the policy resource's `scopes` (None: this app alone); an app not in them does
+    not load the policy (engine-rules R11.11). `namespace`: the app's own namespace (None: the
+    scenario's, shared by the apps without one; R11.14). `max_body_size`: this app's own limit in
+    bytes, over the scenario's `engine: {max_body_size}` (R11.15)."""
 
     name: str
     programs: tuple[str, ...]
     worker: AppWorker = AppWorker.TARGET
     span: Span | None = None
     access_policy: tuple[AccessRule, ...] | None = None
+    policy_scopes: tuple[str, ...] | None = None
+    namespace: str | None = None
+    max_body_size: int | None = None
 
 
 @dataclass(frozen=True)

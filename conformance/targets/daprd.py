@@ -218,13 +218,16 @@ spec:
 """
 
 
-def _access_policy(app_id: str, rules: Any) -> str:
-    """A WorkflowAccessPolicy resource for `app_id` (the `schedule` operation; engine-rules R11.11).
+def _access_policy(app_id: str, rules: Any, scopes: Any = None) -> str:
+    """A WorkflowAccessPolicy resource for `app_id` (the `schedule` operation; engine-rules R11.11),
+    scoped to `app_id` unless `scopes` names the apps (daprd skips it on any other, disk.go:95-98).
     Self-hosted daprd loads it from its resources path and enforces it without mTLS."""
     import json
 
+    scopes = [app_id] if scopes is None else list(scopes)
     lines = ["apiVersion: dapr.io/v1alpha1", "kind: WorkflowAccessPolicy", "metadata:",
-             f"  name: conformance-{app_id}", "scopes:", f"- {app_id}", "spec:", "  rules:"]
+             f"  name: conformance-{app_id}", *(["scopes:"] + [f"- {a}" for a in scopes] if scopes else []),
+             "spec:", "  rules:"]
     for rule in rules:
         lines.append("  - callers:")
         lines += [f"    - appID: {json.dumps(c)}" for c in rule.callers]
@@ -244,7 +247,8 @@ class DaprdSidecar:
 
     def __init__(self, *, options: Mapping[str, Any], work_dir: Path, binaries: DaprBinaries | None = None,
                  ready_timeout: float = 60.0, stop_timeout: float = 15.0, app_id: str | None = None,
-                 namespace: str | None = None, folder: str = "daprd", access_policy: Any = None) -> None:
+                 namespace: str | None = None, folder: str = "daprd", access_policy: Any = None,
+                 policy_scopes: Any = None, max_body_size: int | None = None) -> None:
         self.binaries = binaries or DaprBinaries.find()
         self.version = self.binaries.version
         self.plane = shared_control_plane(self.binaries)
@@ -254,13 +258,15 @@ class DaprdSidecar:
         (resources / "statestore.yaml").write_text(_COMPONENT.format(db=self.dir / "state.db"), encoding="utf-8")
         self.app_id = app_id or f"conformance-{uuid.uuid4().hex[:12]}"
         if access_policy is not None:
-            (resources / "accesspolicy.yaml").write_text(_access_policy(self.app_id, access_policy), encoding="utf-8")
+            (resources / "accesspolicy.yaml").write_text(_access_policy(self.app_id, access_policy, policy_scopes),
+                                                         encoding="utf-8")
         # One namespace per scenario: the apps of a scenario share it (cross-app calls stay inside one
         # namespace, engine-rules R11.1), and scenarios running at once never see each other's apps.
         self.namespace = namespace or self.app_id
         self.api_token = options.get("api_token")
         settings = settings_of(options)
-        self.max_payload = settings.max_body_size or options.get("max_payload")
+        # An app's own limit (R11.15) over the scenario's.
+        self.max_payload = max_body_size or settings.max_body_size or options.get("max_payload")
         # Engine settings daprd takes from its Configuration (spec.workflow), written once per scenario.
         spec = daprd_workflow_spec(settings)
         self.config: Path | None = None
@@ -352,13 +358,20 @@ class DaprdApps:
     scheduler, in one namespace of their own; the first app's daprd is `address` (R11.1)."""
 
     def __init__(self, *, apps: list[str], options: Mapping[str, Any], work_dir: Path) -> None:
-        namespace = f"conformance-{uuid.uuid4().hex[:12]}"
+        run = uuid.uuid4().hex[:12]
+        namespace = f"conformance-{run}"
         self.apps: dict[str, DaprdSidecar] = {}
         try:
             policies = dict(options.get("access_policies") or {})
+            scopes = dict(options.get("policy_scopes") or {})
+            limits = dict(options.get("app_body_limits") or {})
+            # An app with its own namespace (R11.14) gets it, made unique to this scenario as the shared one.
+            own = {app: f"{ns}-{run}" for app, ns in dict(options.get("app_namespaces") or {}).items()}
             for app in apps:
-                self.apps[app] = DaprdSidecar(options=options, work_dir=work_dir, app_id=app, namespace=namespace,
-                                              folder=f"daprd-{app}", access_policy=policies.get(app))
+                self.apps[app] = DaprdSidecar(options=options, work_dir=work_dir, app_id=app,
+                                              namespace=own.get(app, namespace), folder=f"daprd-{app}",
+                                              access_policy=policies.get(app), policy_scopes=scopes.get(app),
+                                              max_body_size=limits.get(app))
         except BaseException:
             self.stop()
             raise

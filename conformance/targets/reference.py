@@ -67,7 +67,11 @@ class ReferenceSidecar:
                                      late_timeout_timers=settings.late_timeout_timers is True,
                                      apps=tuple(self.options.get("apps") or ()),
                                      app_ports=self._app_ports,
-                                     access_policies=_policies(self.options.get("access_policies") or {}))
+                                     access_policies=_policies(self.options.get("access_policies") or {}),
+                                     policy_scopes=tuple((app, tuple(scopes)) for app, scopes in
+                                                         (self.options.get("policy_scopes") or {}).items()),
+                                     namespaces=tuple((self.options.get("app_namespaces") or {}).items()),
+                                     app_max_payload=tuple((self.options.get("app_body_limits") or {}).items()))
         adopt(server, server.engine)  # their log lines belong to the scenario starting them
         return server
 

@@ -54,6 +54,8 @@ SIDECAR_CAPABILITIES: dict[str, str] = {
     "apps": "hosts several app ids, one address each, and routes by TaskRouter (workflows across apps)",
     "history_propagation": "delivers propagated history to activities and children (HistoryPropagationScope)",
     "access_policy": "enforces an app's workflow access policy on calls from other apps (the `schedule` operation)",
+    "app_namespaces": "runs an app in a namespace of its own (`namespace:` of an app; a call reaches its own namespace only)",
+    "app_body_limits": "gives an app its own message limit (`max_body_size:` of an app; daprd --max-body-size per daprd)",
     "purge_filter": "PurgeInstances with a PurgeInstanceFilter (many instances in one call)",
     "start_tags": "keeps a start's tags on its ExecutionStarted",
     "detached_workflows": "CreateDetachedWorkflow (DetachedWorkflowInstanceCreated, R3.12)",

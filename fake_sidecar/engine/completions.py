@@ -136,7 +136,7 @@ class Completions(Work):
                 self.abandon(inst, f"app '{self.config.app_name(absent)}' has no connected worker to take the work "
                                    "routed to it (engine-rules R11.5); the turn is retried")
                 return CompletionOutcome.ABANDONED
-            payload = self.config.payload_limit()
+            payload = self.config.payload_limit(inst.app)
             if payload:
                 for req in outcome.activities:
                     oversize = payload.activity_oversize(req)

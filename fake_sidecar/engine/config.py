@@ -47,6 +47,14 @@ class EngineConfig:
     # Workflow access policies (R11.11): app id -> its rules; an app listed here refuses the activities
     # and children other apps schedule on it unless a rule grants them. No entry: no policy, all allowed.
     access_policies: tuple[tuple[str, tuple[PolicyRule, ...]], ...] = ()
+    # The `scopes` of an app's policy resource (app id -> app ids; no entry: that app alone): an app
+    # not in them does not load it (dapr pkg/internal/loader/disk/disk.go:95-98; R11.11).
+    policy_scopes: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # App id -> its own namespace; the apps without one share the default (""). A call reaches only
+    # apps of the caller's namespace (R11.14).
+    namespaces: tuple[tuple[str, str], ...] = ()
+    # App id -> its own payload limit in bytes, over max_payload (daprd's --max-body-size per daprd; R11.15).
+    app_max_payload: tuple[tuple[str, int], ...] = ()
 
     def allows(self, *, caller: str, target: str, kind: str, name: str) -> bool:
         """Whether app `caller` may schedule the `kind` ("workflow" / "activity") `name` on app `target`
@@ -54,7 +62,8 @@ class EngineConfig:
         if caller == target:
             return True
         rules = dict(self.access_policies).get(target)
-        if rules is None:
+        scopes = dict(self.policy_scopes).get(target)
+        if rules is None or (scopes and target not in scopes):
             return True
         return any(caller in rule.callers and any(fnmatch.fnmatchcase(name, pattern) for pattern in
                                                   (rule.workflows if kind == "workflow" else rule.activities))
@@ -67,6 +76,20 @@ class EngineConfig:
     def app_key(self, name: str) -> str:
         """The key of app id `name` (the default app's is "")."""
         return "" if not self.apps or name == self.apps[0] else name
+
+    def namespace_of(self, key: str) -> str:
+        """The namespace of the app with key `key` ("" the scenario's shared one)."""
+        return dict(self.namespaces).get(self.app_name(key), "")
+
+    def route_key(self, *, caller: str, target: str) -> str:
+        """The key of the app a call from app key `caller` to app id `target` reaches: daprd names the
+        target's actor type in the caller's own namespace (common.go:20-32, targetAppNamespace unused,
+        orchestrator/activity.go:105-108), so an app of another namespace is not found there: the key
+        "<namespace>/<app>", which no app has, keeps the work waiting as for an unknown app (R11.5)."""
+        key = self.app_key(target)
+        if target in self.apps and self.namespace_of(key) != self.namespace_of(caller):
+            return f"{self.namespace_of(caller)}/{target}"
+        return key
 
     # Settings daprd takes from its Configuration (spec.workflow): work items of a kind out on the
     # streams at once, and how long a finished instance is kept, in seconds per final status
@@ -84,10 +107,13 @@ class EngineConfig:
         kept = dict(self.retention_s)
         return kept.get(status, kept.get("ANY"))
 
-    def payload_limit(self) -> PayloadLimit | None:
-        """The tighter of --max-payload and --max-message-bytes, named by its flag."""
+    def payload_limit(self, app: str = "") -> PayloadLimit | None:
+        """The tighter of --max-payload (app key `app`'s own limit, if it has one) and
+        --max-message-bytes, named by its flag."""
+        own = dict(self.app_max_payload).get(self.app_name(app)) if self.apps else None
         limits = [PayloadLimit(limit=n, flag=flag) for n, flag in
-                  ((self.max_payload, "--max-payload"), (self.max_message_bytes, "--max-message-bytes")) if n]
+                  ((own or self.max_payload, "--max-payload"), (self.max_message_bytes, "--max-message-bytes"))
+                  if n]
         return min(limits, key=lambda lim: lim.limit) if limits else None
 
 

@@ -53,7 +53,7 @@ def action_router(config: EngineConfig, inst: Instance, action: pb.WorkflowActio
 def target_key(config: EngineConfig, inst: Instance, router: pb.TaskRouter | None) -> str:
     """The app that runs what `router` routes: its target, else the caller's own app (R11.2)."""
     if router is not None and router.HasField("targetAppID") and router.targetAppID:
-        return config.app_key(router.targetAppID)
+        return config.route_key(caller=inst.app, target=router.targetAppID)
     return inst.app
 
 

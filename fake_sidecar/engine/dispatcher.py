@@ -33,7 +33,7 @@ from fake_sidecar.engine.policy import EnginePolicy
 from fake_sidecar.engine.refusals import RefusalTracker
 from fake_sidecar.engine.store import StoreError
 from fake_sidecar.engine.ticker import Ticker
-from fake_sidecar.engine.turns import PayloadLimit, payload_size
+from fake_sidecar.engine.turns import payload_size
 
 log = logging.getLogger("fake_sidecar.engine")
 
@@ -57,7 +57,6 @@ class Dispatcher:
         self._config = config
         self._counters = counters
         self.incidents = incidents if incidents is not None else IncidentLog()
-        self._payload: PayloadLimit | None = config.payload_limit()
         # One queue per app (R11.1): a stream takes only its app's work. "" is the default app, the
         # only one unless the engine hosts several.
         self._ready: dict[str, deque[WorkRef | ForeignWork]] = {"": deque()}
@@ -305,7 +304,8 @@ class Dispatcher:
         if inst.terminal:
             self.on_terminal(inst, visible)
             return None
-        oversize = self._payload.workflow_oversize(payload_size(inst)) if self._payload else None
+        payload = self._config.payload_limit(inst.app)  # the limit of the app that runs it (R11.15)
+        oversize = payload.workflow_oversize(payload_size(inst)) if payload else None
         if oversize is not None:
             self._table.stall(inst, (pb.PAYLOAD_SIZE_EXCEEDED, oversize))
             return None
@@ -341,7 +341,7 @@ class Dispatcher:
             req.propagatedHistory.ParseFromString(inst.incoming)  # R11.8: with every turn (executor.go:129-137)
         # The message as sent (framing included) must fit too, or the worker refuses it on every dispatch.
         size = req.ByteSize() + len(token) + 8
-        oversize = self._payload.workflow_oversize(size) if self._payload else None
+        oversize = payload.workflow_oversize(size) if payload else None
         if oversize is not None:
             self._table.stall(inst, (pb.PAYLOAD_SIZE_EXCEEDED, oversize))
             return None

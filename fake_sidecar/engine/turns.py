@@ -32,7 +32,10 @@ def decide(inst: Instance, new_events: Sequence[pb.HistoryEvent], resp: pb.Workf
 
 
 def payload_size(inst: Instance) -> int:
-    return sum(e.ByteSize() for e in inst.history) + sum(e.event.ByteSize() for e in inst.inbox)
+    """What daprd weighs before a turn: the received history, the history and the inbox
+    (orchestrator/payloadsize.go:52-59)."""
+    return (len(inst.incoming or b"") + sum(e.ByteSize() for e in inst.history)
+            + sum(e.event.ByteSize() for e in inst.inbox))
 
 
 @dataclass(frozen=True)

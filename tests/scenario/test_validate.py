@@ -214,3 +214,37 @@ def test_validate_on_garbled_files_exits_2_with_file_line_and_no_traceback(tmp_p
     for name, (_, line, fragment) in GARBLED.items():
         assert re.search(rf"^{re.escape(str(tmp_path / name))}\.yaml:{line}: .*{re.escape(fragment)}", out.stderr,
                          re.M), name
+
+
+APPS = """title: apps
+requirements: [ROUTE-TARGET-001]
+apps:
+  caller: {programs: [main]}
+  callee:
+    programs: []
+%s
+programs: {main: {steps: [{return: 1}]}}
+start: {workflow: main}
+expect: {status: COMPLETED, output: 1}
+"""
+
+
+def test_an_apps_namespace_limit_and_policy_scopes_load_onto_the_app(tmp_path):
+    body = ("    namespace: other\n    max_body_size: 2000\n"
+            "    access_policy: {scopes: [callee], rules: [{callers: [x], activities: ['*']}]}")
+    path = tmp_path / "s.yaml"
+    path.write_text(APPS % body, encoding="utf-8")
+    callee = load_scenario(path, root=tmp_path).apps[1]
+    assert (callee.namespace, callee.max_body_size, callee.policy_scopes) == ("other", 2000, ("callee",))
+    assert callee.access_policy is not None and callee.access_policy[0].callers == ("x",)
+
+
+@pytest.mark.parametrize("body, message", [
+    ("    namespace: Other_NS", "namespace 'Other_NS'"),
+    ("    max_body_size: 0", "max_body_size is a number of bytes of at least 1"),
+    ("    access_policy: {scopes: callee, rules: []}", "scopes is a list of app ids"),
+    ("    access_policy: {scope: [callee], rules: []}", "scope"),
+])
+def test_a_bad_app_namespace_limit_or_scopes_is_a_line_of_its_own(tmp_path, body, message):
+    got = problems(tmp_path, APPS % body)
+    assert got and any(message in text and line >= 6 for line, text in got), got
