@@ -101,10 +101,16 @@ class Rerun(Work):
         inst = Instance(iid=new_id, seq=table.next_seq(tx), name=start.executionStarted.name, generation=0,
                         execution_id=start.executionStarted.workflowInstance.executionId.value,
                         created_ns=now, last_updated_ns=now, app=src.app, incoming=src.incoming)
-        for ev in copied + reissue:
+        for ev in copied:  # resolved pairs and the rest verbatim (fork.go:158-161)
+            kept = pb.HistoryEvent()
+            kept.CopyFrom(ev)
+            table.append_history(inst, kept, tx)
+        for ev in reissue:
             new_ev = pb.HistoryEvent()
             new_ev.CopyFrom(ev)
-            if new_ev.HasField("childWorkflowInstanceCreated") and ev is not target:
+            # R8.3/R8.5: a child created again (an open one, or the target without a new id) is named after
+            # the new instance (fork.go:117-121, :208-212).
+            if new_ev.HasField("childWorkflowInstanceCreated") and not (ev is target and new_child):
                 new_ev.childWorkflowInstanceCreated.instanceId = child_instance_id(new_id, ev.eventId)
             table.append_history(inst, new_ev, tx)
         table.put(inst)
