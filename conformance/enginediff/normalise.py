@@ -16,8 +16,14 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import base64
+import binascii
+
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from taskhub_wire import pb
 from taskhub_wire.kinds import PRODUCED_FIELDS, EventKind
 
 from conformance.enginediff.record import Call, InstanceRecord, Recording
@@ -168,7 +174,7 @@ def _instance(inst: InstanceRecord, namer: _Namer) -> dict[str, Any]:
         history.append(e)
     items = []
     for item in inst.work_items:
-        it = namer.walk(_opaque_wrappers(dict(item)))
+        it = namer.walk(_opaque_wrappers(_decoded_chunks(dict(item))))
         wr = it.get("workflowRequest")
         if isinstance(wr, dict):
             wr.pop("router", None)
@@ -182,6 +188,31 @@ def _instance(inst: InstanceRecord, namer: _Namer) -> dict[str, Any]:
                                 for e in events]
         items.append(it)
     return {"history": history, "work_items": items, "transitions": list(inst.transitions)}
+
+
+def _decoded_chunks(item: dict[str, Any]) -> dict[str, Any]:
+    """A propagated history's rawEvents as the events they encode, so the walk normalises their times,
+    ids and routers like the history's and compares what is left (the bytes differ whenever a time does)."""
+    for part in ("workflowRequest", "activityRequest"):
+        req = item.get(part)
+        history = req.get("propagatedHistory") if isinstance(req, dict) else None
+        if not isinstance(history, dict) or not isinstance(history.get("chunks"), list):
+            continue
+        chunks = [dict(c, rawEvents=[_event(r) for r in c.get("rawEvents", [])]) if isinstance(c, dict) else c
+                  for c in history["chunks"]]
+        item = dict(item, **{part: dict(req, propagatedHistory=dict(history, chunks=chunks))})
+    return item
+
+
+def _event(raw: Any) -> Any:
+    """One raw event (base64 of a HistoryEvent) decoded; what does not decode is compared as it is."""
+    if not isinstance(raw, str):
+        return raw
+    try:
+        ev = pb.HistoryEvent.FromString(base64.b64decode(raw, validate=True))
+    except (binascii.Error, DecodeError):
+        return raw
+    return json_format.MessageToDict(ev)
 
 
 def _call(call: Call, namer: _Namer) -> dict[str, Any]:

@@ -71,3 +71,35 @@ def test_a_different_answer_to_a_call_is_a_difference():
     diffs = compare("s", "e", normalise(a), normalise(b))
     assert {(d.path, d.reference, d.other) for d in diffs} == {
         ("[0].code", "OK", "NOT_FOUND"), ("[0].details", "", "instance <main> not found")}
+
+
+def _propagating(iid: str, raw_events: list[str]) -> Recording:
+    chunk = {"appId": "caller", "instanceId": iid, "workflowName": "W", "rawEvents": raw_events}
+    item = {"activityRequest": {"name": "a", "orchestrationInstance": {"instanceId": iid},
+                                "propagatedHistory": {"scope": "HISTORY_PROPAGATION_SCOPE_LINEAGE", "chunks": [chunk]}}}
+    return Recording(scenario="s", engine="e", outcome="PASSED", names={iid: "main"},
+                     instances={iid: InstanceRecord(history=(), work_items=(item,), transitions=())}, calls=())
+
+
+def _raw(*, seconds: int, name: str, router: str = "") -> str:
+    import base64
+
+    from taskhub_wire import pb
+
+    ev = pb.HistoryEvent(eventId=1)
+    ev.timestamp.seconds = seconds
+    ev.taskScheduled.name = name
+    if router:
+        ev.router.sourceAppID = router
+    return base64.b64encode(ev.SerializeToString()).decode()
+
+
+def test_propagated_raw_events_compare_as_events():
+    # The bytes differ by the time and the router the real engines stamp: no difference once decoded.
+    a = normalise(_propagating("main-s-1", [_raw(seconds=10, name="x")]))
+    b = normalise(_propagating("main-s-2", [_raw(seconds=99, name="x", router="caller")]))
+    assert compare("s", "daprd", a, b) == []
+    # A different event inside the chunk is a difference, at the event's own field.
+    c = normalise(_propagating("main-s-3", [_raw(seconds=10, name="y")]))
+    diffs = compare("s", "daprd", a, c)
+    assert [d.path for d in diffs] == ["[0].activityRequest.propagatedHistory.chunks[0].rawEvents[0].taskScheduled.name"]
