@@ -20,7 +20,8 @@ is charged to the requirement the refused answer breaks (`refusal_requirement`),
 its text: a retry that reuses its first attempt's action id is ACT-RETRY-001, not the HIST-DEDUP-001
 of the scenario it happened in (`root_causes`).
 
-Pure: `judge` (conformance/verdict.py) calls `charge` for every mismatch.
+Pure: `judge` folds a scenario's mismatches into verdicts by calling `charge` for each one; it lives here, beside
+the registry, so that conformance/verdict.py (the vocabulary) imports nothing of the charging.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from dataclasses import dataclass, replace
 from taskhub_core.incidents import REFUSED_ANSWERS, Incident, IncidentKind
 from taskhub_wire.kinds import ActionKind
 
-from conformance.verdict import CROSS_WORKER, Level, Mismatch, Subject
+from conformance.verdict import (CROSS_WORKER, OUTCOME_OF_LEVEL, Judgement, Level, Mismatch, Outcome, Subject, group,
+                                 worst)
 
 EXECUTES = "RPL-EXEC-001"  # a turn is answered with what the workflow code does
 
@@ -97,6 +99,28 @@ def charge(m: Mismatch, *, requirements: Sequence[str], levels: Mapping[str, str
         # The scenario states only MAY/INFO requirements: what it finds is an observation there.
         return tuple(open_) or (CROSS_WORKER,), Level.OBSERVATION
     return (rule.fallback,), level_of(rule.fallback)
+
+
+def judge(mismatches: Sequence[Mismatch], *, requirements: Sequence[str],
+          levels: Mapping[str, str], charges: Mapping[Subject, str] | None = None,
+          spared: frozenset[str] = frozenset()) -> Judgement:
+    """Fold mismatches into verdicts. `levels` maps requirement ids to catalogue levels
+    (an id missing from it counts as MUST: an uncatalogued requirement is not excused); each mismatch
+    weighs once, at one level, on the requirements `charge` gives it (`charges`: the
+    scenario's explicit `charges:`, subject -> requirement; `spared`: the requirements of the side a run does
+    not test)."""
+    status: dict[str, Outcome] = {r: Outcome.PASSED for r in requirements}
+    marks: list[tuple[int, str, Outcome]] = []
+    for index, m in enumerate(mismatches):
+        rids, level = charge(m, requirements=requirements, levels=levels, charges=charges or {}, spared=spared)
+        for rid in rids:
+            status[rid] = worst((status.get(rid, Outcome.PASSED), OUTCOME_OF_LEVEL[level]))
+            marks.append((index, rid, OUTCOME_OF_LEVEL[level]))
+    outcome = worst(status.values())
+    broken = tuple(r for r, v in status.items() if v is Outcome.FAILED)
+    sections = group((verdict, rid, mismatches[i].text) for i, rid, verdict in marks)
+    return Judgement(outcome=outcome, per_requirement=tuple(status.items()), broken=broken, sections=sections,
+                     marks=tuple(marks))
 
 
 def _strongest(rids: Sequence[str], level_of, level: Level | None) -> tuple[tuple[str, ...], Level]:

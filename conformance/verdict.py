@@ -8,7 +8,7 @@ SHOULD requirement warned, a MAY/INFO requirement observed.
 
 Which requirement a mismatch is charged to is decided by what it is about (its `Subject`, the
 registry in conformance/attribution.py), not by every requirement the scenario lists; one mismatch
-weighs at one level (one verdict). `judge` folds a scenario's mismatches into one status per
+weighs at one level (one verdict). `attribution.judge` folds a scenario's mismatches into one status per
 requirement and the scenario's outcome; it is pure, so the runner, the fuzzer and the tests all
 decide the same way.
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,7 +56,7 @@ SCENARIO_OUTCOMES = tuple(o for o in Outcome if o is not Outcome.UNCOVERED)
 Verdict = Outcome  # `judge` decides PASSED, FAILED, WARNING or OBSERVATION: the same enum, under its old name
 
 _STRENGTH = {Outcome.FAILED: 3, Outcome.WARNING: 2, Outcome.OBSERVATION: 1, Outcome.PASSED: 0}
-_OF_LEVEL = {Level.MUST: Outcome.FAILED, Level.SHOULD: Outcome.WARNING, Level.OBSERVATION: Outcome.OBSERVATION}
+OUTCOME_OF_LEVEL = {Level.MUST: Outcome.FAILED, Level.SHOULD: Outcome.WARNING, Level.OBSERVATION: Outcome.OBSERVATION}
 
 # The requirement an observation of another worker's answers is filed under (catalogue level INFO).
 CROSS_WORKER = "RPL-XREF-001"
@@ -179,30 +179,6 @@ class Judgement:
 
 def worst(verdicts: Iterable[Outcome]) -> Outcome:
     return max(verdicts, key=_STRENGTH.__getitem__, default=Outcome.PASSED)
-
-
-def judge(mismatches: Sequence[Mismatch], *, requirements: Sequence[str],
-          levels: Mapping[str, str], charges: Mapping[Subject, str] | None = None,
-          spared: frozenset[str] = frozenset()) -> Judgement:
-    """Fold mismatches into verdicts. `levels` maps requirement ids to catalogue levels
-    (an id missing from it counts as MUST: an uncatalogued requirement is not excused); each mismatch
-    weighs once, at one level, on the requirements `attribution.charge` gives it (`charges`: the
-    scenario's explicit `charges:`, subject -> requirement; `spared`: the requirements of the side a run does
-    not test)."""
-    from conformance.attribution import charge
-
-    status: dict[str, Outcome] = {r: Outcome.PASSED for r in requirements}
-    marks: list[tuple[int, str, Outcome]] = []
-    for index, m in enumerate(mismatches):
-        rids, level = charge(m, requirements=requirements, levels=levels, charges=charges or {}, spared=spared)
-        for rid in rids:
-            status[rid] = worst((status.get(rid, Outcome.PASSED), _OF_LEVEL[level]))
-            marks.append((index, rid, _OF_LEVEL[level]))
-    outcome = worst(status.values())
-    broken = tuple(r for r, v in status.items() if v is Outcome.FAILED)
-    sections = group((verdict, rid, mismatches[i].text) for i, rid, verdict in marks)
-    return Judgement(outcome=outcome, per_requirement=tuple(status.items()), broken=broken, sections=sections,
-                     marks=tuple(marks))
 
 
 def group(marks: Iterable[tuple[Outcome, str, str]]) -> tuple[Section, ...]:

@@ -13,7 +13,8 @@ from taskhub_wire.kinds import EventKind
 
 from conformance.checks.base import FlowObservation, check, fail, resolve_instance
 from conformance.scenario.matching import Matcher, contains_in_order, exactly
-from conformance.scenario.model import MISSING, Expectation
+from conformance.scenario.basics import MISSING
+from conformance.scenario.model import Expectation
 from conformance.verdict import Level, Mismatch, Subject
 
 

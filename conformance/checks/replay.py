@@ -10,7 +10,7 @@ from taskhub_wire.kinds import ActionKind, EventKind, Operation
 
 from conformance.checks.base import FlowObservation, VectorObservation, check, fail
 from conformance.scenario.matching import Matcher
-from conformance.scenario.model import MISSING
+from conformance.scenario.basics import MISSING
 from conformance.verdict import Level, Mismatch, Subject, classify_answer_mismatch
 
 SELF_DETERMINISM = "RPL-DET-001"

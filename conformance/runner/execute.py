@@ -26,9 +26,9 @@ from conformance.failures import TargetMisbehaved, failures_of, render, reproduc
 from conformance.scenario.model import Direction, Scenario, ScenarioKind
 from conformance.targets.base import CannotExpress, Gap, Pair
 from conformance.targets.probe import lacking
-from conformance.attribution import root_causes
 from conformance.failure_context import engine_incidents
-from conformance.verdict import Level, judge
+from conformance.attribution import judge, root_causes
+from conformance.verdict import Level
 from conformance.runner.harness import Harness, HarnessError, Run, do_start
 from conformance.runner.observe import incidents_of, observe, replayer
 from conformance.runner.step_handlers import do_step, final_wait

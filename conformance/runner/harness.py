@@ -23,7 +23,8 @@ from taskhub_wire.rpc import TaskHubClient
 from conformance.events import TranscriptEntry
 from conformance.failures import TargetMisbehaved
 from conformance.reporting.logs import adopt
-from conformance.scenario.model import MISSING, ErrorExpect, Scenario, StartSpec
+from conformance.scenario.basics import MISSING, ErrorExpect, StartSpec
+from conformance.scenario.model import Scenario
 from conformance.scenario.placeholders import substitute
 from conformance.runner.isolation import claimer
 from conformance.targets.base import CannotExpress, Pair, WorkerStart

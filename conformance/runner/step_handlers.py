@@ -14,7 +14,7 @@ from taskhub_wire.rpc import DAPR_WORKFLOW, TASKHUB
 
 from conformance.failures import TargetMisbehaved
 from conformance.scenario import steps
-from conformance.scenario.model import MISSING
+from conformance.scenario.basics import MISSING
 from conformance.scenario.steps import Step
 from conformance.scenario.wire import message_dict
 from conformance.runner.harness import (

@@ -12,9 +12,10 @@ from taskhub_programs import ProgramError, parse_bundle, parse_duration
 
 from conformance.errors import InputError, Problem
 from conformance.scenario.engine import parse_engine
+from conformance.scenario.basics import MISSING, STATUSES, ErrorExpect, InstanceStatus, StartSpec
 from conformance.scenario.model import (
-    DIRECTIONS, MISSING, STATUSES, AccessRule, AppSpec, AppWorker, Compare, ErrorExpect, Expectation, HistoryExpect,
-    InstanceStatus, LedgerExpect, Reach, Scenario, ScenarioKind, StartSpec, Vector,
+    DIRECTIONS, AccessRule, AppSpec, AppWorker, Compare, Expectation, HistoryExpect, LedgerExpect, Reach, Scenario,
+    ScenarioKind, Vector,
 )
 from conformance.scenario.placeholders import has_placeholder
 from conformance.scenario.source import SourceDoc, did_you_mean, load_source

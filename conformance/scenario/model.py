@@ -9,28 +9,16 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping
 
 from taskhub_programs import Bundle
 
 from conformance.scenario.engine import NO_SETTINGS, EngineSettings
+from conformance.scenario.basics import MISSING, InstanceStatus, StartSpec
 from conformance.scenario.source import Span
+from conformance.scenario.steps import Step
 from conformance.verdict import Subject
 
-if TYPE_CHECKING:
-    from conformance.scenario.steps import Step
-
-class _Missing:
-    """The sentinel for a key a scenario leaves out; one object, pickled by name (scenarios cross processes)."""
-
-    def __repr__(self) -> str:
-        return "MISSING"
-
-    def __reduce__(self) -> str:
-        return "MISSING"
-
-
-MISSING: Any = _Missing()
 
 class Direction(enum.StrEnum):
     """Which side a run tests (DESIGN §1): a scenario applies to some, a pair runs in one."""
@@ -42,38 +30,6 @@ class Direction(enum.StrEnum):
 
 
 DIRECTIONS = tuple(Direction)
-class InstanceStatus(enum.StrEnum):
-    """An instance's runtime status as scenarios spell it (OrchestrationStatus without its prefix)."""
-
-    RUNNING = "RUNNING"
-    COMPLETED = "COMPLETED"
-    FAILED = "FAILED"
-    TERMINATED = "TERMINATED"
-    CANCELED = "CANCELED"
-    PENDING = "PENDING"
-    SUSPENDED = "SUSPENDED"
-    STALLED = "STALLED"
-
-
-STATUSES = tuple(InstanceStatus)
-
-
-@dataclass(frozen=True)
-class ErrorExpect:
-    codes: tuple[str, ...] = ()  # any of these gRPC codes; empty: any non-OK
-    details: str | None = None  # a regex searched in the status details
-
-
-@dataclass(frozen=True)
-class StartSpec:
-    name: str  # the instance's name in the scenario ("main" by default); `${name}` is its id
-    workflow: str
-    input: Any = MISSING
-    scheduled_in: float | None = None
-    instance_id: str | None = None  # a fixed id (placeholders allowed); default: generated per run
-    expect_error: ErrorExpect | None = None
-    span: Span | None = None
-    app: str | None = None  # several apps: through whose sidecar (None: the first app's)
 
 
 @dataclass(frozen=True)

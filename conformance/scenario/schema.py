@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from conformance.scenario.model import STATUSES
+from conformance.scenario.basics import STATUSES
 from conformance.scenario.steps import STEPS, StepKind, args_of, schema_of
 
 SCHEMA_PATH = Path(__file__).with_name("scenario.schema.json")

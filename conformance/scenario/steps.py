@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from conformance.scenario.model import MISSING, STATUSES, ErrorExpect, StartSpec
+from conformance.scenario.basics import MISSING, STATUSES, ErrorExpect, StartSpec
 from conformance.scenario.source import Span, did_you_mean
 
 Path = tuple[Any, ...]  # keys and indices from the document's root

@@ -13,8 +13,13 @@ from typing import Any, Protocol
 
 from taskhub_programs import Bundle
 
+from conformance.errors import InputError
 from conformance.scenario.engine import NO_SETTINGS, EngineSettings
 from conformance.scenario.model import Direction
+
+
+class TargetError(InputError):
+    """Unknown or misdeclared target: says which, and what is known."""
 
 
 @dataclass(frozen=True)

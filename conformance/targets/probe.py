@@ -28,8 +28,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
 
-from conformance.targets.base import WorkerTarget
-from conformance.targets.registry import TargetError
+from conformance.targets.base import TargetError, WorkerTarget
 
 PROBE_TIMEOUT_S = 60.0
 

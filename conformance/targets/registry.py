@@ -11,16 +11,11 @@ from typing import Any
 
 import yaml
 
-from conformance.errors import InputError
-from conformance.targets.base import Gap, Pair, SidecarTarget, WorkerTarget
+from conformance.targets.base import Gap, Pair, SidecarTarget, TargetError, WorkerTarget
 
 DEFAULT_TARGETS = Path(__file__).with_name("targets.yaml")
 SIDECAR_KINDS = ("reference", "durabletask-go", "daprd", "address")
 WORKER_KINDS = ("reference", "command")
-
-
-class TargetError(InputError):
-    """Unknown or misdeclared target: says which, and what is known."""
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,8 @@ from conformance.proxy.rules import ACTIONS as FAULT_ACTIONS  # noqa: E402
 from conformance.proxy.rules import METHODS  # noqa: E402
 from conformance.scenario import loader, schema  # noqa: E402
 from conformance.scenario.steps import STEPS  # noqa: E402
-from conformance.scenario.model import DIRECTIONS, STATUSES  # noqa: E402
+from conformance.scenario.basics import STATUSES  # noqa: E402
+from conformance.scenario.model import DIRECTIONS  # noqa: E402
 from fake_worker.adversary import MODES  # noqa: E402
 from taskhub_wire.kinds import ACTION_KINDS, EVENT_KINDS  # noqa: E402
 

@@ -11,7 +11,7 @@ from conformance.runner.step_handlers import HANDLERS
 from conformance.scenario import steps
 from conformance.errors import InputError
 from conformance.scenario.loader import load_scenario
-from conformance.scenario.model import MISSING
+from conformance.scenario.basics import MISSING
 from conformance.scenario.placeholders import substitute
 
 HEAD = """title: t

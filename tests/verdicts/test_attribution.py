@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.attribution import RESERVED, charge, root_causes
+from conformance.attribution import RESERVED, charge, judge, root_causes
 from conformance.errors import InputError
 from conformance.events import Outcome, ScenarioFinished, from_json, to_json
 from conformance.failure_context import engine_incidents
@@ -17,7 +17,7 @@ from conformance.reporting.allure import scenario_case
 from conformance.reporting.catalogue import load_catalogue
 from conformance.runner.execute import run_scenario
 from conformance.scenario.loader import load_scenario
-from conformance.verdict import CROSS_WORKER, Level, Mismatch, Subject, judge
+from conformance.verdict import CROSS_WORKER, Level, Mismatch, Subject
 from taskhub_core.incidents import Incident, IncidentKind, StaleAction
 from tests.mutants.variants import mutant_pair
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from conformance.events import Outcome, ScenarioFinished, from_json, to_json
 from conformance.reporting.catalogue import load_catalogue
 from conformance.failures import Failure, TargetMisbehaved, failures_of, render
-from conformance.verdict import CROSS_WORKER, Level, Mismatch, Subject, judge
+from conformance.attribution import judge
+from conformance.verdict import CROSS_WORKER, Level, Mismatch, Subject
 
 LEVELS = {"A-MUST-001": "MUST", "B-SHOULD-001": "SHOULD", CROSS_WORKER: "INFO"}
 

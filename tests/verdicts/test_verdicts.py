@@ -11,8 +11,9 @@ from conformance.events import Outcome, ScenarioFinished, from_json, to_json
 from conformance.reporting.catalogue import load_catalogue
 from conformance.reporting.model import RunView
 from conformance.scenario.matching import Matcher
+from conformance.attribution import judge
 from conformance.verdict import (
-    CROSS_WORKER, Diff, Level, Mismatch, MismatchKind, classify_answer_mismatch, judge,
+    CROSS_WORKER, Diff, Level, Mismatch, MismatchKind, classify_answer_mismatch,
 )
 
 LEVELS = {"R-MUST": "MUST", "R-SHOULD": "SHOULD", "R-MAY": "MAY", "R-INFO": "INFO"}
