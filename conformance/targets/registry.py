@@ -154,9 +154,16 @@ def load_targets(path: Path = DEFAULT_TARGETS, *, drivers: Path | None = None,
 
             starter = start_durabletask_go
         elif kind == "daprd":
-            from conformance.targets.daprd import start_daprd
+            from conformance.targets.daprd import TARGET_OPTIONS, start_daprd
 
             starter = start_daprd
+            defaults = dict(raw.get("options") or {})
+            unknown = sorted(set(defaults) - TARGET_OPTIONS)
+            if unknown:
+                raise TargetError(f"{where}: sidecars.{name}.options: unknown option(s) {', '.join(unknown)}; "
+                                  f"known for a daprd target: {', '.join(sorted(TARGET_OPTIONS))}")
+            if defaults:  # e.g. mtls: true (the daprd-mtls target)
+                starter = partial(_with_defaults, start_daprd, defaults)
         sidecars[name] = SidecarTarget(name=name, kind=kind, capabilities=_capabilities(raw, f"{where}: sidecars.{name}"),
                                        gaps=_gaps(raw.get("not_implemented"), f"{where}: sidecars.{name}"),
                                        starter=starter, reference=kind == "reference",

@@ -54,6 +54,7 @@ SIDECAR_CAPABILITIES: dict[str, str] = {
     "apps": "hosts several app ids, one address each, and routes by TaskRouter (workflows across apps)",
     "history_propagation": "delivers propagated history to activities and children (HistoryPropagationScope)",
     "access_policy": "enforces an app's workflow access policy on calls from other apps (the `schedule` operation)",
+    "mtls": "runs with mTLS identities from a CA (daprd with Sentry): a callee knows which app calls it",
     "purge_filter": "PurgeInstances with a PurgeInstanceFilter (many instances in one call)",
     "start_tags": "keeps a start's tags on its ExecutionStarted",
     "detached_workflows": "CreateDetachedWorkflow (DetachedWorkflowInstanceCreated, R3.12)",
