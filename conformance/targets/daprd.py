@@ -34,8 +34,9 @@ DEFAULT_BIN_DIR = REPO_ROOT / ".tools" / "daprd"
 INSTALL_SCRIPT = "scripts/install-daprd.sh"
 HOST = "127.0.0.1"
 # What a daprd target's `options` in targets.yaml may set: `mtls: true` runs sentry and mTLS
-# (conformance/targets/sentry.py).
-TARGET_OPTIONS = frozenset({"mtls"})
+# (conformance/targets/sentry.py); `history_signing: true` turns on the WorkflowHistorySigning feature
+# (pkg/config/configuration.go:66-70), which daprd refuses without mTLS (wfengine/wfengine.go:141-147).
+TARGET_OPTIONS = frozenset({"mtls", "history_signing"})
 _PORT_ATTEMPTS = 4
 _ADDRESS_IN_USE = "address already in use"
 # Until a worker has connected and daprd has registered the workflow actor types with placement,
@@ -256,6 +257,11 @@ spec:
 """
 
 
+def _features(options: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The Configuration's spec.features a target option asks for."""
+    return [{"name": "WorkflowHistorySigning", "enabled": True}] if options.get("history_signing") else []
+
+
 def _access_policy(app_id: str, rules: Any) -> str:
     """A WorkflowAccessPolicy resource for `app_id` (the `schedule` operation; engine-rules R11.11).
     Self-hosted daprd loads it from its resources path and enforces it without mTLS."""
@@ -299,14 +305,16 @@ class DaprdSidecar:
         self.api_token = options.get("api_token")
         settings = settings_of(options)
         self.max_payload = settings.max_body_size or options.get("max_payload")
-        # Engine settings daprd takes from its Configuration (spec.workflow), written once per scenario.
-        spec = daprd_workflow_spec(settings)
+        # Engine settings daprd takes from its Configuration (spec.workflow), and the target's features
+        # (spec.features), written once per scenario.
+        spec = {k: v for k, v in (("workflow", daprd_workflow_spec(settings)),
+                                  ("features", _features(options))) if v}
         self.config: Path | None = None
         if spec:
             self.config = self.dir / "config.yaml"
             self.config.write_text(yaml.safe_dump({"apiVersion": "dapr.io/v1alpha1", "kind": "Configuration",
                                                    "metadata": {"name": "conformance"},
-                                                   "spec": {"workflow": spec}}, sort_keys=False), encoding="utf-8")
+                                                   "spec": spec}, sort_keys=False), encoding="utf-8")
         self.ready_timeout = ready_timeout
         self.stop_timeout = stop_timeout
         self._ports: list[int] = []

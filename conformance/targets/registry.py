@@ -162,6 +162,9 @@ def load_targets(path: Path = DEFAULT_TARGETS, *, drivers: Path | None = None,
             if unknown:
                 raise TargetError(f"{where}: sidecars.{name}.options: unknown option(s) {', '.join(unknown)}; "
                                   f"known for a daprd target: {', '.join(sorted(TARGET_OPTIONS))}")
+            if defaults.get("history_signing") and not defaults.get("mtls"):
+                raise TargetError(f"{where}: sidecars.{name}.options: history_signing needs mtls: true "
+                                  "(daprd refuses to sign without mTLS)")
             if defaults:  # e.g. mtls: true (the daprd-mtls target)
                 starter = partial(_with_defaults, start_daprd, defaults)
         sidecars[name] = SidecarTarget(name=name, kind=kind, capabilities=_capabilities(raw, f"{where}: sidecars.{name}"),

@@ -55,6 +55,8 @@ SIDECAR_CAPABILITIES: dict[str, str] = {
     "history_propagation": "delivers propagated history to activities and children (HistoryPropagationScope)",
     "access_policy": "enforces an app's workflow access policy on calls from other apps (the `schedule` operation)",
     "mtls": "runs with mTLS identities from a CA (daprd with Sentry): a callee knows which app calls it",
+    "history_signing": "signs history and attests every activity and child completion (daprd's WorkflowHistorySigning, "
+                       "with mTLS: the daprd-signing target; R12.7)",
     "purge_filter": "PurgeInstances with a PurgeInstanceFilter (many instances in one call)",
     "start_tags": "keeps a start's tags on its ExecutionStarted",
     "detached_workflows": "CreateDetachedWorkflow (DetachedWorkflowInstanceCreated, R3.12)",
