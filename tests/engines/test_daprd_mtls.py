@@ -1,6 +1,7 @@
 """daprd with Dapr's Sentry (the `daprd-mtls` target): sentry, placement, scheduler and two apps'
 daprds on mTLS, and a workflow access policy that grants a cross-app call (it refuses every one
-without mTLS, the declared R11.11 gap of the `daprd` target).
+without mTLS, the declared R11.11 gap of the `daprd` target); with history signing on as well (the
+`daprd-signing` target), completions come back attested (HIST-ATTEST-001).
 
 Needs the binaries of scripts/install-daprd.sh, sentry included (`./dev test` installs them, cached
 per user). As tests/engines/test_daprd.py, a missing binary fails with the install hint rather than
@@ -48,6 +49,16 @@ def test_access_policy_grant_passes_on_daprd_with_sentry(tmp_path: Path) -> None
     assert pair.gap_for(GRANT, scenario.requirements) is None
     [result] = run_plan(Plan(((scenario, pair),)), sinks=[], jobs=1, work_root=tmp_path)
     assert (result.scenario, result.outcome, result.message) == (GRANT, Outcome.PASSED, "")
+
+
+def test_signing_daprd_attests_each_completion(tmp_path: Path) -> None:
+    _binaries()
+    root = find_library().scenarios
+    sid = "history/completions-attested-when-signing"
+    scenario = load_scenario(root / f"{sid}.yaml", root=root)
+    [result] = run_plan(Plan(((scenario, load_targets().pair("daprd-signing", "reference")),)), sinks=[], jobs=1,
+                        work_root=tmp_path)
+    assert (result.scenario, result.outcome, result.message) == (sid, Outcome.PASSED, "")
 
 
 def test_mtls_daprd_gets_its_identity_from_sentry_on_loopback(tmp_path: Path) -> None:
