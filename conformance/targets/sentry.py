@@ -64,6 +64,9 @@ class Sentry:
         config = root / "sentry-config.yaml"
         config.write_text(_CONFIG, encoding="utf-8")
         logs = root / "logs"
+        # --healthz-listen-address is taken but not used by sentry v1.18.2 (cmd/sentry/app/app.go:184-189
+        # hands the healthz server only the port), so its healthz port, picked free, listens on every
+        # interface; the CA's gRPC port is on 127.0.0.1. Passed anyway, for releases that honour it.
         try:
             self.process, (self.port, *_) = _start_with_free_ports(
                 "sentry", 2, lambda p: (
