@@ -74,11 +74,11 @@ def _gaps(raw: Any, where: str) -> tuple[Gap, ...]:
         scenarios = g.get("scenarios") or ()
         if isinstance(scenarios, str):
             scenarios = (scenarios,)
-        lacking = g.get("when_lacking") or ()
-        if isinstance(lacking, str):
-            lacking = (lacking,)
+        lacking, having = (g.get(k) or () for k in ("when_lacking", "when_having"))
+        lacking, having = ((c,) if isinstance(c, str) else c for c in (lacking, having))
         out.append(Gap(requirement=str(g["requirement"]), reason=str(g["reason"]), evidence=str(g.get("evidence", "")),
-                       scenarios=tuple(map(str, scenarios)), when_lacking=tuple(map(str, lacking))))
+                       scenarios=tuple(map(str, scenarios)), when_lacking=tuple(map(str, lacking)),
+                       when_having=tuple(map(str, having))))
     return tuple(out)
 
 
