@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build the Dapr runtime (daprd, placement, scheduler) from the Go module proxy, pinned, with only the
+# Build the Dapr runtime (daprd, placement, scheduler, sentry) from the Go module proxy, pinned, with only the
 # components the conformance suite uses, and link it as <repo>/.tools/daprd/.
 #
 # The build (about 1,000 CPU-seconds) and its Go state live in a per-user cache directory keyed by
@@ -36,7 +36,10 @@ readonly KEEP_COMPONENTS=(
   secretstores_local_env.go
   secretstores_local_file.go
 )
-readonly BINARIES=(daprd placement scheduler)
+# sentry (the CA: mTLS and SPIFFE identities) serves the daprd-mtls target (conformance/targets/sentry.py).
+# A cache built before sentry was listed lacks its binary, so `installed` fails and it rebuilds once
+# (the Go build cache keeps that to compiling and linking sentry, plus relinking the others).
+readonly BINARIES=(daprd placement scheduler sentry)
 
 script_dir=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)
 repo_root=$(cd -- "$script_dir/.." && pwd -P)

@@ -11,7 +11,7 @@ from conformance.checks.base import (
     ALWAYS, CHECKS, REGISTRY, Check, CheckFn, FlowObservation, Observation, Observed, VectorObservation, check, fail,
     resolve_instance, run_check,
 )
-from conformance.checks import expectations, history, ledger, replay  # noqa: E402,F401  (the check modules)
+from conformance.checks import expectations, history, ledger, replay, signing  # noqa: E402,F401  (the check modules)
 
 __all__ = ["ALWAYS", "CHECKS", "REGISTRY", "Check", "CheckFn", "FlowObservation", "Observation", "Observed",
            "VectorObservation", "check", "fail", "resolve_instance", "run_check"]

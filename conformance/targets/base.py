@@ -28,7 +28,9 @@ class Gap:
 
     `scenarios` (globs on scenario ids) narrows the gap to the scenarios that show it; without
     it the gap covers every scenario of the requirement. `when_lacking` narrows an engine's gap to
-    pairs whose worker lacks one of these capabilities (a behaviour that shows only with such workers).
+    pairs whose worker lacks one of these capabilities (a behaviour that shows only with such workers);
+    `when_having` to pairs that have all of these (a behaviour of one variant of an engine, e.g.
+    daprd with history signing, declared once in the gaps its variants share).
     """
 
     requirement: str
@@ -36,6 +38,7 @@ class Gap:
     evidence: str = ""
     scenarios: tuple[str, ...] = ()
     when_lacking: tuple[str, ...] = ()
+    when_having: tuple[str, ...] = ()
 
     def covers(self, scenario_id: str, requirements: Sequence[str]) -> bool:
         import fnmatch
@@ -157,6 +160,8 @@ class Pair:
     def gap_for(self, scenario_id: str, requirements: Sequence[str]) -> Gap | None:
         for gap in self.sidecar.gaps + self.worker.gaps:
             if gap.when_lacking and set(gap.when_lacking) <= self.capabilities:
+                continue
+            if gap.when_having and not set(gap.when_having) <= self.capabilities:
                 continue
             if gap.covers(scenario_id, requirements):
                 return gap

@@ -33,6 +33,10 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_BIN_DIR = REPO_ROOT / ".tools" / "daprd"
 INSTALL_SCRIPT = "scripts/install-daprd.sh"
 HOST = "127.0.0.1"
+# What a daprd target's `options` in targets.yaml may set: `mtls: true` runs sentry and mTLS
+# (conformance/targets/sentry.py); `history_signing: true` turns on the WorkflowHistorySigning feature
+# (pkg/config/configuration.go:66-70), which daprd refuses without mTLS (wfengine/wfengine.go:141-147).
+TARGET_OPTIONS = frozenset({"mtls", "history_signing"})
 _PORT_ATTEMPTS = 4
 _ADDRESS_IN_USE = "address already in use"
 # Until a worker has connected and daprd has registered the workflow actor types with placement,
@@ -134,16 +138,28 @@ def _distinct_free_ports(count: int) -> list[int]:
 class ControlPlane:
     """placement and scheduler (embedded etcd) for every daprd of this process, started on first use."""
 
-    def __init__(self, *, binaries: DaprBinaries, ready_timeout: float = 60.0) -> None:
+    def __init__(self, *, binaries: DaprBinaries, ready_timeout: float = 60.0, mtls: bool = False) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="conformance-dapr-control-"))
         self.binaries = binaries
         logs = self.root / "logs"
+        # mTLS: a sentry first, whose identities placement, scheduler and the daprds then use.
+        self.sentry = _start_sentry(binaries=binaries, root=self.root / "sentry") if mtls else None
+        tls = self.sentry.mtls.control_plane_args() if self.sentry is not None else ()
+        try:
+            self._start(binaries=binaries, logs=logs, tls=tls, ready_timeout=ready_timeout)
+        except BaseException:
+            if self.sentry is not None:
+                self.sentry.stop()
+            raise
+
+    def _start(self, *, binaries: DaprBinaries, logs: Path, tls: tuple[str, ...], ready_timeout: float) -> None:
+        etcd_scheme = "https" if tls else "http"
         self.placement, (self.placement_port, *_) = _start_with_free_ports(
             "placement", 4, lambda p: (
                 str(binaries.placement), "--listen-address", HOST, "--port", str(p[0]),
                 "--healthz-listen-address", HOST, "--healthz-port", str(p[1]),
                 "--metrics-listen-address", HOST, "--metrics-port", str(p[2]),
-                "--initial-cluster", f"dapr-placement-0={HOST}:{p[3]}"),
+                "--initial-cluster", f"dapr-placement-0={HOST}:{p[3]}", *tls),
             log_dir=logs, env=None, health=lambda proc, p, timeout: _wait_healthy(proc, p[1], timeout=timeout),
             timeout=ready_timeout)
         try:
@@ -155,8 +171,8 @@ class ControlPlane:
                     "--metrics-listen-address", HOST, "--metrics-port", str(p[2]),
                     "--etcd-data-dir", str(etcd), "--etcd-client-listen-address", HOST,
                     "--etcd-client-port", str(p[3]),
-                    "--etcd-initial-cluster", f"dapr-scheduler-server-0=http://{HOST}:{p[4]}",
-                    "--identity-directory-write", str(self.root / "identity")),
+                    "--etcd-initial-cluster", f"dapr-scheduler-server-0={etcd_scheme}://{HOST}:{p[4]}",
+                    "--identity-directory-write", str(self.root / "identity"), *tls),
                 log_dir=logs, env=None, health=lambda proc, p, timeout: _wait_healthy(proc, p[1], timeout=timeout),
                 timeout=ready_timeout)
         except BaseException:
@@ -171,34 +187,57 @@ class ControlPlane:
     def scheduler_address(self) -> str:
         return f"{HOST}:{self.scheduler_port}"
 
+    def daprd_security(self) -> tuple[tuple[str, ...], dict[str, str]]:
+        """The flags and environment a daprd under this plane needs (none without mTLS)."""
+        if self.sentry is None:
+            return (), {}
+        return self.sentry.mtls.daprd_args(), self.sentry.mtls.daprd_env()
+
+    def is_running(self) -> bool:
+        return all(p.is_running() for p in (self.placement, self.scheduler, *self._sentry_process()))
+
+    def _sentry_process(self) -> tuple[ManagedProcess, ...]:
+        return (self.sentry.process,) if self.sentry is not None else ()
+
     def stop(self) -> None:
         for process in (self.scheduler, self.placement):
             process.stop(timeout=10)
+        if self.sentry is not None:
+            self.sentry.stop()
         shutil.rmtree(self.root / "etcd", ignore_errors=True)
+
+
+def _start_sentry(*, binaries: DaprBinaries, root: Path) -> Any:
+    from conformance.targets.sentry import start_sentry  # imports this module
+
+    return start_sentry(binaries_dir=binaries.daprd.parent, root=root)
 
 
 _shared: dict[str, ControlPlane] = {}
 _shared_lock = threading.Lock()
 
 
-def shared_control_plane(binaries: DaprBinaries) -> ControlPlane:
-    """The run's control plane: one per harness process, stopped (by pid) when the process exits."""
+def shared_control_plane(binaries: DaprBinaries, *, mtls: bool = False) -> ControlPlane:
+    """The run's control plane (one with sentry and mTLS, one without): one of each per harness
+    process, stopped (by pid) when the process exits."""
+    key = "plane-mtls" if mtls else "plane"
     with _shared_lock:
-        plane = _shared.get("plane")
-        if plane is None or not (plane.placement.is_running() and plane.scheduler.is_running()):
+        plane = _shared.get(key)
+        if plane is None or not plane.is_running():
             if plane is not None:
                 plane.stop()
-            plane = ControlPlane(binaries=binaries)
+            plane = ControlPlane(binaries=binaries, mtls=mtls)
             if not _shared:
                 atexit.register(_stop_shared)
-            _shared["plane"] = plane
+            _shared[key] = plane
         return plane
 
 
 def _stop_shared() -> None:
     with _shared_lock:
-        plane = _shared.pop("plane", None)
-    if plane is not None:
+        planes = list(_shared.values())
+        _shared.clear()
+    for plane in planes:
         plane.stop()
 
 
@@ -216,6 +255,11 @@ spec:
     - name: actorStateStore
       value: "true"
 """
+
+
+def _features(options: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The Configuration's spec.features a target option asks for."""
+    return [{"name": "WorkflowHistorySigning", "enabled": True}] if options.get("history_signing") else []
 
 
 def _access_policy(app_id: str, rules: Any, scopes: Any = None) -> str:
@@ -251,7 +295,7 @@ class DaprdSidecar:
                  policy_scopes: Any = None, max_body_size: int | None = None) -> None:
         self.binaries = binaries or DaprBinaries.find()
         self.version = self.binaries.version
-        self.plane = shared_control_plane(self.binaries)
+        self.plane = shared_control_plane(self.binaries, mtls=bool(options.get("mtls")))
         self.dir = work_dir / folder
         resources = self.dir / "resources"
         resources.mkdir(parents=True, exist_ok=True)
@@ -267,14 +311,16 @@ class DaprdSidecar:
         settings = settings_of(options)
         # An app's own limit (R11.15) over the scenario's.
         self.max_payload = max_body_size or settings.max_body_size or options.get("max_payload")
-        # Engine settings daprd takes from its Configuration (spec.workflow), written once per scenario.
-        spec = daprd_workflow_spec(settings)
+        # Engine settings daprd takes from its Configuration (spec.workflow), and the target's features
+        # (spec.features), written once per scenario.
+        spec = {k: v for k, v in (("workflow", daprd_workflow_spec(settings)),
+                                  ("features", _features(options))) if v}
         self.config: Path | None = None
         if spec:
             self.config = self.dir / "config.yaml"
             self.config.write_text(yaml.safe_dump({"apiVersion": "dapr.io/v1alpha1", "kind": "Configuration",
                                                    "metadata": {"name": "conformance"},
-                                                   "spec": {"workflow": spec}}, sort_keys=False), encoding="utf-8")
+                                                   "spec": spec}, sort_keys=False), encoding="utf-8")
         self.ready_timeout = ready_timeout
         self.stop_timeout = stop_timeout
         self._ports: list[int] = []
@@ -303,6 +349,7 @@ class DaprdSidecar:
         if self.max_payload:
             # A resource quantity; a plain number is bytes. daprd's gRPC server limit follows it.
             argv += ["--max-body-size", str(int(self.max_payload))]
+        argv += self.plane.daprd_security()[0]
         return tuple(argv)
 
     def _env(self) -> dict[str, str] | None:
@@ -314,6 +361,7 @@ class DaprdSidecar:
         env["NAMESPACE"] = self.namespace
         if self.api_token:
             env["DAPR_API_TOKEN"] = str(self.api_token)
+        env.update(self.plane.daprd_security()[1])
         return env
 
     def _launch(self, *, ports: list[int] | None) -> ManagedProcess:

@@ -68,7 +68,9 @@ def _sidecar_problem(target: SidecarTarget, root: Path, cwd: Path | None) -> str
     if target.kind == "daprd":
         from conformance.targets.daprd import DEFAULT_BIN_DIR, INSTALL_SCRIPT
 
-        missing = [n for n in ("daprd", "placement", "scheduler") if not (DEFAULT_BIN_DIR / n).is_file()]
+        # An mTLS target (daprd-mtls, daprd-signing) also runs sentry, built by the same script.
+        names = ("daprd", "placement", "scheduler") + (("sentry",) if "mtls" in target.capabilities else ())
+        missing = [n for n in names if not (DEFAULT_BIN_DIR / n).is_file()]
         if missing:
             return (f"sidecar {target.name} is not installed ({', '.join(str(DEFAULT_BIN_DIR / n) for n in missing)} "
                     f"missing); install it with:\n    {command_from(root, INSTALL_SCRIPT, cwd=cwd)}")

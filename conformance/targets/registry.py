@@ -69,11 +69,11 @@ def _gaps(raw: Any, where: str) -> tuple[Gap, ...]:
         scenarios = g.get("scenarios") or ()
         if isinstance(scenarios, str):
             scenarios = (scenarios,)
-        lacking = g.get("when_lacking") or ()
-        if isinstance(lacking, str):
-            lacking = (lacking,)
+        lacking, having = (g.get(k) or () for k in ("when_lacking", "when_having"))
+        lacking, having = ((c,) if isinstance(c, str) else c for c in (lacking, having))
         out.append(Gap(requirement=str(g["requirement"]), reason=str(g["reason"]), evidence=str(g.get("evidence", "")),
-                       scenarios=tuple(map(str, scenarios)), when_lacking=tuple(map(str, lacking))))
+                       scenarios=tuple(map(str, scenarios)), when_lacking=tuple(map(str, lacking)),
+                       when_having=tuple(map(str, having))))
     return tuple(out)
 
 
@@ -149,9 +149,19 @@ def load_targets(path: Path = DEFAULT_TARGETS, *, drivers: Path | None = None,
 
             starter = start_durabletask_go
         elif kind == "daprd":
-            from conformance.targets.daprd import start_daprd
+            from conformance.targets.daprd import TARGET_OPTIONS, start_daprd
 
             starter = start_daprd
+            defaults = dict(raw.get("options") or {})
+            unknown = sorted(set(defaults) - TARGET_OPTIONS)
+            if unknown:
+                raise TargetError(f"{where}: sidecars.{name}.options: unknown option(s) {', '.join(unknown)}; "
+                                  f"known for a daprd target: {', '.join(sorted(TARGET_OPTIONS))}")
+            if defaults.get("history_signing") and not defaults.get("mtls"):
+                raise TargetError(f"{where}: sidecars.{name}.options: history_signing needs mtls: true "
+                                  "(daprd refuses to sign without mTLS)")
+            if defaults:  # e.g. mtls: true (the daprd-mtls target)
+                starter = partial(_with_defaults, start_daprd, defaults)
         sidecars[name] = SidecarTarget(name=name, kind=kind, capabilities=_capabilities(raw, f"{where}: sidecars.{name}"),
                                        gaps=_gaps(raw.get("not_implemented"), f"{where}: sidecars.{name}"),
                                        starter=starter, reference=kind == "reference",

@@ -56,6 +56,9 @@ SIDECAR_CAPABILITIES: dict[str, str] = {
     "access_policy": "enforces an app's workflow access policy on calls from other apps (the `schedule` operation)",
     "app_namespaces": "runs an app in a namespace of its own (`namespace:` of an app; a call reaches its own namespace only)",
     "app_body_limits": "gives an app its own message limit (`max_body_size:` of an app; daprd --max-body-size per daprd)",
+    "mtls": "runs with mTLS identities from a CA (daprd with Sentry): a callee knows which app calls it",
+    "history_signing": "signs history and attests every activity and child completion (daprd's WorkflowHistorySigning, "
+                       "with mTLS: the daprd-signing target; R12.7)",
     "purge_filter": "PurgeInstances with a PurgeInstanceFilter (many instances in one call)",
     "start_tags": "keeps a start's tags on its ExecutionStarted",
     "detached_workflows": "CreateDetachedWorkflow (DetachedWorkflowInstanceCreated, R3.12)",

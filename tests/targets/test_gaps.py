@@ -52,3 +52,18 @@ def test_every_declared_or_required_capability_is_a_known_one() -> None:
             named.setdefault(name, path)
     unknown = {name: where for name, where in named.items() if name not in known}
     assert not unknown, f"capabilities not described in conformance/targets/template.py: {unknown}"
+
+
+def test_when_having_excuses_only_pairs_that_have_the_capability() -> None:
+    gap = Gap(requirement="ROUTE-POLICY-001", reason="r", scenarios=("crossapp/*",), when_having=("history_signing",))
+    args = ("crossapp/access-policy-refuses-unlisted-child", ["ROUTE-POLICY-001"])
+    assert _pair(frozenset(), gap).gap_for(*args) is None
+    assert _pair(frozenset({"history_signing"}), gap).gap_for(*args) is gap
+
+
+def test_daprd_signing_gaps_stay_off_the_other_daprd_targets() -> None:
+    targets = load_targets()
+    args = ("crossapp/access-policy-refuses-unlisted-child", ["ROUTE-POLICY-001"])
+    assert targets.pair("daprd-signing", "reference").gap_for(*args) is not None
+    assert targets.pair("daprd-mtls", "reference").gap_for(*args) is None
+    assert targets.pair("daprd", "reference").gap_for(*args) is None
