@@ -9,6 +9,10 @@ today's loop may create the environment (reported apart as cold); the rounds aft
 the whole library on the checkout, warm (--library).
 
     .venv/bin/python bench/sdk_loop.py --sdk-path ~/src/python-sdk [--area events] [--rounds 2] [--library]
+    .venv/bin/python bench/sdk_loop.py --sdk-path ~/src/durabletask-js --baseline ~/src/taskhub-conformance@main
+
+--baseline DIR: "before" is another checkout of this suite (e.g. the main branch) running the same
+`conformance run --sdk-path` loop, instead of the install script; both share the checkout's environment.
 
 Goals (issue 22): warm edit to verdict <= 60 s for a Python SDK, <= 90 s for JS, Go and Java (build
 included); the whole library <= 3 minutes. Say the machine's load with the figures (printed here).
@@ -51,12 +55,13 @@ COMMENT = {".py": "# sdk_loop bench edit\n", ".go": "// sdk_loop bench edit\n", 
            ".java": "// sdk_loop bench edit\n"}
 
 
-def timed(argv: list[str], *, log: Path) -> tuple[float, int]:
+def timed(argv: list[str], *, log: Path, cwd: Path = ROOT) -> tuple[float, int]:
     began = time.monotonic()
     with open(log, "ab") as out:
         out.write(f"\n$ {shlex.join(argv)}\n".encode())
         out.flush()
-        rc = subprocess.run(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT).returncode
+        env = {**os.environ, "PYTHONPATH": str(cwd)}  # the suite of `cwd` (this one, or --baseline)
+        rc = subprocess.run(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT).returncode
     return time.monotonic() - began, rc
 
 
@@ -74,6 +79,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--jobs", type=int, default=6)
     ap.add_argument("--library", action="store_true", help="also time the whole library on the checkout (warm)")
+    ap.add_argument("--baseline", type=Path, default=None,
+                    help="a checkout of this suite whose `conformance run --sdk-path` is the loop before")
     ap.add_argument("--log", type=Path, default=Path("/tmp") / "sdk_loop.log")
     args = ap.parse_args()
 
@@ -94,7 +101,10 @@ def main() -> int:
             seconds, rc = timed(now, log=args.log)
             rows.append((f"today  round {n + 1}{' (cold: creates the environment)' if cold and n == 0 else ''}",
                          seconds, rc))
-            if c.worker in BEFORE:
+            if args.baseline is not None:
+                t0, rc0 = timed(now, log=args.log, cwd=args.baseline.resolve())
+                rows.append((f"before round {n + 1} ({args.baseline.name})", t0, rc0))
+            elif c.worker in BEFORE:
                 install, command = BEFORE[c.worker]
                 ext = c.root / "ext" / "dapr-ext-workflow"
                 install_argv = shlex.split(install.format(path=c.root, ext=ext))

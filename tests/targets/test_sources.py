@@ -87,3 +87,48 @@ def test_js_an_edited_source_is_transpiled_alone_and_a_failure_forgets_the_table
         build(c, calls)
     assert load(c.env_dir / "sources.json") == {}
     assert build(c, calls) == ("tsc", 2)
+
+
+def test_java_an_edited_client_source_is_compiled_alone_into_an_overlay_ahead_of_the_jar(tmp_path):
+    """javac on the edited files against the last Maven build's classpath (here a one-class client jar);
+    the same sources again compile nothing; no edits, no overlay; the launcher puts the overlay first."""
+    import subprocess
+    import shutil
+    import zipfile
+
+    from conformance.targets.checkout import Checkout
+    from conformance.targets.checkout_java import _compile_overlay, _write_launcher
+
+    javac = shutil.which("javac")
+    if javac is None:
+        pytest.fail("javac is not on PATH: install a JDK >= 17", pytrace=False)
+    java_home = str(Path(os.path.realpath(javac)).parent.parent)
+    root = tmp_path / "java-sdk"
+    src = write(root / "durabletask-client" / "src" / "main" / "java" / "p" / "A.java",
+                "package p; public class A { public static int v() { return 1; } }\n")
+    lib = tmp_path / "driver-build" / "lib"
+    classes = tmp_path / "jar-classes"
+    subprocess.run([javac, "-d", str(classes), str(src)], check=True)
+    lib.mkdir(parents=True)
+    with zipfile.ZipFile(lib / "client.jar", "w") as z:
+        z.write(classes / "p" / "A.class", "p/A.class")
+    jar = tmp_path / "driver-build" / "driver.jar"
+    with zipfile.ZipFile(jar, "w") as z:
+        z.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nMain-Class: p.Main\nClass-Path: lib/client.jar\n")
+    c = Checkout(worker="durabletask-java", root=root, layout="java-sdk (durabletask-client module)", deps=())
+    env = tmp_path / "env"
+    overlay, log = env / "client-overlay", env / "build.log"
+    write(src, "package p; public class A { public static int v() { return 2; } }\n")
+    rel = src.relative_to(root).as_posix()
+    table = snapshot(root, patterns=("durabletask-client/src/main/java/**/*.java",))
+
+    _compile_overlay(c, files=(rel,), overlay=overlay, lib=lib, table=table, java_home=java_home, log=log)
+    assert (overlay / "classes" / "p" / "A.class").is_file()
+    launcher = _write_launcher(env, java_home=java_home, jar=jar, overlay=overlay).read_text()
+    assert f'-cp "{overlay / "classes"}:{jar}" p.Main' in launcher
+    _compile_overlay(c, files=(rel,), overlay=overlay, lib=lib, table=table, java_home=java_home, log=log)
+    assert log.read_text().count("javac") == 1  # the same edit again: not recompiled
+
+    _compile_overlay(c, files=(), overlay=overlay, lib=lib, table=table, java_home=java_home, log=log)
+    assert not overlay.exists()  # reverted: the jar's classes again
+    assert f'-cp "{jar}" p.Main' in _write_launcher(env, java_home=java_home, jar=jar, overlay=overlay).read_text()
