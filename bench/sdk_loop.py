@@ -12,7 +12,8 @@ the whole library on the checkout, warm (--library).
     .venv/bin/python bench/sdk_loop.py --sdk-path ~/src/durabletask-js --baseline ~/src/taskhub-conformance@main
 
 --baseline DIR: "before" is another checkout of this suite (e.g. the main branch) running the same
-`conformance run --sdk-path` loop, instead of the install script; both share the checkout's environment.
+`conformance run --sdk-path` loop, instead of the install script, with an environment of its own (its first
+round may create it: read the rounds after).
 
 Goals (issue 22): warm edit to verdict <= 60 s for a Python SDK, <= 90 s for JS, Go and Java (build
 included); the whole library <= 3 minutes. Say the machine's load with the figures (printed here).
@@ -31,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from conformance.targets.checkout import detect  # noqa: E402
+from conformance.targets.checkout import CACHE_ENV, cache_root, detect  # noqa: E402
 
 GOALS = {"dapr-ext-workflow": 60, "dapr": 60, "durabletask-dapr": 60}  # others: 90
 # The loop before: the install script with --sdk-path and the command it installed (none for Java).
@@ -55,12 +56,12 @@ COMMENT = {".py": "# sdk_loop bench edit\n", ".go": "// sdk_loop bench edit\n", 
            ".java": "// sdk_loop bench edit\n"}
 
 
-def timed(argv: list[str], *, log: Path, cwd: Path = ROOT) -> tuple[float, int]:
+def timed(argv: list[str], *, log: Path, cwd: Path = ROOT, extra_env: dict[str, str] | None = None) -> tuple[float, int]:
     began = time.monotonic()
     with open(log, "ab") as out:
         out.write(f"\n$ {shlex.join(argv)}\n".encode())
         out.flush()
-        env = {**os.environ, "PYTHONPATH": str(cwd)}  # the suite of `cwd` (this one, or --baseline)
+        env = {**os.environ, "PYTHONPATH": str(cwd), **(extra_env or {})}  # the suite of `cwd` (this one, or --baseline)
         rc = subprocess.run(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT).returncode
     return time.monotonic() - began, rc
 
@@ -102,7 +103,9 @@ def main() -> int:
             rows.append((f"today  round {n + 1}{' (cold: creates the environment)' if cold and n == 0 else ''}",
                          seconds, rc))
             if args.baseline is not None:
-                t0, rc0 = timed(now, log=args.log, cwd=args.baseline.resolve())
+                # Its own cache: a stamp of either suite must not send the other to recreate the environment.
+                t0, rc0 = timed(now, log=args.log, cwd=args.baseline.resolve(),
+                                extra_env={CACHE_ENV: str(cache_root() / "bench-baseline")})
                 rows.append((f"before round {n + 1} ({args.baseline.name})", t0, rc0))
             elif c.worker in BEFORE:
                 install, command = BEFORE[c.worker]
