@@ -66,9 +66,10 @@ def timed(argv: list[str], *, log: Path, cwd: Path = ROOT, extra_env: dict[str, 
     return time.monotonic() - began, rc
 
 
-def edit(path: Path) -> bytes:
+def edit(path: Path, *, mark: str) -> bytes:
+    """Append a comment unlike any earlier round's (a repeated edit could find its build already made)."""
     before = path.read_bytes()
-    path.write_bytes(before + COMMENT.get(path.suffix, "\n").encode())
+    path.write_bytes(before + COMMENT.get(path.suffix, "\n").replace("edit", f"edit {mark}").encode())
     return before
 
 
@@ -97,7 +98,7 @@ def main() -> int:
     cold = not c.env_dir.exists()
     rows: list[tuple[str, float, int]] = []
     for n in range(args.rounds):
-        before_bytes = edit(edited)
+        before_bytes = edit(edited, mark=f"{os.getpid()}-{n}")
         try:
             seconds, rc = timed(now, log=args.log)
             rows.append((f"today  round {n + 1}{' (cold: creates the environment)' if cold and n == 0 else ''}",
