@@ -91,7 +91,9 @@ def main() -> int:
     select = ["--area", args.area, "--jobs", str(args.jobs), "--no-reports"]
     now = [*python, "--sdk-path", str(c.root), "--worker", c.worker, *select]
     edited = c.root / EDITED[c.worker]
-    if not edited.is_file():  # either python-sdk layout under either target
+    if not edited.is_file() and c.worker == "durabletask-java":  # java-sdk's module, not durabletask-java's
+        edited = c.root / "durabletask-client" / EDITED[c.worker].removeprefix("client/")
+    elif not edited.is_file():  # either python-sdk layout under either target
         edited = c.root / EDITED["dapr" if c.worker == "dapr-ext-workflow" else "dapr-ext-workflow"]
     print(f"sdk_loop: {c.worker} from {c.root} ({c.layout}); selection --area {args.area}; "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; log {args.log}")
