@@ -9,6 +9,11 @@ today's loop may create the environment (reported apart as cold); the rounds aft
 the whole library on the checkout, warm (--library).
 
     .venv/bin/python bench/sdk_loop.py --sdk-path ~/src/python-sdk [--area events] [--rounds 2] [--library]
+    .venv/bin/python bench/sdk_loop.py --sdk-path ~/src/durabletask-js --baseline ~/src/taskhub-conformance@main
+
+--baseline DIR: "before" is another checkout of this suite (e.g. the main branch) running the same
+`conformance run --sdk-path` loop, instead of the install script, with an environment of its own (its first
+round may create it: read the rounds after).
 
 Goals (issue 22): warm edit to verdict <= 60 s for a Python SDK, <= 90 s for JS, Go and Java (build
 included); the whole library <= 3 minutes. Say the machine's load with the figures (printed here).
@@ -27,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from conformance.targets.checkout import detect  # noqa: E402
+from conformance.targets.checkout import CACHE_ENV, cache_root, detect  # noqa: E402
 
 GOALS = {"dapr-ext-workflow": 60, "dapr": 60, "durabletask-dapr": 60}  # others: 90
 # The loop before: the install script with --sdk-path and the command it installed (none for Java).
@@ -51,18 +56,24 @@ COMMENT = {".py": "# sdk_loop bench edit\n", ".go": "// sdk_loop bench edit\n", 
            ".java": "// sdk_loop bench edit\n"}
 
 
-def timed(argv: list[str], *, log: Path) -> tuple[float, int]:
+def timed(argv: list[str], *, log: Path, cwd: Path = ROOT, extra_env: dict[str, str] | None = None) -> tuple[float, int]:
     began = time.monotonic()
     with open(log, "ab") as out:
         out.write(f"\n$ {shlex.join(argv)}\n".encode())
         out.flush()
-        rc = subprocess.run(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT).returncode
-    return time.monotonic() - began, rc
+        env = {**os.environ, "PYTHONPATH": str(cwd), **(extra_env or {})}  # the suite of `cwd` (this one, or --baseline)
+        start = out.tell()
+        rc = subprocess.run(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT).returncode
+    with open(log, "rb") as back:  # a run that printed no verdict (a traceback, a broken build) is no loop time
+        back.seek(start)
+        verdict = b" finished in " in back.read() or argv[0].endswith(".sh")
+    return time.monotonic() - began, rc if verdict else -1
 
 
-def edit(path: Path) -> bytes:
+def edit(path: Path, *, mark: str) -> bytes:
+    """Append a comment unlike any earlier round's (a repeated edit could find its build already made)."""
     before = path.read_bytes()
-    path.write_bytes(before + COMMENT.get(path.suffix, "\n").encode())
+    path.write_bytes(before + COMMENT.get(path.suffix, "\n").replace("edit", f"edit {mark}").encode())
     return before
 
 
@@ -74,6 +85,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--jobs", type=int, default=6)
     ap.add_argument("--library", action="store_true", help="also time the whole library on the checkout (warm)")
+    ap.add_argument("--baseline", type=Path, default=None,
+                    help="a checkout of this suite whose `conformance run --sdk-path` is the loop before")
     ap.add_argument("--log", type=Path, default=Path("/tmp") / "sdk_loop.log")
     args = ap.parse_args()
 
@@ -82,19 +95,26 @@ def main() -> int:
     select = ["--area", args.area, "--jobs", str(args.jobs), "--no-reports"]
     now = [*python, "--sdk-path", str(c.root), "--worker", c.worker, *select]
     edited = c.root / EDITED[c.worker]
-    if not edited.is_file():  # either python-sdk layout under either target
+    if not edited.is_file() and c.worker == "durabletask-java":  # java-sdk's module, not durabletask-java's
+        edited = c.root / "durabletask-client" / EDITED[c.worker].removeprefix("client/")
+    elif not edited.is_file():  # either python-sdk layout under either target
         edited = c.root / EDITED["dapr" if c.worker == "dapr-ext-workflow" else "dapr-ext-workflow"]
     print(f"sdk_loop: {c.worker} from {c.root} ({c.layout}); selection --area {args.area}; "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; log {args.log}")
     cold = not c.env_dir.exists()
     rows: list[tuple[str, float, int]] = []
     for n in range(args.rounds):
-        before_bytes = edit(edited)
+        before_bytes = edit(edited, mark=f"{os.getpid()}-{n}")
         try:
             seconds, rc = timed(now, log=args.log)
             rows.append((f"today  round {n + 1}{' (cold: creates the environment)' if cold and n == 0 else ''}",
                          seconds, rc))
-            if c.worker in BEFORE:
+            if args.baseline is not None:
+                # Its own cache: a stamp of either suite must not send the other to recreate the environment.
+                t0, rc0 = timed(now, log=args.log, cwd=args.baseline.resolve(),
+                                extra_env={CACHE_ENV: str(cache_root() / "bench-baseline")})
+                rows.append((f"before round {n + 1} ({args.baseline.name})", t0, rc0))
+            elif c.worker in BEFORE:
                 install, command = BEFORE[c.worker]
                 ext = c.root / "ext" / "dapr-ext-workflow"
                 install_argv = shlex.split(install.format(path=c.root, ext=ext))
@@ -105,8 +125,9 @@ def main() -> int:
             edited.write_bytes(before_bytes)
     for label, seconds, rc in rows:
         print(f"  {label:<58} {seconds:7.1f} s   exit {rc}")
-    warm = [s for label, s, _ in rows if label.startswith("today") and "cold" not in label]
-    old = [s for label, s, _ in rows if label.startswith("before")]
+    # A round without a verdict (exit -1 above: a broken build, a suite that does not import) is no loop time.
+    warm = [s for label, s, rc in rows if label.startswith("today") and "cold" not in label and rc >= 0]
+    old = [s for label, s, rc in rows if label.startswith("before") and rc >= 0]
     goal = GOALS.get(c.worker, 90)
     if warm:
         print(f"today, warm edit to verdict: {min(warm):.1f} s (goal <= {goal} s)")

@@ -17,7 +17,8 @@ One environment per checkout, under the user cache (`taskhub-conformance/sdk/<wo
 created once; for the Python SDKs an editable install of the checkout (so an edit is seen by the next run
 without reinstalling; nothing the checkout provides comes from the registry), recreated only when a file
 that declares the SDK's dependencies changes. The JS, Go and Java SDKs are rebuilt on each run, only as
-far as their sources changed (tsc --incremental, Go's build cache, Maven's up-to-date check).
+far as their sources changed (a digest table per checkout, conformance/targets/sources.py: the JS files an
+edit touched are transpiled alone, nothing when none did; Go's build cache; Maven's up-to-date check).
 """
 
 from __future__ import annotations
@@ -287,12 +288,7 @@ def _js_env(c: Checkout, *, driver: Path) -> tuple[Path, bool]:
     if not (c.root / "src" / "version.ts").is_file() and (c.root / "scripts" / "prebuild.sh").is_file():
         _run(["bash", "scripts/prebuild.sh"], cwd=c.root, what="its scripts/prebuild.sh", log=log)
     build = c.root / "build"
-    _run([str(c.root / "node_modules" / ".bin" / "tsc"), "--outDir", str(build), "--incremental",
-          "--tsBuildInfoFile", str(build / ".tsbuildinfo")], cwd=c.root, what=f"tsc in {c.root}", log=log)
-    # As its build.sh: the package.json and the generated protobuf modules (plain .js, which tsc leaves out).
-    shutil.copy2(c.root / "package.json", build / "package.json")
-    if (c.root / "src" / "proto").is_dir():
-        shutil.copytree(c.root / "src" / "proto", build / "proto", dirs_exist_ok=True)
+    _js_build(c, build=build, node=os.environ.get("NODE", "node"), log=log)
     stamp = _digest((*c.deps, *sorted(driver.glob("package*.json"))), _RECIPE)
     copy = env / "driver"
     if not (_fresh(env, stamp) and (copy / "node_modules" / "@dapr" / "durabletask-js").exists()):
@@ -313,6 +309,61 @@ def _js_env(c: Checkout, *, driver: Path) -> tuple[Path, bool]:
         if f.is_file() and f.suffix in (".js", ".json") and not f.name.startswith("package"):
             shutil.copy2(f, copy / f.name)
     return copy, created
+
+
+# TypeScript's transpileModule on the named files, with the checkout's tsconfig: each file alone, no type check.
+_TRANSPILE = r"""
+const [tsPath, config, out, ...files] = process.argv.slice(1);
+const ts = require(tsPath), fs = require("fs"), path = require("path");
+const parsed = ts.getParsedCommandLineOfConfigFile(config, {}, {...ts.sys, onUnRecoverableConfigFileDiagnostic: d => {
+  console.error(ts.flattenDiagnosticMessageText(d.messageText, "\n")); process.exit(1); }});
+const options = {...parsed.options, outDir: out, declaration: false, incremental: false};
+const rootDir = parsed.options.rootDir || path.dirname(config);
+let failed = false;
+for (const f of files) {
+  const r = ts.transpileModule(fs.readFileSync(f, "utf8"), {compilerOptions: options, fileName: f, reportDiagnostics: true});
+  for (const d of r.diagnostics || []) { failed = true; console.error(f + ": " + ts.flattenDiagnosticMessageText(d.messageText, "\n")); }
+  const target = path.join(out, path.relative(rootDir, f)).replace(/\.tsx?$/, ".js");
+  fs.mkdirSync(path.dirname(target), {recursive: true});
+  fs.writeFileSync(target, r.outputText);
+  console.log("transpiled " + f);
+}
+process.exit(failed ? 1 : 0);
+"""
+_JS_SOURCES = ("src/**/*.ts", "src/**/*.js", "tsconfig.json", "package.json")
+
+
+def _js_build(c: Checkout, *, build: Path, node: str, log: Path) -> str:
+    """The checkout's src/ into build/: the whole tsc build when there is none, when a file was added or
+    removed, or when tsconfig.json, package.json or a plain .js module (the generated protobuf code)
+    changed; otherwise only the edited .ts files, transpiled one by one (TypeScript's transpileModule,
+    no type check: the checkout's own `npm run build` checks types), and nothing when none changed.
+    Returns what it did ("tsc", "transpiled N", "up to date")."""
+    from conformance.targets.sources import compare, load, save, snapshot
+
+    stamp = c.env_dir / "sources.json"
+    table = snapshot(c.root, patterns=_JS_SOURCES)
+    old = load(stamp) if (build / "index.js").is_file() else None
+    changes = compare(old, table) if old is not None else None
+    if changes is not None and changes.none:
+        return "up to date"
+    edited = changes.modified if changes is not None and not (changes.added or changes.removed) else ()
+    if edited and all(f.startswith("src/") and f.endswith(".ts") and not f.endswith(".d.ts") for f in edited):
+        save(stamp, {})  # a transpile that fails half way leaves no table: the next run builds all
+        _run([node, "-e", _TRANSPILE, str(c.root / "node_modules" / "typescript"), str(c.root / "tsconfig.json"),
+              str(build), *(str(c.root / f) for f in edited)], cwd=c.root, what=f"transpiling {', '.join(edited)}",
+             log=log)
+        save(stamp, table)
+        return f"transpiled {len(edited)}"
+    save(stamp, {})
+    _run([str(c.root / "node_modules" / ".bin" / "tsc"), "--outDir", str(build), "--incremental",
+          "--tsBuildInfoFile", str(build / ".tsbuildinfo")], cwd=c.root, what=f"tsc in {c.root}", log=log)
+    # As its build.sh: the package.json and the generated protobuf modules (plain .js, which tsc leaves out).
+    shutil.copy2(c.root / "package.json", build / "package.json")
+    if (c.root / "src" / "proto").is_dir():
+        shutil.copytree(c.root / "src" / "proto", build / "proto", dirs_exist_ok=True)
+    save(stamp, table)
+    return "tsc"
 
 
 def _go_binary(c: Checkout, *, driver: Path, tools: Path) -> tuple[Path, bool]:

@@ -13,6 +13,7 @@ import hashlib
 import os
 import re
 import shutil
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -101,18 +102,47 @@ def _gradle_checkout_client(c: Checkout, *, m2: Path, log: Path, env: dict[str, 
     return version
 
 
+# The sources whose digests decide how much a run rebuilds: the client's .java files (an edit to one is
+# compiled alone) and what the whole build depends on (POMs, build files, protos: any change rebuilds all).
+_SOURCES = {"java-sdk": ("durabletask-client/src/main/java/**/*.java", "pom.xml", "durabletask-client/pom.xml",
+                         "durabletask-client/target/proto/*.proto"),
+            "durabletask-java": ("client/src/main/java/**/*.java", "build.gradle", "client/build.gradle",
+                                 "internal/durabletask-protobuf/protos/*.proto")}
+
+
 def _launcher(c: Checkout, *, project: Path, tools: Path, build_client: Any) -> tuple[Path, bool]:
+    """Two Maven builds (the client into the project's repository, then the driver against it) the first
+    time and whenever a file was added or removed or a build file changed; after an edit to .java files
+    only, those files compiled by javac into an overlay ahead of the client jar on the driver's classpath
+    (the edits since the last Maven build, all of them, so a revert drops out); nothing when none changed."""
+    from conformance.targets.sources import compare, load, save, snapshot
+
     env = c.env_dir
     created = not env.is_dir()
     env.mkdir(parents=True, exist_ok=True)
     log = env / "build.log"
     log.write_text("", encoding="utf-8")
-    m2 = tools / "m2"
     java_home = os.environ.get("JAVA_HOME") or str(Path(os.path.realpath(shutil.which("javac") or "/usr/bin/javac"))
                                                   .parent.parent)
+    build = env / "driver-build"
+    jar = build / "durabletask-java-driver.jar"
+    overlay = env / "client-overlay"
+    table = snapshot(c.root, patterns=_SOURCES["java-sdk" if c.layout.startswith("java-sdk") else "durabletask-java"])
+    base = load(env / "sources.json") if jar.is_file() else None
+    changes = compare(base, table) if base is not None else None
+    if (changes is not None and not (changes.added or changes.removed)
+            and all(f.endswith(".java") for f in changes.modified)):
+        try:
+            _compile_overlay(c, files=changes.modified, overlay=overlay, lib=build / "lib", table=table,
+                             java_home=java_home, log=log)
+            return _write_launcher(env, java_home=java_home, jar=jar, overlay=overlay), created
+        except CheckoutError:
+            pass  # the whole Maven build below says what is wrong, as an author's own build would
+    save(env / "sources.json", {})  # a build that fails half way leaves no table: the next run builds all
+    shutil.rmtree(overlay, ignore_errors=True)
+    m2 = tools / "m2"
     menv = {**os.environ, "JAVA_HOME": java_home}
     version = build_client(c, m2=m2, log=log, env=menv, project=project)
-    build = env / "driver-build"
     try:
         _mvn(["-B", "-q", f"-Dmaven.repo.local={m2}", "-Dmaven.test.skip=true", "-Dstyle.color=never",
               "-f", str(project / "pom.xml"), f"-Ddriver.build.dir={build}", f"-Ddurabletask.version={version}",
@@ -123,17 +153,52 @@ def _launcher(c: Checkout, *, project: Path, tools: Path, build_client: Any) -> 
                                 f"durabletask-client module); the client of {c.root} ({c.layout}) lacks part of that "
                                 "API: give a java-sdk checkout instead.") from None
         raise
-    jar = build / "durabletask-java-driver.jar"
     if not jar.is_file():
         raise CheckoutError(f"the driver build produced no {jar} (log {log})")
+    save(env / "sources.json", table)
+    return _write_launcher(env, java_home=java_home, jar=jar, overlay=overlay), created
+
+
+def _compile_overlay(c: Checkout, *, files: tuple[str, ...], overlay: Path, lib: Path, table: dict[str, str],
+                     java_home: str, log: Path) -> None:
+    """`files` (relative to the checkout) compiled into `overlay` against the last Maven build's classpath;
+    no overlay when there are none; nothing done when the overlay was made from the same sources."""
+    from conformance.targets.sources import load, save
+
+    stamp = overlay / "sources.json"
+    wanted = {f: table[f] for f in files}
+    if not files:
+        shutil.rmtree(overlay, ignore_errors=True)
+        return
+    if load(stamp) == wanted:
+        return
+    shutil.rmtree(overlay, ignore_errors=True)
+    (overlay / "classes").mkdir(parents=True)
+    _run([str(Path(java_home) / "bin" / "javac"), "-proc:none", "-nowarn", "-encoding", "UTF-8", "-g",
+          "-d", str(overlay / "classes"), "-cp", str(lib / "*"), *(str(c.root / f) for f in files)],
+         what=f"javac of {', '.join(files)}", log=log)
+    save(stamp, wanted)
+
+
+def _main_class(jar: Path) -> str:
+    with zipfile.ZipFile(jar) as z:
+        manifest = z.read("META-INF/MANIFEST.MF").decode("utf-8", errors="replace")
+    if m := re.search(r"^Main-Class:\s*(\S+)", manifest, re.M):
+        return m.group(1)
+    raise CheckoutError(f"{jar} names no Main-Class")
+
+
+def _write_launcher(env: Path, *, java_home: str, jar: Path, overlay: Path) -> Path:
     launcher = env / "durabletask-java-driver"
     java = str(Path(java_home) / "bin" / "java")
+    # The overlay's classes come before the client jar (the jar's manifest Class-Path, lib/) so they win.
+    classpath = f"{overlay / 'classes'}:{jar}" if (overlay / "classes").is_dir() else str(jar)
     # As scripts/install-java-driver.sh's launcher: exec, so the harness's SIGTERM reaches the JVM.
     launcher.write_text("#!/bin/sh\n"
-                        f'exec "{java}" -XX:TieredStopAtLevel=1 -XX:+UseSerialGC ${{JAVA_OPTS:-}} -jar "{jar}" "$@"\n',
-                        encoding="utf-8")
+                        f'exec "{java}" -XX:TieredStopAtLevel=1 -XX:+UseSerialGC ${{JAVA_OPTS:-}} -cp "{classpath}" '
+                        f'{_main_class(jar)} "$@"\n', encoding="utf-8")
     launcher.chmod(0o755)
-    return launcher, created
+    return launcher
 
 
 __all__ = ["java_launcher"]
