@@ -165,6 +165,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from conformance.reporting.logs import ScenarioLogs
     from conformance.run_options import prepare_run
     from conformance.runner import Plan, run_plan
+    from conformance.events import ScenarioFinished
     from conformance.runner.processes import ChildRun, default_processes
 
     options = _options(args)
@@ -189,10 +190,19 @@ def cmd_run(args: argparse.Namespace) -> int:
                         logs=reports, verbose=args.verbose,
                         required=tuple(sorted({r for s in prepared.scenarios for r in s.requires}))
                         ) if processes > 1 else None
-    with logs:
-        results = run_plan(plan, sinks=[logs.handle_child_event if children else logs.handle_event, events.append,
-                                        terminal.handle], jobs=options.jobs, children=children,
-                           command=shlex.join(["conformance", *sys.argv[1:]]), invocation=invocation)
+    try:
+        with logs:
+            results = run_plan(plan, sinks=[logs.handle_child_event if children else logs.handle_event,
+                                            events.append, terminal.handle], jobs=options.jobs, children=children,
+                               command=shlex.join(["conformance", *sys.argv[1:]]), invocation=invocation)
+    except KeyboardInterrupt:
+        if children is None:
+            raise
+        # run_in_processes has ended every child by its pid; say so instead of a traceback.
+        done = sum(1 for e in events if isinstance(e, ScenarioFinished))
+        print(f"\nconformance: interrupted after {done} of {len(plan.items)} scenarios; its {processes} child "
+              "processes are ended; no reports written", file=sys.stderr)
+        return 130
     if reports is not None:
         written = write_reports(events=events, out_dir=reports, catalogue=prepared.catalogue)
         print("reports: " + ", ".join(str(p) for p in written.values()))

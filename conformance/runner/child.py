@@ -66,16 +66,29 @@ def serve(setup: ChildRun, *, lines: IO[str], out: IO[str]) -> int:
                               duration=time.monotonic() - began, invocation=setup.invocation))
 
     with logs, ThreadPoolExecutor(max_workers=max(1, setup.jobs), thread_name_prefix="scenario") as pool:
-        for line in lines:
-            asked = json.loads(line)
-            pair = pairs.get(asked["pair"])
-            if pair is None:  # the parent prepared other pairs: a bug, said plainly (the parent reports it)
-                print(f"conformance child: no pair {asked['pair']!r} in this process's run "
-                      f"(it has {', '.join(pairs)})", file=sys.stderr)
-                return 2
-            scenario = load_scenario(folder / f"{asked['scenario']}.yaml", root=folder)  # InputError: main's
-            pool.submit(one, (scenario, pair))
+        _READING.set()
+        try:
+            for line in lines:
+                asked = json.loads(line)
+                pair = pairs.get(asked["pair"])
+                if pair is None:  # the parent prepared other pairs: a bug, said plainly (the parent reports it)
+                    print(f"conformance child: no pair {asked['pair']!r} in this process's run "
+                          f"(it has {', '.join(pairs)})", file=sys.stderr)
+                    return 2
+                scenario = load_scenario(folder / f"{asked['scenario']}.yaml", root=folder)  # InputError: main's
+                pool.submit(one, (scenario, pair))
+        except _Stopped:
+            pass  # leaving the block waits for the running scenarios, which stop their targets
+        finally:
+            _READING.clear()
     return 0
+
+
+class _Stopped(Exception):
+    """SIGTERM while this process still took work."""
+
+
+_READING = threading.Event()  # SIGTERM stops the reading only: once it is over the scenarios' ends are awaited
 
 
 def main() -> int:
@@ -83,7 +96,10 @@ def main() -> int:
     out = _events_pipe()
 
     def stop(*_: object) -> None:
-        raise SystemExit(143)  # out of the stdin loop; the pool still lets running scenarios end
+        # Out of the stdin loop, never out of the wait for the running scenarios: leaving that wait would
+        # start the interpreter's exit under them (their targets' thread pools refuse work, and they crash).
+        if _READING.is_set():
+            raise _Stopped
 
     signal.signal(signal.SIGTERM, stop)
     try:
