@@ -56,6 +56,7 @@ def run_plan(plan: Plan, *, sinks: Sequence[Sink], jobs: int = 4, work_root: Pat
     run_id = uuid.uuid4().hex[:12]
     began_wall, began = time.time(), time.monotonic()
     pairs = tuple(dict.fromkeys(p.label for _, p in plan.items))
+
     def emit(event: Event) -> None:
         for sink in sinks:
             sink(event)
