@@ -10,7 +10,9 @@ child answers with the run's own events, serialized as `reports/events.jsonl` ho
 so the terminal and every report see what an in-process run shows. A child writes its scenarios'
 log files itself (conformance/reporting/logs.py).
 
-Handing out work from the parent keeps two properties of the in-process run:
+The parent hands out the longest scenarios first, by the last run's events.jsonl in the reports folder
+(none: the plan's order), so that no long one starts last. Handing out work from the parent keeps two
+properties of the in-process run:
 - a scenario that needs a shared engine alone (conformance/runner/isolation.py) is handed out only
   when nothing else runs on that engine, and nothing else goes to it until it ends, whichever
   child runs what; a waiting one goes before later scenarios of that engine;
@@ -234,7 +236,9 @@ def run_in_processes(items: Sequence[Item], *, emit: Callable[[Event], None], se
     """Run `items` in `setup.processes` children; every event goes to `emit` on this thread; the results in
     the items' order."""
     by_key = {key_of(item): item for item in items}
-    pending: list[Item] = list(items)
+    # Longest first, by the last run's record: a long scenario handed out last would run alone at the end.
+    last = last_durations(setup.logs)
+    pending: list[Item] = sorted(items, key=lambda item: -last.get(key_of(item), 0.0))
     results: dict[Key, ScenarioFinished] = {}
     inbox: queue.Queue[tuple[_Child, str | None]] = queue.Queue()
     engines = _Engines()
@@ -301,6 +305,22 @@ def run_in_processes(items: Sequence[Item], *, emit: Callable[[Event], None], se
     finally:
         _end_all(children)  # normally all have ended; after Ctrl-C or an error, each by its pid
     return [results[key_of(item)] for item in items]
+
+
+def last_durations(reports: Path | None) -> dict[Key, float]:
+    """Each scenario's duration in the last run written to `reports` (none if there is no readable record)."""
+    out: dict[Key, float] = {}
+    if reports is None or not (reports / "events.jsonl").is_file():
+        return out
+    try:
+        with open(reports / "events.jsonl", encoding="utf-8") as f:
+            for line in f:
+                raw = json.loads(line)
+                if raw.get("kind") == "scenario_finished":
+                    out[(raw["scenario"], raw["pair"])] = float(raw["duration_s"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}  # an order is only a hint: a record that cannot be read gives the plan's order
+    return out
 
 
 def error_result(item: Item, *, message: str, duration: float, invocation: Invocation) -> ScenarioFinished:

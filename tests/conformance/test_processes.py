@@ -143,3 +143,21 @@ def test_processes_below_one_is_bad_input(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "--processes 0: give 1 or more" in done.stderr
+
+
+def test_the_last_runs_durations_order_the_work_and_an_unreadable_record_gives_none(tmp_path: Path) -> None:
+    from conformance.events import to_json
+    from conformance.runner.processes import last_durations
+
+    def finished(sid: str, duration: float) -> str:
+        return to_json(ScenarioFinished(scenario=sid, pair="reference+reference", sidecar="reference",
+                                        worker="reference", outcome=Outcome.PASSED, duration_s=duration,
+                                        requirements=("ACT-RESULT-001",)))
+
+    (tmp_path / "events.jsonl").write_text(f"{finished('a/short', 0.5)}\n{finished('a/long', 8.0)}\n",
+                                           encoding="utf-8")
+    assert last_durations(tmp_path) == {("a/short", "reference+reference"): 0.5,
+                                        ("a/long", "reference+reference"): 8.0}
+    (tmp_path / "events.jsonl").write_text("not json\n", encoding="utf-8")
+    assert last_durations(tmp_path) == {}
+    assert last_durations(tmp_path / "missing") == {} and last_durations(None) == {}
