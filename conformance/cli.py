@@ -186,7 +186,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     invocation = Invocation(run=run_words(), options=prepared.reproduce_extra, reports=reports)
     processes = min(options.processes or default_processes(), len(plan.items))
-    children = ChildRun(options=options, invocation=invocation, processes=processes, jobs=options.jobs,
+    # --jobs is the run's scenarios at once, shared out: more at once makes timing-bound scenarios late.
+    children = ChildRun(options=options, invocation=invocation, processes=processes,
+                        jobs=-(-options.jobs // processes),
                         logs=reports, verbose=args.verbose,
                         required=tuple(sorted({r for s in prepared.scenarios for r in s.requires}))
                         ) if processes > 1 else None

@@ -111,9 +111,10 @@ RUN_OPTIONS: tuple[OptionSpec, ...] = (
               "with pytest: no reports unless given)"),
     _opt("no-reports", action="store_true", help="only the terminal output"),
     _opt("jobs", type=int, default=6,
-         help="scenarios run at once in each process (default 6; with pytest: the worker count of `-n auto`)"),
+         help="scenarios run at once (default 6, shared out among --processes; with pytest: the worker count of "
+              "`-n auto`)"),
     _opt("processes", type=int, default=None, cli_only=True, metavar="N",
-         help="processes that run the scenarios, each with its own engines and --jobs scenarios at once "
+         help="processes that run the scenarios, each with its own engines and its share of --jobs "
               "(default: the machine's cores; 1: all in this process). The harness, the reference engine "
               "and the reference worker are Python, so one process uses one core"),
     _opt("fail-on", action="append", default=[], metavar="LEVEL", type=parse_fail_on,

@@ -59,7 +59,7 @@ class ChildRun:
     options: RunOptions
     invocation: Invocation = Invocation()  # for the reproduce lines, as the parent's
     processes: int = 2
-    jobs: int = 6  # scenarios at once in each child
+    jobs: int = 6  # scenarios at once in each child (the run's --jobs shared out)
     work_root: Path | None = None
     logs: Path | None = None  # the reports folder the children's ScenarioLogs write into; None: no logs
     verbose: bool = False  # the children echo warnings to stderr, as `-v` does in one process
