@@ -165,8 +165,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     from conformance.reporting.logs import ScenarioLogs
     from conformance.run_options import prepare_run
     from conformance.runner import Plan, run_plan
+    from conformance.events import ScenarioFinished
+    from conformance.runner.processes import ChildRun, default_processes
 
     options = _options(args)
+    for flag, value in (("--jobs", options.jobs), ("--processes", options.processes)):
+        if value is not None and value < 1:
+            raise UsageError(f"{flag} {value}: give 1 or more")
     prepared = prepare_run(options)
     if not prepared.scenarios:  # --last-failed after a run where nothing failed
         print("--last-failed: nothing failed or errored in the last run; nothing to run")
@@ -180,9 +185,26 @@ def cmd_run(args: argparse.Namespace) -> int:
     from conformance.reproduce import Invocation, run_words
 
     invocation = Invocation(run=run_words(), options=prepared.reproduce_extra, reports=reports)
-    with logs:
-        results = run_plan(plan, sinks=[logs.handle_event, events.append, terminal.handle], jobs=options.jobs,
-                           command=shlex.join(["conformance", *sys.argv[1:]]), invocation=invocation)
+    processes = min(options.processes or default_processes(), len(plan.items))
+    # --jobs is the run's scenarios at once, shared out: more at once makes timing-bound scenarios late.
+    children = ChildRun(options=options, invocation=invocation, processes=processes,
+                        jobs=-(-options.jobs // processes),
+                        logs=reports, verbose=args.verbose,
+                        required=tuple(sorted({r for s in prepared.scenarios for r in s.requires}))
+                        ) if processes > 1 else None
+    try:
+        with logs:
+            results = run_plan(plan, sinks=[logs.handle_child_event if children else logs.handle_event,
+                                            events.append, terminal.handle], jobs=options.jobs, children=children,
+                               command=shlex.join(["conformance", *sys.argv[1:]]), invocation=invocation)
+    except KeyboardInterrupt:
+        if children is None:
+            raise
+        # run_in_processes has ended every child by its pid; say so instead of a traceback.
+        done = sum(1 for e in events if isinstance(e, ScenarioFinished))
+        print(f"\nconformance: interrupted after {done} of {len(plan.items)} scenarios; its {processes} child "
+              "processes are ended; no reports written", file=sys.stderr)
+        return 130
     if reports is not None:
         written = write_reports(events=events, out_dir=reports, catalogue=prepared.catalogue)
         print("reports: " + ", ".join(str(p) for p in written.values()))

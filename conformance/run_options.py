@@ -111,7 +111,12 @@ RUN_OPTIONS: tuple[OptionSpec, ...] = (
               "with pytest: no reports unless given)"),
     _opt("no-reports", action="store_true", help="only the terminal output"),
     _opt("jobs", type=int, default=6,
-         help="scenarios run at once (default 6; with pytest: the worker count of `-n auto`)"),
+         help="scenarios run at once (default 6, shared out among --processes; with pytest: the worker count of "
+              "`-n auto`)"),
+    _opt("processes", type=int, default=None, cli_only=True, metavar="N",
+         help="processes that run the scenarios, each with its own engines and its share of --jobs "
+              "(default: the machine's cores; 1: all in this process). The harness, the reference engine "
+              "and the reference worker are Python, so one process uses one core"),
     _opt("fail-on", action="append", default=[], metavar="LEVEL", type=parse_fail_on,
          help="also fail on: should (warnings), observation (differences from the reference), "
               "known (declared known failures); repeatable or comma-separated. Default: MUST failures "
@@ -132,7 +137,7 @@ def add_to_pytest(add: Callable[..., Any]) -> None:
             add(f"{PYTEST_PREFIX}{spec.name}", dest=f"conformance_{spec.dest}", **dict(spec.kwargs))
 
 
-_MAY_BE_NONE = ("scenarios", "reports", "sidecar_address", "worker_command", "sdk_path", "sdk_version")
+_MAY_BE_NONE = ("scenarios", "reports", "sidecar_address", "worker_command", "sdk_path", "sdk_version", "processes")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -157,6 +162,7 @@ class RunOptions:
     reports: Path | None = None
     no_reports: bool = False
     jobs: int = 6
+    processes: int | None = None  # None: the machine's cores (conformance/runner/processes.py)
     fail_on: tuple[tuple[str, ...], ...] = ()
 
     @classmethod
@@ -284,8 +290,9 @@ def coverage_problems(scenarios: Sequence[Any], catalogue: Any) -> list[str]:
     return out
 
 
-def build_pairs(options: RunOptions, *, scenarios: Sequence[Any] = ()) -> list[Any]:
-    """The pairs of the run, after checking the declarations; a target that is not installed stops it here."""
+def build_pairs(options: RunOptions, *, scenarios: Sequence[Any] = (), required: Sequence[str] = ()) -> list[Any]:
+    """The pairs of the run, after checking the declarations; a target that is not installed stops it here.
+    A declared capability may be one the scenarios (or `required`, their capabilities) require."""
     from conformance.targets.preflight import not_installed
     from conformance.targets.registry import DEFAULT_TARGETS, declare, load_targets, parse_gap
     from conformance.targets.template import SIDECAR_CAPABILITIES, WORKER_CAPABILITIES, unknown_capabilities
@@ -296,7 +303,7 @@ def build_pairs(options: RunOptions, *, scenarios: Sequence[Any] = ()) -> list[A
     if (options.sidecar_capability or options.sidecar_gap) and all(
             s == "reference" for s in options.sidecar or ["reference"]):
         raise UsageError("--sidecar-capability and --sidecar-gap declare the sidecar under test; add --sidecar NAME")
-    known = {*WORKER_CAPABILITIES, *SIDECAR_CAPABILITIES, *(r for s in scenarios for r in s.requires)}
+    known = {*WORKER_CAPABILITIES, *SIDECAR_CAPABILITIES, *required, *(r for s in scenarios for r in s.requires)}
     problems = unknown_capabilities([*options.capability, *options.sidecar_capability], known=known)
     if problems:
         raise UsageError("\n".join(problems))

@@ -63,8 +63,9 @@ def log_path(out_dir: Path, *, pair: str, scenario: str) -> Path:
 class ScenarioLogs(logging.Handler):
     """A root log handler that files records by scenario; also a sink for the run's events."""
 
-    def __init__(self, *, out_dir: Path | None, verbose_stream: TextIO | None = None) -> None:
+    def __init__(self, *, out_dir: Path | None, verbose_stream: TextIO | None = None, fresh: bool = True) -> None:
         super().__init__(level=logging.INFO)
+        self._fresh = fresh  # False in a run's child process: the parent made the folder, the others share it
         self.setFormatter(logging.Formatter(FORMAT, DATEFMT))
         self.out_dir = out_dir
         self.written: dict[tuple[str, str], Path] = {}  # (pair, scenario) -> its log file
@@ -74,7 +75,7 @@ class ScenarioLogs(logging.Handler):
     # ---------------------------------------------------------------- lifecycle
 
     def install(self) -> "ScenarioLogs":
-        if self.out_dir is not None:
+        if self.out_dir is not None and self._fresh:
             logs = self.out_dir / "logs"
             if (logs / _MARKER).is_file():  # a previous run's logs; never a folder of the user's
                 shutil.rmtree(logs, ignore_errors=True)
@@ -116,6 +117,14 @@ class ScenarioLogs(logging.Handler):
                 _THREADS.pop(threading.get_ident(), None)
                 files = _FILES.pop((event.pair, event.scenario), [])
             self._copy_files((event.pair, event.scenario), files)
+
+    def handle_child_event(self, event: Event) -> None:
+        """The sink of a run whose scenarios ran in child processes (conformance/runner/processes.py): their
+        ScenarioLogs wrote the files; a finished scenario's file, if any, is noted for the terminal."""
+        if isinstance(event, ScenarioFinished) and self.out_dir is not None:
+            path = log_path(self.out_dir, pair=event.pair, scenario=event.scenario)
+            if path.is_file():
+                self.written.setdefault((event.pair, event.scenario), path)
 
     def _copy_files(self, key: tuple[str, str], files: list[Path]) -> None:
         """The target processes have stopped by now (the harness stops them before the result)."""

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from conformance.reproduce import Invocation, reproduce_command
 from conformance.events import Event, RunFinished, RunStarted, ScenarioFinished, ScenarioStarted
@@ -17,6 +18,9 @@ from conformance.runner.isolation import EngineLock, engine_turn
 from conformance.scenario.model import Direction, Scenario
 from conformance.targets.base import Pair
 from conformance.verdict import SCENARIO_OUTCOMES
+
+if TYPE_CHECKING:
+    from conformance.runner.processes import ChildRun
 
 Sink = Callable[[Event], None]
 
@@ -32,8 +36,23 @@ class Plan:
         return cls(tuple((s, p) for p in pairs for s in scenarios
                          if p.direction is Direction.SELF or p.direction in s.applies_to))
 
+def run_item(item: tuple[Scenario, Pair], *, emit: Sink, locks: dict[str, EngineLock], work_root: Path | None,
+             invocation: Invocation) -> ScenarioFinished:
+    """One scenario of a plan, its ScenarioStarted and ScenarioFinished emitted on the calling thread."""
+    scenario, pair = item
+    with engine_turn(pair, scenario, locks):
+        emit(ScenarioStarted(scenario=scenario.id, pair=pair.label))
+        result = run_scenario(scenario, pair, work_root=work_root,
+                              reproduce=reproduce_command(scenario.id, sidecar=pair.sidecar.name,
+                                                          worker=pair.worker.name, invocation=invocation))
+    emit(result)
+    return result
+
 def run_plan(plan: Plan, *, sinks: Sequence[Sink], jobs: int = 4, work_root: Path | None = None,
-             command: str = "conformance run", invocation: Invocation = Invocation()) -> list[ScenarioFinished]:
+             command: str = "conformance run", invocation: Invocation = Invocation(),
+             children: "ChildRun | None" = None) -> list[ScenarioFinished]:
+    """Run `plan`, `jobs` scenarios at once, in this process, or with `children` in child processes
+    that prepare the same run (conformance/runner/processes.py); the sinks see the same events either way."""
     run_id = uuid.uuid4().hex[:12]
     began_wall, began = time.time(), time.monotonic()
     pairs = tuple(dict.fromkeys(p.label for _, p in plan.items))
@@ -44,21 +63,15 @@ def run_plan(plan: Plan, *, sinks: Sequence[Sink], jobs: int = 4, work_root: Pat
 
     emit(RunStarted(run_id=run_id, started_at=began_wall, pairs=pairs, scenario_count=len(plan.items),
                     command=command))
+    if children is not None:
+        from conformance.runner.processes import run_in_processes
 
-    locks: dict[str, EngineLock] = {}
-
-    def one(item: tuple[Scenario, Pair]) -> ScenarioFinished:
-        scenario, pair = item
-        with engine_turn(pair, scenario, locks):
-            emit(ScenarioStarted(scenario=scenario.id, pair=pair.label))
-            result = run_scenario(scenario, pair, work_root=work_root,
-                                  reproduce=reproduce_command(scenario.id, sidecar=pair.sidecar.name,
-                                                              worker=pair.worker.name, invocation=invocation))
-        emit(result)
-        return result
-
-    with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="scenario") as pool:
-        results = list(pool.map(one, plan.items))
+        results = run_in_processes(plan.items, emit=emit, setup=children)
+    else:
+        locks: dict[str, EngineLock] = {}
+        with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="scenario") as pool:
+            results = list(pool.map(lambda item: run_item(item, emit=emit, locks=locks, work_root=work_root,
+                                                          invocation=invocation), plan.items))
     counts = Counter(r.outcome.value for r in results)
     emit(RunFinished(run_id=run_id, finished_at=time.time(), duration_s=time.monotonic() - began,
                      counts={o.value: counts.get(o.value, 0) for o in SCENARIO_OUTCOMES}))

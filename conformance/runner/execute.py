@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -34,27 +35,35 @@ from conformance.runner.observe import incidents_of, observe, replayer
 from conformance.runner.step_handlers import do_step, final_wait
 from conformance.runner.vector import run_vector
 
+_PARSING = threading.Lock()
+
+def _catalogue() -> tuple[Any, ...]:
+    """The shipped catalogue, parsed once per process: the first scenarios ask for it from several threads at
+    once, and `functools.cache` alone would let each of them parse it."""
+    with _PARSING:
+        return _parsed_catalogue()
+
 @functools.cache
-def requirement_levels() -> Mapping[str, str]:
-    """Requirement id -> catalogue level, from the shipped catalogue (read once per process)."""
+def _parsed_catalogue() -> tuple[Any, ...]:
     from conformance.reporting.catalogue import load_catalogue
 
-    return {r.id: r.level for r in load_catalogue()}
+    return tuple(load_catalogue())
+
+@functools.cache
+def requirement_levels() -> Mapping[str, str]:
+    """Requirement id -> catalogue level, from the shipped catalogue."""
+    return {r.id: r.level for r in _catalogue()}
 
 @functools.cache
 def spared_requirements(direction: Direction) -> frozenset[str]:
     """The catalogue's requirements of the side a run in `direction` does not test (none where both sides are
     tested, or both are the reference's)."""
-    from conformance.reporting.catalogue import load_catalogue
-
     other = {Direction.WORKER: "engine", Direction.ENGINE: "worker"}.get(direction)
-    return frozenset(r.id for r in load_catalogue() if r.applies_to == other)
+    return frozenset(r.id for r in _catalogue() if r.applies_to == other)
 
 @functools.cache
 def requirement_sources() -> Mapping[str, str]:
-    from conformance.reporting.catalogue import load_catalogue
-
-    return {r.id: r.source for r in load_catalogue()}
+    return {r.id: r.source for r in _catalogue()}
 
 def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = None, reproduce: str = "",
                  checks_only: Sequence[str] = (), capture: Callable[..., None] | None = None) -> ScenarioFinished:
