@@ -3,7 +3,7 @@
 Both run the same scenarios on the reference pair from this checkout, in turn (A B A B ...), so a
 machine that gets slower or faster during the run weighs on both: `conformance run --processes 1`
 (today's in-process path: harness, reference engine and reference worker share one interpreter)
-and `conformance run` with its default processes (the machine's cores), both with `--no-reports`.
+and `conformance run --processes <the machine's cores>`, both with `--no-reports`.
 Each figure is the whole command's wall time, start-up included, and the CPU time of it and its
 children; the ratio default/one-process is taken round by round and its median printed, with the
 load average, since the machine is shared.
@@ -44,7 +44,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=2, help="pairs of runs (default 2)")
     p.add_argument("--processes", type=int, default=None, help="processes of the second command (default: "
-                                                                "conformance run's own default, the cores)")
+                                                                "the machine's cores)")
     p.add_argument("--jobs", type=int, default=None, help="--jobs of both (default: conformance run's)")
     p.add_argument("--scenario", action="append", default=[], metavar="GLOB", help="only these scenarios")
     args = p.parse_args()
@@ -53,9 +53,9 @@ def main() -> int:
     common = [sys.executable, "-m", "conformance", "run", "--no-reports",
               *(["--jobs", str(args.jobs)] if args.jobs else []), *[w for g in args.scenario for w in ("--scenario", g)]]
     one = [*common, "--processes", "1"]
-    many = [*common, *(["--processes", str(args.processes)] if args.processes else [])]
+    many = [*common, "--processes", str(args.processes or os.cpu_count() or 2)]
     print(f"load average at start: {' '.join(f'{x:.1f}' for x in os.getloadavg())}; cores: {os.cpu_count()}; "
-          f"processes: {args.processes or 'default'}")
+          f"processes: {args.processes or os.cpu_count()}")
     ratios = []
     for n in range(args.rounds):
         a, a_cpu, a_code = _timed(one)

@@ -166,7 +166,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from conformance.run_options import prepare_run
     from conformance.runner import Plan, run_plan
     from conformance.events import ScenarioFinished
-    from conformance.runner.processes import ChildRun, default_processes
+    from conformance.runner.processes import ChildRun
 
     options = _options(args)
     for flag, value in (("--jobs", options.jobs), ("--processes", options.processes)):
@@ -185,7 +185,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from conformance.reproduce import Invocation, run_words
 
     invocation = Invocation(run=run_words(), options=prepared.reproduce_extra, reports=reports)
-    processes = min(options.processes or default_processes(), len(plan.items))
+    processes = min(options.processes or 1, len(plan.items))
     # --jobs is the run's scenarios at once, shared out: more at once makes timing-bound scenarios late.
     children = ChildRun(options=options, invocation=invocation, processes=processes,
                         jobs=-(-options.jobs // processes),

@@ -115,7 +115,7 @@ RUN_OPTIONS: tuple[OptionSpec, ...] = (
               "`-n auto`)"),
     _opt("processes", type=int, default=None, cli_only=True, metavar="N",
          help="processes that run the scenarios, each with its own engines and its share of --jobs "
-              "(default: the machine's cores; 1: all in this process). The harness, the reference engine "
+              "(default 1: all in this process; the machine's cores use them all). The harness, the reference engine "
               "and the reference worker are Python, so one process uses one core"),
     _opt("fail-on", action="append", default=[], metavar="LEVEL", type=parse_fail_on,
          help="also fail on: should (warnings), observation (differences from the reference), "
@@ -162,7 +162,7 @@ class RunOptions:
     reports: Path | None = None
     no_reports: bool = False
     jobs: int = 6
-    processes: int | None = None  # None: the machine's cores (conformance/runner/processes.py)
+    processes: int | None = None  # None: 1, all in this process (conformance/runner/processes.py)
     fail_on: tuple[tuple[str, ...], ...] = ()
 
     @classmethod
