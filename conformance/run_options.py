@@ -363,7 +363,8 @@ def prepare_checkout(options: RunOptions, *, targets: Any) -> Any:
     (conformance/targets/checkout.py)."""
     import sys
 
-    from conformance.targets.checkout import detect, prepare
+    from conformance.targets.checkout import detect
+    from conformance.targets.checkout_build import prepare
 
     assert options.sdk_path is not None
     if options.worker_command:

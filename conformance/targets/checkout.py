@@ -30,7 +30,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import time
 import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -60,20 +59,6 @@ class Checkout:
         # One per checkout: python-sdk's is the same whichever of its two targets runs it.
         family = "python-sdk" if self.worker in _PYTHON_SDK_WORKERS else self.worker
         return cache_root() / "sdk" / f"{family}-{digest}"
-
-
-@dataclass(frozen=True, kw_only=True)
-class Prepared:
-    checkout: Checkout
-    command: str  # the worker target's command with the SDK of the checkout
-    created: bool  # the environment was (re)created by this call
-    seconds: float
-    revision: str  # git describe of the checkout, "+dirty" when it has uncommitted changes
-
-    def describe(self) -> str:
-        how = f"created in {self.seconds:.0f} s" if self.created else f"up to date, prepared in {self.seconds:.1f} s"
-        return (f"SDK under test: {self.checkout.worker} from {self.checkout.root} ({self.checkout.layout}"
-                f"{', ' + self.revision if self.revision else ''}); environment {self.checkout.env_dir} ({how})")
 
 
 def cache_root() -> Path:
@@ -391,36 +376,9 @@ def _go_binary(c: Checkout, *, driver: Path, tools: Path) -> tuple[Path, bool]:
     return binary, created
 
 
-def prepare(c: Checkout, *, command: str, root: Path, tools: Path | None = None,
-            python: str | None = None) -> Prepared:
-    """Make (or bring up to date) the checkout's environment; the worker's `command` with it in place of the pin."""
-    began = time.monotonic()
-    words = shlex.split(command)
-    if c.worker in (*_PYTHON_SDK_WORKERS, "durabletask-dapr"):
-        py, created = _python_env(c, python=python or _base_python())
-        words[0] = str(py)
-    elif c.worker == "durabletask-js":
-        driver = root / "drivers" / "durabletask_js"
-        copy, created = _js_env(c, driver=driver)
-        words = [w.replace("{root}/drivers/durabletask_js", str(copy)) for w in words]
-    elif c.worker == "durabletask-go-worker":
-        binary, created = _go_binary(c, driver=root / "drivers" / "durabletask_go", tools=tools or root / ".tools")
-        words[0] = str(binary)
-    elif c.worker == "durabletask-java":
-        from conformance.targets.checkout_java import java_launcher
-
-        launcher, created = java_launcher(c, project=root / "drivers" / "durabletask_java",
-                                          tools=tools or root / ".tools")
-        words[0] = str(launcher)
-    else:  # pragma: no cover - detect() only returns the workers above
-        raise CheckoutError(f"no local build for {c.worker}")
-    return Prepared(checkout=c, command=shlex.join(words), created=created, seconds=time.monotonic() - began,
-                    revision=_revision(c.root))
-
-
 def _base_python() -> str:
     """The interpreter SDK environments are made with: $PYTHON, else python3 (as scripts/install-sdks.sh)."""
     return os.environ.get("PYTHON") or shutil.which("python3") or sys.executable
 
 
-__all__ = ["CACHE_ENV", "Checkout", "CheckoutError", "Prepared", "WORKERS", "cache_root", "detect", "prepare"]
+__all__ = ["CACHE_ENV", "Checkout", "CheckoutError", "WORKERS", "cache_root", "detect"]

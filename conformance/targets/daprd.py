@@ -27,25 +27,20 @@ import grpc
 import yaml
 
 from conformance.scenario.engine import daprd_workflow_spec, settings_of
-from conformance.targets.process import ManagedProcess, ProcessExitedError, ProcessSpec, free_port
+from conformance.targets.sentry import start_sentry
+from conformance.targets.dapr_processes import HOST, DaprdNotInstalledError, start_with_free_ports, wait_healthy
+from conformance.targets.process import ManagedProcess, ProcessSpec
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_BIN_DIR = REPO_ROOT / ".tools" / "daprd"
 INSTALL_SCRIPT = "scripts/install-daprd.sh"
-HOST = "127.0.0.1"
 # What a daprd target's `options` in targets.yaml may set: `mtls: true` runs sentry and mTLS
 # (conformance/targets/sentry.py); `history_signing: true` turns on the WorkflowHistorySigning feature
 # (pkg/config/configuration.go:66-70), which daprd refuses without mTLS (wfengine/wfengine.go:141-147).
 TARGET_OPTIONS = frozenset({"mtls", "history_signing"})
-_PORT_ATTEMPTS = 4
-_ADDRESS_IN_USE = "address already in use"
 # Until a worker has connected and daprd has registered the workflow actor types with placement,
 # workflow calls fail with this (or time out); see wait_until_workflows_ready.
 _NOT_READY = ("not registered", "did not find address for actor", "no actor types")
-
-
-class DaprdNotInstalledError(FileNotFoundError):
-    """A binary is missing; the message says how to install it."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,70 +66,6 @@ class DaprBinaries:
         return cls(**paths, version=version)
 
 
-def _wait_healthy(process: ManagedProcess, url_port: int, *, timeout: float, path: str = "/healthz") -> None:
-    """Poll an HTTP health endpoint until it answers 2xx; fail early if the process exits."""
-    import http.client
-
-    deadline = time.monotonic() + timeout
-    last = "no attempt"
-    while True:
-        if not process.is_running():
-            tail = process.stderr_tail()
-            raise ProcessExitedError(f"{process.spec.name} exited with code {process.returncode} before it was "
-                                     f"healthy; log {process.stdout_path}\n{tail}",
-                                     returncode=process.returncode or 0, stderr_tail=tail + _stdout_tail(process))
-        conn = http.client.HTTPConnection(HOST, url_port, timeout=2)
-        try:
-            conn.request("GET", path)
-            status = conn.getresponse().status
-            if 200 <= status < 300:
-                return
-            last = f"HTTP {status}"
-        except OSError as exc:
-            last = repr(exc)
-        finally:
-            conn.close()
-        if time.monotonic() >= deadline:
-            raise TimeoutError(f"{process.spec.name} not healthy on {HOST}:{url_port}{path} within {timeout:g}s "
-                               f"(last: {last}); log {process.stdout_path}")
-        time.sleep(0.05)
-
-
-def _stdout_tail(process: ManagedProcess, *, size: int = 8192) -> str:
-    # Dapr logs to stdout; "address already in use" shows up there, not on stderr.
-    with open(process.stdout_path, "rb") as f:
-        f.seek(max(0, f.seek(0, 2) - size))
-        return f.read().decode(errors="replace")
-
-
-def _start_with_free_ports(name: str, count: int, argv_for: Any, *, log_dir: Path,
-                           env: Mapping[str, str] | None, health: Any, timeout: float) -> tuple[ManagedProcess, list[int]]:
-    """Start a process on `count` freshly picked ports, retrying when one was taken meanwhile."""
-    for attempt in range(_PORT_ATTEMPTS):
-        ports = _distinct_free_ports(count)
-        process = ManagedProcess.start(spec=ProcessSpec(name=name, argv=tuple(argv_for(ports)), log_dir=log_dir,
-                                                        env=env))
-        try:
-            health(process, ports, timeout=timeout)
-            return process, ports
-        except (ProcessExitedError, TimeoutError) as exc:
-            process.kill()
-            text = str(exc) + _stdout_tail(process)
-            if _ADDRESS_IN_USE in text and attempt + 1 < _PORT_ATTEMPTS:
-                continue
-            raise
-    raise AssertionError("unreachable")
-
-
-def _distinct_free_ports(count: int) -> list[int]:
-    ports: list[int] = []
-    while len(ports) < count:
-        port = free_port(host=HOST)
-        if port not in ports:
-            ports.append(port)
-    return ports
-
-
 class ControlPlane:
     """placement and scheduler (embedded etcd) for every daprd of this process, started on first use."""
 
@@ -154,17 +85,17 @@ class ControlPlane:
 
     def _start(self, *, binaries: DaprBinaries, logs: Path, tls: tuple[str, ...], ready_timeout: float) -> None:
         etcd_scheme = "https" if tls else "http"
-        self.placement, (self.placement_port, *_) = _start_with_free_ports(
+        self.placement, (self.placement_port, *_) = start_with_free_ports(
             "placement", 4, lambda p: (
                 str(binaries.placement), "--listen-address", HOST, "--port", str(p[0]),
                 "--healthz-listen-address", HOST, "--healthz-port", str(p[1]),
                 "--metrics-listen-address", HOST, "--metrics-port", str(p[2]),
                 "--initial-cluster", f"dapr-placement-0={HOST}:{p[3]}", *tls),
-            log_dir=logs, env=None, health=lambda proc, p, timeout: _wait_healthy(proc, p[1], timeout=timeout),
+            log_dir=logs, env=None, health=lambda proc, p, timeout: wait_healthy(proc, p[1], timeout=timeout),
             timeout=ready_timeout)
         try:
             etcd = self.root / "etcd"
-            self.scheduler, (self.scheduler_port, *_) = _start_with_free_ports(
+            self.scheduler, (self.scheduler_port, *_) = start_with_free_ports(
                 "scheduler", 5, lambda p: (
                     str(binaries.scheduler), "--listen-address", HOST, "--port", str(p[0]),
                     "--healthz-listen-address", HOST, "--healthz-port", str(p[1]),
@@ -173,7 +104,7 @@ class ControlPlane:
                     "--etcd-client-port", str(p[3]),
                     "--etcd-initial-cluster", f"dapr-scheduler-server-0={etcd_scheme}://{HOST}:{p[4]}",
                     "--identity-directory-write", str(self.root / "identity"), *tls),
-                log_dir=logs, env=None, health=lambda proc, p, timeout: _wait_healthy(proc, p[1], timeout=timeout),
+                log_dir=logs, env=None, health=lambda proc, p, timeout: wait_healthy(proc, p[1], timeout=timeout),
                 timeout=ready_timeout)
         except BaseException:
             self.placement.stop(timeout=5)
@@ -208,8 +139,6 @@ class ControlPlane:
 
 
 def _start_sentry(*, binaries: DaprBinaries, root: Path) -> Any:
-    from conformance.targets.sentry import start_sentry  # imports this module
-
     return start_sentry(binaries_dir=binaries.daprd.parent, root=root)
 
 
@@ -366,7 +295,7 @@ class DaprdSidecar:
 
     def _launch(self, *, ports: list[int] | None) -> ManagedProcess:
         def health(process: ManagedProcess, p: list[int], timeout: float) -> None:
-            _wait_healthy(process, p[1], timeout=timeout, path="/v1.0/healthz/outbound")
+            wait_healthy(process, p[1], timeout=timeout, path="/v1.0/healthz/outbound")
 
         if ports is not None:
             # A restart keeps the gRPC port, so the proxy in front of it and the clients reconnect by themselves.
@@ -378,7 +307,7 @@ class DaprdSidecar:
                 process.kill()
                 raise
             return process
-        process, self._ports = _start_with_free_ports("daprd", 3, self._argv, log_dir=self.dir, env=self._env(),
+        process, self._ports = start_with_free_ports("daprd", 3, self._argv, log_dir=self.dir, env=self._env(),
                                                       health=health, timeout=self.ready_timeout)
         return process
 

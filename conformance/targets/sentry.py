@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from conformance.targets.daprd import HOST, DaprdNotInstalledError, _start_with_free_ports, _wait_healthy
+from conformance.targets.dapr_processes import HOST, DaprdNotInstalledError, start_with_free_ports, wait_healthy
 from conformance.targets.process import ProcessExitedError
 
 # sentry's default; the control plane and every daprd are told the same one.
@@ -68,13 +68,13 @@ class Sentry:
         # hands the healthz server only the port), so its healthz port, picked free, listens on every
         # interface; the CA's gRPC port is on 127.0.0.1. Passed anyway, for releases that honour it.
         try:
-            self.process, (self.port, *_) = _start_with_free_ports(
+            self.process, (self.port, *_) = start_with_free_ports(
                 "sentry", 2, lambda p: (
                     str(binary), "--config", str(config), "--issuer-credentials", str(credentials),
                     "--trust-domain", TRUST_DOMAIN, "--listen-address", HOST, "--port", str(p[0]),
                     "--healthz-listen-address", HOST, "--healthz-port", str(p[1]), "--enable-metrics=false",
                     "--log-level", "info"),
-                log_dir=logs, env=None, health=lambda proc, p, timeout: _wait_healthy(proc, p[1], timeout=timeout),
+                log_dir=logs, env=None, health=lambda proc, p, timeout: wait_healthy(proc, p[1], timeout=timeout),
                 timeout=ready_timeout)
         except (ProcessExitedError, TimeoutError) as exc:
             raise SentryStartError(f"sentry did not start: {exc}\nsentry's log is in {logs}; the mTLS "
