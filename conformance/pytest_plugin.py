@@ -15,15 +15,15 @@ failure of a requirement the target claims.
   `conformance.reporting.allure`, the same ones `conformance run` writes.
 - reports: with `--conformance-reports DIR`, the matrix, JUnit, summary.json and events.jsonl of
   the items that ran (merged across pytest-xdist workers) are written there at the end.
-- pytest-xdist: items that must have a shared engine to themselves (`--conformance-sidecar
-  address`; they restart or cut the worker's connection) are one `xdist_group` and also take the
-  engine's lock across processes.
-- concurrency: items mostly wait on the engine, so each process runs the items it is about to run
-  ahead of time, in threads, as `conformance run --jobs` does: a plain `pytest` run keeps
-  `--conformance-jobs` items in flight (it knows its whole order), an xdist worker the item it runs
-  and the next one xdist gave it (all a worker knows); `-n auto` starts half of
-  `--conformance-jobs` workers, so both paths have as many scenarios in flight. Results are taken
-  in pytest's order, so verdicts, reports and `-x` read as in a serial run.
+- pytest-xdist: `-n` hands each worker a fixed share of the items (conformance/pytest_shares.py);
+  items that must have a shared engine to themselves (`--conformance-sidecar address`; they restart
+  or cut the worker's connection) are one group, all in one share, and also take the engine's lock
+  across processes.
+- concurrency: items mostly wait on the engine, so each process runs the items it will run ahead of
+  time, in threads, as `conformance run --jobs` does: a plain `pytest` run keeps `--conformance-jobs`
+  items in flight over its whole order, an xdist worker its part of them over its share; `-n auto`
+  starts one worker per `_JOBS_PER_WORKER` jobs. Results are taken in pytest's order, so verdicts,
+  reports and `-x` read as in a serial run.
 """
 
 from __future__ import annotations
