@@ -79,7 +79,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.dist = "loadgroup"
         config.stash[_SHARED_OUT] = True
     # An xdist worker reads --dist from its own command line, which never had our switch: without this,
-    # it would not append the group to its node ids, and xdist would not see the group.
+    # xdist (with pytest before 9) would not append the group to the worker's node ids.
     if getattr(config, "workerinput", {}).get(_SHARES_INPUT):
         config.option.loadgroup = True
 
@@ -199,7 +199,7 @@ def _wants_conformance(config: pytest.Config) -> bool:
         part == "scenarios" for arg in config.args for part in Path(str(arg)).parts)
 
 
-_JOBS_PER_WORKER = 3  # -n auto: scenarios wait rather than compute, so few workers, each keeping several in flight
+_JOBS_PER_WORKER = 6  # -n auto: one worker per 6 jobs (the CLI keeps its default 6 in one process); see docs/pytest.md
 
 
 # tryfirst: xdist's own implementation (the core count) is registered after ours and would answer first.
