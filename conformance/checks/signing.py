@@ -15,6 +15,7 @@ from typing import Any
 
 from taskhub_wire import attestation as canon
 from taskhub_wire import pb
+from taskhub_wire.kinds import EventKind
 
 from conformance.checks.base import FlowObservation, check, fail
 from conformance.verdict import Mismatch, MismatchKind, Subject
@@ -27,11 +28,12 @@ _ACTIVITY = (pb.ActivityCompletionAttestationPayload, pb.ACTIVITY_TERMINAL_STATU
              pb.ACTIVITY_TERMINAL_STATUS_FAILED)
 _CHILD = (pb.ChildCompletionAttestationPayload, pb.TERMINAL_STATUS_COMPLETED, pb.TERMINAL_STATUS_FAILED)
 _COMPLETIONS = {
-    "taskCompleted": ("taskScheduled", _ACTIVITY, False),
-    "taskFailed": ("taskScheduled", _ACTIVITY, True),
-    "childWorkflowInstanceCompleted": ("childWorkflowInstanceCreated", _CHILD, False),
-    "childWorkflowInstanceFailed": ("childWorkflowInstanceCreated", _CHILD, True),
+    EventKind.TASK_COMPLETED.field: (EventKind.TASK_SCHEDULED.field, _ACTIVITY, False),
+    EventKind.TASK_FAILED.field: (EventKind.TASK_SCHEDULED.field, _ACTIVITY, True),
+    EventKind.CHILD_WORKFLOW_INSTANCE_COMPLETED.field: (EventKind.CHILD_WORKFLOW_INSTANCE_CREATED.field, _CHILD, False),
+    EventKind.CHILD_WORKFLOW_INSTANCE_FAILED.field: (EventKind.CHILD_WORKFLOW_INSTANCE_CREATED.field, _CHILD, True),
 }
+_SCHEDULING = frozenset(opening for opening, _, _ in _COMPLETIONS.values())
 
 
 def _failure(details: Any) -> canon.Failure:
@@ -46,8 +48,7 @@ def _value(msg: Any, name: str) -> str | None:
 
 def attestation_breaks(instance_id: str, history: list[Any]) -> list[str]:
     """What is wrong with the attestations of one history (pb.HistoryEvent list), as lines."""
-    scheduled = {e.eventId: e for e in history if e.WhichOneof("eventType") in ("taskScheduled",
-                                                                                  "childWorkflowInstanceCreated")}
+    scheduled = {e.eventId: e for e in history if e.WhichOneof("eventType") in _SCHEDULING}
     out: list[str] = []
     for i, event in enumerate(history):
         kind = event.WhichOneof("eventType")
