@@ -225,14 +225,10 @@ class Selection:
     of_areas: frozenset[str] = frozenset()  # the requirement ids of those areas
     failed: frozenset[str] | None = None  # --last-failed: the scenarios that failed last time
 
-    def names(self, scenario_id: str) -> bool:
-        """Whether the --scenario globs take this id: known before its file is read (`discover`'s test)."""
+    def selects(self, scenario: Any) -> bool:
         from fnmatch import fnmatch
 
-        return not self.globs or any(fnmatch(scenario_id, g) for g in self.globs)
-
-    def selects(self, scenario: Any) -> bool:
-        if not self.names(scenario.id):
+        if self.globs and not any(fnmatch(scenario.id, g) for g in self.globs):
             return False
         if self.requirements and not self.requirements & set(scenario.requirements):
             return False
