@@ -186,6 +186,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     invocation = Invocation(run=run_words(), options=prepared.reproduce_extra, reports=reports)
     processes = min(options.processes or 1, len(plan.items))
+    from conformance.runner.isolation import shares_engine
+
+    if any(shares_engine(p) for p in prepared.pairs):
+        # One engine at an address serves every child's workers: a child's work could reach another
+        # child's worker, which runs other programs. Such a run stays in one process.
+        processes = 1
     # --jobs is the run's scenarios at once, shared out: more at once makes timing-bound scenarios late.
     children = ChildRun(options=options, invocation=invocation, processes=processes,
                         jobs=-(-options.jobs // processes),
