@@ -166,6 +166,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from conformance.run_options import prepare_run
     from conformance.runner import Plan, run_plan
     from conformance.events import ScenarioFinished
+    from conformance.runner.isolation import shares_engine
     from conformance.runner.processes import ChildRun
 
     options = _options(args)
@@ -186,8 +187,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     invocation = Invocation(run=run_words(), options=prepared.reproduce_extra, reports=reports)
     processes = min(options.processes or 1, len(plan.items))
-    from conformance.runner.isolation import shares_engine
-
     if any(shares_engine(p) for p in prepared.pairs):
         # One engine at an address serves every child's workers: a child's work could reach another
         # child's worker, which runs other programs. Such a run stays in one process.

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import base64
+
 from conformance.enginediff.compare import Aspect, compare
 from conformance.enginediff.normalise import normalise, time_relations
 from conformance.enginediff.record import Call, InstanceRecord, Recording
+from taskhub_wire import pb
 
 
 def _history(iid: str, exec_id: str, times: list[str]) -> tuple[dict, ...]:
@@ -82,10 +85,6 @@ def _propagating(iid: str, raw_events: list[str]) -> Recording:
 
 
 def _raw(*, seconds: int, name: str, router: str = "") -> str:
-    import base64
-
-    from taskhub_wire import pb
-
     ev = pb.HistoryEvent(eventId=1)
     ev.timestamp.seconds = seconds
     ev.taskScheduled.name = name
