@@ -6,6 +6,8 @@
 # scripts/install-durabletask-go.sh).
 #
 # Usage: scripts/install-go-driver.sh      (from any directory; a no-op when the binary is current)
+#        scripts/install-go-driver.sh --check  exit 0 when the binary matches the driver's sources and pin,
+#          else say why and exit 1 (builds nothing; `conformance run` asks it before any scenario)
 #        scripts/install-go-driver.sh --sdk-path PATH | --sdk-version VERSION
 #          instead of the pin: the driver built against a local checkout of durabletask-go (a
 #          `replace` directive) or another version, as <repo>/.tools/custom/durabletask-go-driver
@@ -31,11 +33,14 @@ log() { printf 'install-go-driver: %s\n' "$*" >&2; }
 die() { printf 'install-go-driver: error: %s\n' "$*" >&2; exit 1; }
 
 custom=${1:-}
+check=0
 case "$custom" in
   "") ;;
+  --check) [[ $# -eq 1 ]] || die "usage: $0 --check"
+    check=1 custom="" ;;
   --sdk-path | --sdk-version) [[ $# -eq 2 ]] || die "usage: $0 [--sdk-path PATH | --sdk-version VERSION]"
     [[ $custom == --sdk-version || -f $2/go.mod ]] || die "--sdk-path $2: no go.mod there; give the durabletask-go checkout" ;;
-  *) die "usage: $0 [--sdk-path PATH | --sdk-version VERSION]" ;;
+  *) die "usage: $0 [--check | --sdk-path PATH | --sdk-version VERSION]" ;;
 esac
 
 [[ -f $src/go.mod && -f $src/go.sum ]] || die "$src/go.mod or go.sum is missing; is this a complete checkout?"
@@ -52,6 +57,12 @@ fi
 sources_hash=$(cd "$src" && find . -maxdepth 1 -type f \( -name '*.go' ! -name '*_test.go' -o -name go.mod -o -name go.sum \) \
   -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
 want_stamp="$sdk_version $sources_hash"
+if ((check)); then
+  [[ -x $binary && -f $stamp ]] || { log "not built: $binary"; exit 1; }
+  [[ "$(<"$stamp")" == "$want_stamp" ]] ||
+    { log "out of date: $binary was built from other driver sources or another $SDK_MODULE"; exit 1; }
+  exit 0
+fi
 if [[ -z $custom && -x $binary && -f $stamp && "$(<"$stamp")" == "$want_stamp" ]]; then
   log "already installed: $binary ($SDK_MODULE $sdk_version, sources $sources_hash)"
   exit 0

@@ -8,6 +8,8 @@
 # Everything Maven downloads goes to <repo>/.tools/m2 (-Dmaven.repo.local): nothing global is touched.
 #
 # Usage: scripts/install-java-driver.sh          (from any directory; a no-op when already built)
+#        scripts/install-java-driver.sh --check  exit 0 when the built driver matches its sources and Java,
+#          else say why and exit 1 (builds nothing; `conformance run` asks it before any scenario)
 #        scripts/install-java-driver.sh --sdk-version VERSION
 #          instead of the pin: the driver built against another io.dapr:durabletask-client release
 #          (a local build: publish it to a Maven repository Maven reaches, then give its version), as
@@ -35,8 +37,11 @@ die() { printf 'install-java-driver: error: %s\n' "$*" >&2; exit 1; }
 [[ -f $project/pom.xml ]] || die "missing $project/pom.xml"
 
 sdk_override=()
+check=0
 case "${1:-}" in
   "") ;;
+  --check) [[ $# -eq 1 ]] || die "usage: $0 --check"
+    check=1 ;;
   --sdk-version)
     [[ $# -eq 2 && -n $2 ]] || die "usage: $0 [--sdk-version VERSION]"
     out=$tools/custom/java-driver
@@ -49,7 +54,7 @@ case "${1:-}" in
     die "--sdk-path is not supported for durabletask-java (a Gradle build): publish your checkout to a
 Maven repository (e.g. ./gradlew publishToMavenLocal, with ~/.m2 as a mirror in settings.xml) and pass
 --sdk-version with its version" ;;
-  *) die "usage: $0 [--sdk-version VERSION]" ;;
+  *) die "usage: $0 [--check | --sdk-version VERSION]" ;;
 esac
 
 if [[ -n ${JAVA:-} ]]; then
@@ -72,6 +77,12 @@ java_major=${java_version%%.*}
 sources_sha=$(cd "$project" && find pom.xml src -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum |
               sha256sum | cut -d' ' -f1)
 want="sources=$sources_sha java=$java_version $java_path"
+if ((check)); then
+  [[ -f $jar && -x $launcher && -f $stamp ]] || { log "not built: $launcher"; exit 1; }
+  [[ "$(head -n1 "$stamp")" == "$want" ]] ||
+    { log "out of date: $launcher was built from other driver sources or another Java"; exit 1; }
+  exit 0
+fi
 if [[ ${FORCE:-0} != 1 && -f $jar && -x $launcher && -f $stamp && "$(head -n1 "$stamp")" == "$want" ]]; then
   log "already built: $launcher ($(sed -n 2p "$stamp"))"
   exit 0

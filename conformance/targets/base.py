@@ -122,6 +122,9 @@ class WorkerTarget:
     command: str = ""
     install: str = ""
     installed: str = ""
+    # A command (relative to the library root) that exits 0 when what is installed is current: a
+    # driver compiled from this library's sources says so when they changed since its build.
+    current: str = ""
     # A command that prints what the installed SDK release lacks, and what it printed once run
     # (conformance/targets/probe.py): the capabilities above are then the declared ones minus those.
     probe: str = ""

@@ -1,8 +1,9 @@
 """Before any scenario runs: is every target of the run installed? One message for all that is
 missing, each with the command that installs it, written for the folder the user is in.
 
-A run that would fail every scenario the same way (a driver's interpreter or binary missing) is bad
-input, not a hundred target failures: the CLI prints this and exits 2.
+A run that would fail every scenario the same way (a driver's interpreter or binary missing, or a
+compiled driver older than its sources) is bad input, not a hundred target failures: the CLI prints
+this and exits 2.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -51,10 +53,33 @@ def _worker_problem(target: WorkerTarget, root: Path, cwd: Path | None) -> str |
         if not Path(marker).exists():
             missing = marker
     if not missing:
-        return None
+        return _stale_problem(target, root, cwd)
     fix = (f"install it with:\n    {command_from(root, target.install, cwd=cwd)}" if target.install
            else "its command names a file that does not exist; fix --worker-command or the target's command")
     return f"worker {target.name} is not installed ({missing} does not exist); {fix}"
+
+
+# Asking a build script whether its build is current reads the driver's sources and, for Java, the
+# JVM's version: seconds on a loaded machine, never minutes.
+CURRENT_TIMEOUT_S = 120
+
+
+def _stale_problem(target: WorkerTarget, root: Path, cwd: Path | None) -> str | None:
+    """The target's `current:` check (its install script with --check), run from the library root:
+    the script that builds the driver is the one that knows what its build depends on."""
+    if not target.current:
+        return None
+    words = shlex.split(target.current)
+    argv = ["bash", str(root / words[0]), *words[1:]]
+    try:
+        done = subprocess.run(argv, cwd=root, capture_output=True, text=True, timeout=CURRENT_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"worker {target.name}: could not check its build ({shlex.join(argv)}: {exc})"
+    if done.returncode == 0:
+        return None
+    said = " ".join(done.stderr.split()) or f"{words[0]} --check exited {done.returncode}"
+    fix = command_from(root, target.install, cwd=cwd) if target.install else shlex.join(words[:1])
+    return f"worker {target.name} needs a rebuild ({said}); rebuild it with:\n    {fix}"
 
 
 def _sidecar_problem(target: SidecarTarget, root: Path, cwd: Path | None) -> str | None:

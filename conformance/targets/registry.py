@@ -185,7 +185,8 @@ def load_targets(path: Path = DEFAULT_TARGETS, *, drivers: Path | None = None,
                                      gaps=_gaps(raw.get("not_implemented"), f"{where}: workers.{name}"), starter=starter,
                                      replayer=replayer, reference=kind == "reference",
                                      command=str(raw.get("command") or ""), install=str(raw.get("install") or ""),
-                                     installed=str(raw.get("installed") or ""), probe=str(raw.get("probe") or ""),
+                                     installed=str(raw.get("installed") or ""), current=str(raw.get("current") or ""),
+                                     probe=str(raw.get("probe") or ""),
                                      version=str(raw.get("version", "")))
     return Targets(sidecars=sidecars, workers=workers)
 

@@ -62,6 +62,7 @@ def release_target(root: Path, sdk: SdkRelease, env: Env, out: Path) -> tuple[st
     raw["version"] = sdk.version
     raw["install"] = f"conformance versions --sdk {sdk.sdk}@{sdk.version}"  # what makes the environment
     raw.pop("installed", None)  # the pin's marker; the cached environment is checked when it is made
+    raw.pop("current", None)  # the pin's build check, likewise
     name = f"{sdk.worker}@{sdk.version}"
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{sdk.key}.target.yaml"

@@ -4,6 +4,7 @@ message naming what is missing and the command that installs it from where the u
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -56,3 +57,35 @@ def test_an_installed_worker_and_the_reference_pass(tmp_path):
     gone = WorkerTarget(name="gone", kind="command", capabilities=frozenset(), command="/nonexistent/bin/x --y")
     (problem,) = not_installed([Pair(sidecar=targets.sidecars["reference"], worker=gone)], root=ROOT)
     assert "/nonexistent/bin/x does not exist" in problem and "--worker-command" in problem
+
+
+def _library_with_a_go_build(tmp_path: Path, stamp: str) -> Path:
+    """A library root whose Go driver is "built" (a placeholder binary) with the given stamp. The build
+    scripts are copied, not linked: they find the library from their own resolved location."""
+    home = tmp_path / "lib"
+    (home / "scripts").mkdir(parents=True)
+    for script in ("install-go-driver.sh", "install-durabletask-go.sh"):
+        shutil.copy2(ROOT / "scripts" / script, home / "scripts" / script)
+    shutil.copytree(ROOT / "drivers" / "durabletask_go", home / "drivers" / "durabletask_go")
+    binary = home / ".tools" / "bin" / "durabletask-go-driver"
+    binary.parent.mkdir(parents=True)
+    binary.write_text("#!/bin/sh\nexit 0\n")
+    binary.chmod(0o755)
+    binary.with_name(binary.name + ".stamp").write_text(stamp)
+    return home
+
+
+def test_a_driver_built_from_older_sources_is_refused_with_the_rebuild_command(tmp_path):
+    # The stamp the checkout's own build wrote (./dev test installs the Go driver before the tests).
+    stamp = ROOT / ".tools" / "bin" / "durabletask-go-driver.stamp"
+    assert stamp.is_file(), f"{stamp} is missing: run scripts/install-go-driver.sh"
+    home = _library_with_a_go_build(tmp_path, stamp.read_text())
+    targets = load_targets()
+    pair = targets.pair("reference", "durabletask-go-worker")
+    assert pair.worker.current == "scripts/install-go-driver.sh --check"
+    assert not_installed([pair], root=home, cwd=home) == []  # same sources as the build: current
+    with (home / "drivers" / "durabletask_go" / "main.go").open("a") as f:
+        f.write("\n// an edit after the build\n")
+    (problem,) = not_installed([pair], root=home, cwd=home)
+    assert problem.startswith("worker durabletask-go-worker needs a rebuild (install-go-driver: out of date:"), problem
+    assert problem.endswith("rebuild it with:\n    scripts/install-go-driver.sh"), problem
