@@ -14,7 +14,7 @@ from typing import Any
 from taskhub_programs.expressions import canonical_expr
 from taskhub_programs.language import (
     All, AnyOf, Bundle, CallActivity, CallChild, ContinueAsNew, Fail, If, IfPatched, ProgramFamily, Retry, Return,
-    SetStatus, SetVar, Step, Timer, WaitEvent, parse_bundle,
+    SetStatus, SetVar, Spawn, Step, Timer, WaitEvent, parse_bundle,
 )
 
 FORMAT = "taskhub-programs/canonical"
@@ -69,6 +69,9 @@ def _step(step: Step) -> dict[str, Any]:
         return {"step": "call_child", "workflow": step.workflow, "input": canonical_expr(step.input),
                 "instance_id": None if step.instance_id is None else canonical_expr(step.instance_id),
                 "retry": _retry(step.retry), "as": step.as_, **_routing(step)}
+    if isinstance(step, Spawn):
+        return {"step": "spawn", "workflow": step.workflow, "input": canonical_expr(step.input),
+                "instance_id": None if step.instance_id is None else canonical_expr(step.instance_id), "as": step.as_}
     if isinstance(step, Timer):
         return {"step": "timer", "duration": float(step.duration), "as": step.as_}
     if isinstance(step, WaitEvent):

@@ -10,11 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from taskhub_programs.language import (
-    STEP_NAMES, All, AnyOf, Bundle, CallActivity, CallChild, ContinueAsNew, If, IfPatched, Step, Timer, WaitEvent,
+    STEP_NAMES, All, AnyOf, Bundle, CallActivity, CallChild, ContinueAsNew, If, IfPatched, Spawn, Step, Timer, WaitEvent,
 )
 
 # Step kind -> the capability every step of that kind needs.
-STEP_NEEDS: dict[type, str] = {CallChild: "children", Timer: "timers", WaitEvent: "events", IfPatched: "patching"}
+# `spawn` (a detached workflow started by the workflow's own code) needs `detached_spawn`.
+STEP_NEEDS: dict[type, str] = {CallChild: "children", Timer: "timers", WaitEvent: "events", IfPatched: "patching",
+                               Spawn: "detached_spawn"}
 VERSIONS, RETRIES, CARRY_EVENTS = "versions", "retries", "carry_events"
 # Workflows across apps (`app:`) and history propagation (`propagation:`, the `propagated` built-in;
 # with the input {"events": true} it also lists each chunk's events).

@@ -65,6 +65,16 @@ class CallChild:
 
 
 @dataclass(frozen=True)
+class Spawn:
+    """A detached workflow started from the workflow's own code: not awaited, never reported back."""
+
+    workflow: str
+    input: Any = None
+    instance_id: Any = None  # None: the worker's default id, `<instance id>-<n>`
+    as_: str | None = None  # the spawned instance's id
+
+
+@dataclass(frozen=True)
 class Timer:
     duration: float
     as_: str | None = None
@@ -152,12 +162,12 @@ class Fail:
     type: str = "ProgramFailure"
 
 
-Step = Union[CallActivity, CallChild, Timer, WaitEvent, All, AnyOf, IfPatched, If, SetVar, SetStatus,
+Step = Union[CallActivity, CallChild, Spawn, Timer, WaitEvent, All, AnyOf, IfPatched, If, SetVar, SetStatus,
              ContinueAsNew, Return, Fail]
 # Each step kind's key as written (and its `step` in the canonical form).
 STEP_NAMES: dict[type, str] = {
-    CallActivity: "call_activity", CallChild: "call_child", Timer: "timer", WaitEvent: "wait_event", All: "all",
-    AnyOf: "any", IfPatched: "if_patched", If: "if", SetVar: "set", SetStatus: "set_status",
+    CallActivity: "call_activity", CallChild: "call_child", Spawn: "spawn", Timer: "timer", WaitEvent: "wait_event",
+    All: "all", AnyOf: "any", IfPatched: "if_patched", If: "if", SetVar: "set", SetStatus: "set_status",
     ContinueAsNew: "continue_as_new", Return: "return", Fail: "fail"}
 
 
@@ -317,6 +327,14 @@ class _Parser:
         p = f"{path}.{kind}"
         if kind in _TASK_KINDS:
             return self.task(kind, body, p, as_)
+        if kind == "spawn":
+            body = self.mapping(body, p, required=("workflow",), optional=("input", "instance_id"))
+            if body is None:
+                return None
+            self.expr(body.get("input"), f"{p}.input")
+            self.expr(body.get("instance_id"), f"{p}.instance_id")
+            return Spawn(workflow=str(body["workflow"]), input=body.get("input"), instance_id=body.get("instance_id"),
+                         as_=as_)
         if as_ is not None and kind not in ("all", "any"):
             self.err(f"{path}.as", f"'{kind}' produces no value to store")
         if kind in ("all", "any"):
@@ -495,7 +513,8 @@ class _Parser:
 
 
 _TASK_KINDS = ("call_activity", "call_child", "timer", "wait_event")
-_STEP_KINDS = _TASK_KINDS + ("all", "any", "if_patched", "if", "set", "set_status", "continue_as_new", "return", "fail")
+_STEP_KINDS = _TASK_KINDS + ("spawn", "all", "any", "if_patched", "if", "set", "set_status", "continue_as_new", "return",
+                             "fail")
 
 
 def parse_bundle(doc: Any, *, source: str = "") -> Bundle:

@@ -34,6 +34,8 @@ def _recorded(dicts: list[dict[str, Any]]) -> list[tuple[str, int, str]]:
         name = e.get("name", "")
         if action is ActionKind.COMPLETE_WORKFLOW:
             name = e.get("workflowStatus", "")
+        elif action is ActionKind.CREATE_DETACHED_WORKFLOW:
+            name = e.get("instanceId", "")  # its event records no name: the spawn is known by its instance
         out.append((action.value, e["eventId"], name))
     return out
 
@@ -45,6 +47,8 @@ def _answered(answer: dict[str, Any]) -> list[tuple[str, int, str]]:
         name = body.get("name", "")
         if kind == ActionKind.COMPLETE_WORKFLOW:
             name = body.get("workflowStatus", "")
+        elif kind == ActionKind.CREATE_DETACHED_WORKFLOW:
+            name = body.get("instanceId", "")
         out.append((kind, body.get("id", 0), name))
     return out
 

@@ -33,6 +33,7 @@ WORKER_CAPABILITIES: dict[str, str] = {
     "crossapp": "calls an activity or child workflow on another app (`app:`, WorkflowAction.router.targetAppID)",
     "propagation": "asks for history propagation (`propagation:`) and hands an activity what it received",
     "propagated_events": "the `propagated` built-in with {\"events\": true} lists each received chunk's events",
+    "detached_spawn": "the `spawn` step: a detached workflow from workflow code (default id `<instance id>-<n>`)",
 }
 SIDECAR_CAPABILITIES: dict[str, str] = {
     "restart": "the harness can kill and restart it on the same store",

@@ -28,12 +28,12 @@ type Step struct {
 	Step        string   `json:"step"`
 	As          *string  `json:"as"`
 	Name        string   `json:"name"`        // call_activity, wait_event
-	Input       *Node    `json:"input"`       // call_activity, call_child, continue_as_new
+	Input       *Node    `json:"input"`       // call_activity, call_child, spawn, continue_as_new
 	Retry       *Retry   `json:"retry"`       // call_activity, call_child
 	App         *string  `json:"app"`         // call_activity, call_child (nil: the caller's own app)
 	Propagation *string  `json:"propagation"` // call_activity, call_child: "own" | "lineage" | "none" (nil: none)
-	Workflow    string   `json:"workflow"`    // call_child
-	InstanceID  *Node    `json:"instance_id"` // call_child (nil: the default id)
+	Workflow    string   `json:"workflow"`    // call_child, spawn
+	InstanceID  *Node    `json:"instance_id"` // call_child, spawn (nil: the default id)
 	Duration    float64  `json:"duration"`    // timer
 	Timeout     *float64 `json:"timeout"`     // wait_event (nil: forever)
 	Default     *Node    `json:"default"`     // wait_event (nil: none)

@@ -121,6 +121,9 @@ func TestTheGoldenProgramsLoad(t *testing.T) {
 	if !strings.Contains(gaps, "$.programs.every_step.steps[10].any:") {
 		t.Errorf("the 'any' step is not named in the gaps:\n%s", gaps)
 	}
+	if strings.Contains(gaps, "spawner") { // ScheduleNewWorkflow expresses spawn
+		t.Errorf("a spawn is named in the gaps:\n%s", gaps)
+	}
 	if _, err := decodePrograms([]byte(`{"programs": {}}`), "x.json"); err == nil ||
 		!strings.Contains(err.Error(), "not the canonical program form") {
 		t.Errorf("a bundle is read as the canonical form: %v", err)

@@ -2,7 +2,8 @@ package main
 
 // The interpreter: every program (canonical.go) becomes a durabletask-go workflow function that walks
 // its steps with the SDK's own API (task.WorkflowContext: CallActivity, CallChildWorkflow,
-// CreateTimer, WaitForSingleEvent, IsPatched, SetCustomStatus, ContinueAsNew; Task.Await).
+// ScheduleNewWorkflow, CreateTimer, WaitForSingleEvent, IsPatched, SetCustomStatus, ContinueAsNew;
+// Task.Await).
 // Like any durabletask-go workflow, the function is re-run from the start on every turn and blocks
 // by Await panicking with task.ErrTaskBlocked, which the SDK recovers.
 
@@ -74,7 +75,7 @@ func capabilityGaps(programs Programs) []string {
 			case "if_patched", "if":
 				walk(s.Then, path+".then")
 				walk(s.Else, path+".else")
-			case "timer", "wait_event", "set", "set_status", "continue_as_new", "return", "fail":
+			case "spawn", "timer", "wait_event", "set", "set_status", "continue_as_new", "return", "fail":
 			default:
 				gaps = append(gaps, fmt.Sprintf("%s: step kind %q is unknown to this driver (a language extension "+
 					"it predates)", path, s.Step))
@@ -310,6 +311,33 @@ func runSteps(ctx *task.WorkflowContext, steps []*Step, env map[string]any) (ret
 			out, err := runSteps(ctx, branch, env)
 			if err != nil || out.done {
 				return out, err
+			}
+		case "spawn":
+			// A detached workflow (task/detached.go): an action, no task. Without instance_id the SDK
+			// names it "<instance id>-<n>"; an empty id is the SDK's error, which fails the workflow.
+			input, err := evaluate(s.Input, env)
+			if err != nil {
+				return returned{}, err
+			}
+			var opts []task.DetachedWorkflowOptions
+			if input != nil {
+				opts = append(opts, task.WithRawDetachedWorkflowInput(rawPayload(input)))
+			}
+			if s.InstanceID != nil {
+				iid, err := evaluate(s.InstanceID, env)
+				if err != nil {
+					return returned{}, err
+				}
+				if iid != nil {
+					opts = append(opts, task.WithDetachedWorkflowInstanceID(text(iid)))
+				}
+			}
+			id, err := ctx.ScheduleNewWorkflow(s.Workflow, opts...)
+			if err != nil {
+				return returned{}, err
+			}
+			if s.As != nil {
+				env[*s.As] = string(id)
 			}
 		case "set":
 			v, err := evaluate(s.Value, env)

@@ -146,6 +146,11 @@ function capabilityGaps(programs) {
         gaps.push(`${here}: ${SDK} has no patching API (no isPatched; its proto has no version/patches fields)`);
         return;
       }
+      if (step.step === "spawn") {
+        gaps.push(`${here}: lacks detached_spawn: this driver maps no ${SDK} call onto a spawn (a detached `
+          + "workflow started from workflow code)");
+        return;
+      }
       if (step.retry) {
         gaps.push(`${here}.retry: ${SDK} has no retry policies (callActivity/callSubOrchestrator take no options; `
           + "the SDK README lists 'Retry policies (TODO)')");

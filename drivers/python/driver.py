@@ -104,11 +104,15 @@ def problems(bundle: Any, adapter: Adapter, lang: Language) -> list[dict[str, st
     absent = adapter.absent()
     out = [{"path": path, "capability": cap, "reason": f"SDK release {adapter.sdk} lacks {cap} (probed: {absent[cap]})"}
            for cap, path in needs(bundle) if cap in absent]
+    out += [{"path": path, "capability": cap, "reason": _NOT_DRIVEN[cap].format(sdk=adapter.sdk)}
+            for cap, path in needs(bundle) if cap in _NOT_DRIVEN and cap not in absent]
     P = lang.P
 
     def walk(steps: Sequence[Any], path: str, inside: str) -> None:
         for i, step in enumerate(steps):
             here = f"{path}[{i}]"
+            if isinstance(step, P.Spawn):
+                continue  # refused above, by its capability
             if type(step) not in _RUNNERS or type(step) not in P.STEP_NAMES:
                 out.append({"path": here, "capability": "", "reason": f"step kind {type(step).__name__!r} is "
                             "newer than this driver"})
@@ -425,6 +429,9 @@ def _run_fail(it: Interpreter, ctx: Any, step: Any, env: dict[str, Any]) -> Iter
 
 
 _RUNNERS: dict[type, Callable[..., Iterator[Any]]] = {}
+# Capabilities no adapter of this driver has, whatever its release: the bundle is refused, naming each step.
+_NOT_DRIVEN = {"detached_spawn": "{sdk}: this driver has no spawn (a detached workflow started from workflow "
+                                 "code); the Python SDK adapters map no such call"}
 
 
 def _runners(P: Any) -> None:

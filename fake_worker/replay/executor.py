@@ -25,7 +25,7 @@ from taskhub_wire.kinds import ActionKind, EventKind
 
 from taskhub_programs import (
     All, AnyOf, Bundle, CallActivity, CallChild, ContinueAsNew, ExpressionError, Fail, If, IfPatched, Program,
-    Return, SetStatus, SetVar, Step, Timer, WaitEvent, compile_expr, text,
+    Return, SetStatus, SetVar, Spawn, Step, Timer, WaitEvent, compile_expr, text,
 )
 from fake_worker.replay.tasks import (
     Completable, EventWithTimeout, Retryable, RetrySpec, Task, TaskFailure, TimerTask, WhenAll, WhenAny,
@@ -194,6 +194,7 @@ class _Context:
         self.pending_tasks: dict[int, Task] = {}
         self.seq = 0
         self.guid_counter = 0
+        self.default_spawns = 0  # spawns without an instance id so far in this execution: `<iid>-<n>`
         self.stamp: Stamp | None = None  # the turn's time, as a datetime only when asked for: see now
         self._now_of: Stamp | None = None
         self._now = _NO_TURN_TIME
@@ -255,7 +256,7 @@ class _Context:
         if self.complete:
             return
         self.complete, self.status = True, status
-        self.pending_actions.clear()
+        self._clear_for_completion()
         action = pb.WorkflowAction(id=self.next_id())
         action.completeWorkflow.workflowStatus = status
         if result is not None:
@@ -266,12 +267,21 @@ class _Context:
         if self.complete:
             return
         self.complete, self.status = True, pb.ORCHESTRATION_STATUS_FAILED
-        self.pending_actions.clear()
+        self._clear_for_completion()
         action = pb.WorkflowAction(id=self.next_id())
         action.completeWorkflow.workflowStatus = pb.ORCHESTRATION_STATUS_FAILED
         action.completeWorkflow.failureDetails.errorType = error_type
         action.completeWorkflow.failureDetails.errorMessage = message
         self.pending_actions[action.id] = action
+
+    def _clear_for_completion(self) -> None:
+        """A completion drops the pending actions (as dapr-ext-workflow does) but this turn's spawns:
+        nothing awaits a detached workflow, so the only answer that can carry it is this one, and
+        durabletask-go, whose spawn the step follows, keeps every pending action on completion."""
+        kept = {i: a for i, a in self.pending_actions.items()
+                if type(a) is not _LazyActivity and a.HasField("createDetachedWorkflow")}
+        self.pending_actions.clear()
+        self.pending_actions.update(kept)
 
     def set_version_not_registered(self) -> None:
         self.pending_actions.clear()
@@ -385,6 +395,22 @@ class _Context:
                              propagation=propagation)
         self.pending_tasks[tid] = task
         return task
+
+    def spawn(self, *, name: str, input: Any, instance_id: str | None) -> str:
+        """A detached workflow (durabletask-go task/detached.go ScheduleNewWorkflow): an action now, no task;
+        the value is its instance id, by default `<instance id>-<n>` (n counts default-id spawns)."""
+        if instance_id is None:
+            instance_id = f"{self.instance_id}-{self.default_spawns}"
+            self.default_spawns += 1
+        elif not instance_id:
+            raise ProgramFailure("SpawnError", "a spawn's instance_id is empty; leave it out for the default id")
+        action = pb.WorkflowAction(id=self.next_id())
+        cd = action.createDetachedWorkflow
+        cd.instanceId, cd.name = instance_id, name
+        if input is not None:
+            cd.input.value = to_json(input)
+        self.pending_actions[action.id] = action
+        return instance_id
 
     def wait_event(self, name: str, timeout: timedelta | None) -> Task:
         event_task = Completable()
@@ -564,6 +590,10 @@ def _compile_step(step: Step) -> _Op:
         return _Op(step, value=compile_expr(step.value))
     if isinstance(step, ContinueAsNew):
         return _Op(step, value=compile_expr(step.input))
+    if isinstance(step, Spawn):
+        input_of = compile_expr(step.input)
+        iid_of = compile_expr(step.instance_id) if step.instance_id is not None else None
+        return _Op(step, value=lambda env: (input_of(env), None if iid_of is None else iid_of(env)))
     if isinstance(step, Fail):
         return _Op(step, value=compile_expr(step.message))
     return _Op(step)
@@ -632,6 +662,13 @@ def _run_steps(ctx: _Context, ops: Sequence[_Op], env: Env) -> Generator[Task, A
             out = yield from _run_steps(ctx, branch, env)
             if isinstance(out, _Returned):
                 return out
+        elif isinstance(step, Spawn):
+            input, iid = op.value(env)
+            if ctx.trace is not None:
+                ctx.site = step, None
+            spawned = ctx.spawn(name=step.workflow, input=input, instance_id=None if iid is None else text(iid))
+            if step.as_:
+                env[step.as_] = spawned
         elif isinstance(step, SetVar):
             env[step.var] = op.value(env)
         elif isinstance(step, SetStatus):
@@ -694,7 +731,8 @@ _SUSPENDABLE_EXCLUDED = (EventKind.EXECUTION_RESUMED.field, EventKind.EXECUTION_
 
 # Message texts as dapr-ext-workflow 1.18.3 words them (method names of its context API).
 _METHOD = {ActionKind.SCHEDULE_TASK.field: "call_activity", ActionKind.CREATE_TIMER.field: "create_timer",
-           ActionKind.CREATE_CHILD_WORKFLOW.field: "call_sub_orchestrator"}
+           ActionKind.CREATE_CHILD_WORKFLOW.field: "call_sub_orchestrator",
+           ActionKind.CREATE_DETACHED_WORKFLOW.field: "spawn"}
 _CHANGED = ("This kind of mismatch can happen if an orchestration has non-deterministic logic or if the code was "
             "changed after an instance of this orchestration already started running.")
 
@@ -897,6 +935,24 @@ def _on_child_created(ctx: _Context, ev: pb.HistoryEvent) -> None:
                           action.createChildWorkflow.name)
 
 
+def _on_detached_created(ctx: _Context, ev: pb.HistoryEvent) -> None:
+    """Retires the spawn at this id (durabletask-go task/detached.go onDetachedWorkflowCreated): a replay
+    does not spawn again; a spawn of another instance id at this point is a history mismatch."""
+    tid = ev.eventId
+    if tid in ctx.pending_actions and _is_optional_timer_action(ctx.pending_actions[tid]):
+        ctx.drop_optional_at(tid)
+    action = ctx.pending_actions.pop(tid, None)
+    if action is None:
+        raise _nondeterminism(tid, "spawn")
+    if type(action) is _LazyActivity or not action.HasField("createDetachedWorkflow"):
+        raise _wrong_type(tid, "spawn", action if type(action) is not _LazyActivity else action.build(ctx.instance_id))
+    recorded, made = ev.detachedWorkflowInstanceCreated.instanceId, action.createDetachedWorkflow.instanceId
+    if recorded != made:
+        raise NonDeterminismError(
+            f"Failed to restore orchestration state due to a history mismatch: A previous execution spawned instance "
+            f"'{recorded}' with ID={tid}, but the current execution spawns '{made}'. {_CHANGED}")
+
+
 def _on_event_raised(ctx: _Context, ev: pb.HistoryEvent) -> None:
     er = ev.eventRaised
     key = er.name.casefold()
@@ -952,6 +1008,7 @@ _HANDLERS: dict[str, Callable[[_Context, pb.HistoryEvent], None]] = {
     EventKind.TASK_FAILED.field: _on_task_failed,
     EventKind.CHILD_WORKFLOW_INSTANCE_FAILED.field: _on_child_failed,
     EventKind.CHILD_WORKFLOW_INSTANCE_CREATED.field: _on_child_created,
+    EventKind.DETACHED_WORKFLOW_INSTANCE_CREATED.field: _on_detached_created,
     EventKind.EVENT_RAISED.field: _on_event_raised,
     EventKind.EXECUTION_SUSPENDED.field: _on_suspended,
     EventKind.EXECUTION_RESUMED.field: _on_resumed,

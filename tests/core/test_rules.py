@@ -142,6 +142,20 @@ def test_a_completion_ends_the_instance_and_drops_its_timers() -> None:
     assert not any(isinstance(e, machine.ActivityScheduled) for e in effects)  # R3.1: the first completion wins
 
 
+def test_a_spawn_before_the_completion_of_one_answer_is_applied() -> None:
+    """R3.12: the turn that spawns a detached workflow and completes (a `spawn` then `return`) keeps the spawn."""
+    state = machine.start_state(iid="i1", name="wf", start=started())
+    spawn = pb.WorkflowAction(id=1)
+    spawn.createDetachedWorkflow.name, spawn.createDetachedWorkflow.instanceId = "other", "i1-0"
+    done = pb.WorkflowAction(id=2)
+    done.completeWorkflow.workflowStatus = pb.ORCHESTRATION_STATUS_COMPLETED
+    state, effects = turn(state, answer(spawn, done), T0)
+    assert state.facts.terminal
+    (child,) = [e.child for e in effects if isinstance(e, machine.ChildStarted)]
+    assert (child.iid, child.detached, child.start.executionStarted.HasField("parentInstance")) == ("i1-0", True, False)
+    assert [e.eventId for e in state.history if e.HasField("detachedWorkflowInstanceCreated")] == [1]
+
+
 @pytest.mark.parametrize(("action_id", "suffix"), [(0, "0000"), (5, "0005"), (0x1_0003, "0003"), (-1, "ffff")])
 def test_child_ids(action_id: int, suffix: str) -> None:
     assert child_instance_id("p", action_id) == f"p:{suffix}"

@@ -109,3 +109,25 @@ def test_each_construct_names_its_capability_and_path() -> None:
         ("versions", "$.programs.versioned.versions")])
     example = load_bundle(ROOT / "taskhub_programs" / "examples" / "bundle.yaml")
     assert {cap for cap, _ in needs(example)} >= {"children", "timers", "events", "patching", "versions", "retries"}
+
+
+def test_a_spawn_is_refused_by_its_capability_whatever_the_release() -> None:
+    """No Python adapter drives `spawn`: the bundle is refused (exit 3) naming the step and detached_spawn."""
+    import taskhub_programs
+    from drivers.python.driver import Language, _runners, problems
+    from fake_worker import activities
+
+    _runners(taskhub_programs)  # as the driver does at start
+
+    class Release:  # an adapter whose release lacks nothing it can be asked about
+        sdk, wait_timeout, custom_status = "some-sdk 1.0", True, True
+
+        def absent(self) -> dict[str, str]:
+            return {}
+
+    bundle = parse_bundle({"programs": {"main": {"steps": [
+        {"if": {"cond": True, "then": [{"spawn": {"workflow": "main"}, "as": "s"}]}}, {"return": "${s}"}]}}})
+    assert problems(bundle, Release(), Language(P=taskhub_programs, A=activities)) == [
+        {"path": "$.programs.main.steps[0].if.then[0].spawn", "capability": "detached_spawn",
+         "reason": "some-sdk 1.0: this driver has no spawn (a detached workflow started from workflow code); the "
+                   "Python SDK adapters map no such call"}]

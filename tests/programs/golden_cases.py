@@ -41,6 +41,11 @@ PROGRAMS: dict[str, Any] = {
         {"return": "${xs.0}"},
     ]},
     "child": {"steps": None},
+    # `spawn` apart from every_step: a driver without detached_spawn refuses it, naming this path.
+    "spawner": {"steps": [
+        {"spawn": {"workflow": "child", "input": "${input}"}, "as": "s"},
+        {"spawn": {"workflow": "child", "instance_id": "${instance_id}-x"}},
+    ]},
     "versioned": {"versions": {"v1": {"steps": [{"return": "one"}]}, "v2": {"steps": [{"return": 2.0}]}}},
     "pinned_default": {"versions": {"b": {"steps": []}, "a": {"steps": [{"return": [1, {"k": "v"}]}]}},
                        "default": "a"},

@@ -31,6 +31,7 @@ ROUTING_KEYS = {"app", "propagation"}
 SHAPES = {
     "call_activity": {"step", "name", "input", "retry", "as"},
     "call_child": {"step", "workflow", "input", "instance_id", "retry", "as"},
+    "spawn": {"step", "workflow", "input", "instance_id", "as"},
     "timer": {"step", "duration", "as"},
     "wait_event": {"step", "name", "timeout", "default", "as"},
     "all": {"step", "tasks", "as"},

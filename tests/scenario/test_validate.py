@@ -160,7 +160,7 @@ def test_unknown_keys_in_programs_are_on_their_own_line_with_did_you_mean(tmp_pa
     assert found == [
         (8, "program: unknown key 'retyr' (did you mean 'retry'?); allowed: name, input, retry, app, propagation"),
         (9, "program: unknown key 'timre' (did you mean 'timer'?); allowed: call_activity, call_child, timer, "
-            "wait_event, all, any, if_patched, if, set, set_status, continue_as_new, return, fail, as"),
+            "wait_event, spawn, all, any, if_patched, if, set, set_status, continue_as_new, return, fail, as"),
         (10, "program: unknown key 'stpes' (did you mean 'steps'?); allowed: steps, versions"),
     ]
 

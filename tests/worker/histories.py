@@ -153,6 +153,12 @@ def event_raised(name: str, value: Any = NONE, *, t: float | datetime = 0) -> pb
     return ev
 
 
+def detached_created(id: int, instance_id: str, *, t: float | datetime = 0) -> pb.HistoryEvent:
+    ev = _ev(id, t)
+    ev.detachedWorkflowInstanceCreated.instanceId = instance_id
+    return ev
+
+
 def child_created(id: int, name: str, instance_id: str, input: Any = NONE, *,
                   t: float | datetime = 0) -> pb.HistoryEvent:
     ev = _ev(id, t)
@@ -253,6 +259,15 @@ def create_child(id: int, name: str, instance_id: str, input: Any = NONE) -> pb.
     a.createChildWorkflow.instanceId = instance_id
     if input is not NONE:
         a.createChildWorkflow.input.value = enc(input)
+    return a
+
+
+def create_detached(id: int, name: str, instance_id: str, input: Any = NONE) -> pb.WorkflowAction:
+    a = pb.WorkflowAction(id=id)
+    a.createDetachedWorkflow.name = name
+    a.createDetachedWorkflow.instanceId = instance_id
+    if input is not NONE:
+        a.createDetachedWorkflow.input.value = enc(input)
     return a
 
 
