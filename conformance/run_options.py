@@ -225,10 +225,14 @@ class Selection:
     of_areas: frozenset[str] = frozenset()  # the requirement ids of those areas
     failed: frozenset[str] | None = None  # --last-failed: the scenarios that failed last time
 
-    def selects(self, scenario: Any) -> bool:
+    def names(self, scenario_id: str) -> bool:
+        """Whether the --scenario globs take this id: known before its file is read (`discover`'s test)."""
         from fnmatch import fnmatch
 
-        if self.globs and not any(fnmatch(scenario.id, g) for g in self.globs):
+        return not self.globs or any(fnmatch(scenario_id, g) for g in self.globs)
+
+    def selects(self, scenario: Any) -> bool:
+        if not self.names(scenario.id):
             return False
         if self.requirements and not self.requirements & set(scenario.requirements):
             return False
