@@ -15,7 +15,8 @@ failure of a requirement the target claims.
   `conformance.reporting.allure`, the same ones `conformance run` writes.
 - reports: with `--conformance-reports DIR`, the matrix, JUnit, summary.json and events.jsonl of
   the items that ran (merged across pytest-xdist workers) are written there at the end.
-- pytest-xdist: `-n` hands each worker a fixed share of the items (conformance/pytest_shares.py);
+- pytest-xdist: in a session of scenarios only, `-n` hands each worker a fixed share of the items
+  (conformance/pytest_shares.py; a session with other tests keeps xdist's own scheduling);
   items that must have a shared engine to themselves (`--conformance-sidecar address`; they restart
   or cut the worker's connection) are one group, all in one share, and also take the engine's lock
   across processes.
@@ -73,9 +74,10 @@ def pytest_configure(config: pytest.Config) -> None:
             config.args.append(library)
         else:
             config.args[:] = [library]
-    # xdist's own grouping keeps the items that need an engine alone on one worker (see the docstring);
-    # xdist's default distribution becomes the shares of conformance/pytest_shares.py.
-    if getattr(config.option, "dist", "no") == "load":
+    # In a run of scenarios only, xdist's default distribution becomes the shares of
+    # conformance/pytest_shares.py. A run that also collects other tests (the project's own
+    # `./dev test`, whose testpaths include scenarios/) keeps xdist's own scheduling untouched.
+    if getattr(config.option, "dist", "no") == "load" and _only_scenarios(config):
         config.option.dist = "loadgroup"
         config.stash[_SHARED_OUT] = True
     # An xdist worker reads --dist from its own command line, which never had our switch: without this,
@@ -133,7 +135,7 @@ def pytest_configure_node(node: Any) -> None:
 
 def _shares_out(config: pytest.Config) -> bool:
     """Whether this run's xdist scheduler hands out the fixed shares (a worker then runs its share ahead)."""
-    return bool(config.stash.get(_SHARED_OUT, False)) and _wants_conformance(config)
+    return bool(config.stash.get(_SHARED_OUT, False))
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -148,14 +150,13 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 def _group_of_id(config: pytest.Config, nodeid: str) -> str | None:
     """In the controller, which has node ids but no items: the group `ScenarioItem.group` gives the item."""
     from conformance.pytest_shares import group_of
-    from conformance.runner.isolation import needs_engine_alone, shares_engine
 
     path, _, label = nodeid.partition("::")
     label = label.split("@")[0]
     scenario = _shared_scenario_in_controller(config, (config.rootpath / path).resolve())
     pair = next((p for p in _pairs(config) if p.label == label), None)
-    if scenario is not None and pair is not None and shares_engine(pair) and needs_engine_alone(scenario):
-        return _alone_group(pair)
+    if scenario is not None and pair is not None:
+        return _alone_group(scenario, pair)
     return group_of(nodeid)
 
 
@@ -167,8 +168,12 @@ def _shared_scenario_in_controller(config: pytest.Config, path: Path) -> Any | N
     return config.stash.get(_SHARED_LOADED, {}).get(str(path))
 
 
-def _alone_group(pair: Any) -> str:
-    return f"engine-alone-{pair.sidecar.name}"
+def _alone_group(scenario: Any, pair: Any) -> str | None:
+    """The `xdist_group` of an item that must have a shared engine to itself (conformance/runner/isolation.py),
+    else None: the one rule, for items (in a worker) and for node ids (in the controller)."""
+    from conformance.runner.isolation import needs_engine_alone, shares_engine
+
+    return f"engine-alone-{pair.sidecar.name}" if shares_engine(pair) and needs_engine_alone(scenario) else None
 
 
 def _shared_scenario(config: pytest.Config, path: Path) -> Any | None:
@@ -191,6 +196,13 @@ def _options(config: pytest.Config) -> Any:
     return config.stash[_OPTIONS]
 
 
+def _only_scenarios(config: pytest.Config) -> bool:
+    """Whether the session collects scenarios and nothing else: only then does the plugin choose xdist's
+    scheduling and `-n auto`'s count (a mixed run, e.g. testpaths of tests/ and scenarios/, keeps xdist's)."""
+    paths = [Path(str(arg).split("::")[0]) for arg in config.args]
+    return bool(paths) and all(p.name == "scenarios" or _scenario_root(p.resolve()) is not None for p in paths)
+
+
 def _wants_conformance(config: pytest.Config) -> bool:
     """Whether this session runs scenarios (so `-n auto` means scenario workers, not cores)."""
     given = any(config.getoption(f"conformance_{d}", default=None) not in (None, [], False)
@@ -205,7 +217,7 @@ _JOBS_PER_WORKER = 6  # -n auto: one worker per 6 jobs (the CLI keeps its defaul
 # tryfirst: xdist's own implementation (the core count) is registered after ours and would answer first.
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    return max(1, -(-_options(config).jobs // _JOBS_PER_WORKER)) if _wants_conformance(config) else None
+    return max(1, -(-_options(config).jobs // _JOBS_PER_WORKER)) if _only_scenarios(config) else None
 
 
 def _scenario_root(path: Path) -> Path | None:
@@ -283,14 +295,12 @@ class CollectError(Exception):
 
 class ScenarioItem(pytest.Item):
     def __init__(self, *, scenario: Any, pair: Any, **kwargs: Any) -> None:
-        from conformance.runner.isolation import needs_engine_alone, shares_engine
-
         super().__init__(**kwargs)
         self.scenario, self.pair = scenario, pair
         for req in scenario.requirements:
             self.add_marker(pytest.mark.requirement(req))
-        self.alone = shares_engine(pair) and needs_engine_alone(scenario)
-        self.group = _alone_group(pair) if self.alone else None
+        self.group = _alone_group(scenario, pair)
+        self.alone = self.group is not None
         if self.group:
             self.add_marker(pytest.mark.xdist_group(self.group))
 

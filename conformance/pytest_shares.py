@@ -61,6 +61,7 @@ class ShareScheduling:
         self.node2unsent: dict[Any, list[int]] = {}
         self.orphans: list[int] = []  # items of a crashed worker not yet given to another
         self.collection: list[str] | None = None
+        self.aborted = False  # the workers collected different items: nothing is sent, the run ends
         self.group_of = group_of
 
     @property
@@ -73,6 +74,8 @@ class ShareScheduling:
 
     @property
     def tests_finished(self) -> bool:
+        if self.aborted:
+            return True
         if not self.collection_is_completed or self.collection is None or self.orphans:
             return False
         return not any(self.node2pending.values()) and not any(self.node2unsent.values())
@@ -87,10 +90,12 @@ class ShareScheduling:
         self.node2unsent[node] = []
 
     def add_node_collection(self, node: Any, collection: Sequence[str]) -> None:
-        if self.collection is not None and list(collection) != self.collection:
-            self._report_difference(node, collection)
-            return
         self.node2collection[node] = list(collection)
+        if self.collection is not None and list(collection) != self.collection:
+            # A replacement worker that collected something else: it gets nothing and stops.
+            self._report_difference(node, collection, against=(None, self.collection))
+            self.node2unsent[node] = []
+            node.shutdown()
 
     def mark_test_complete(self, node: Any, item_index: int, duration: float = 0) -> None:
         self.node2pending[node].remove(item_index)
@@ -131,6 +136,7 @@ class ShareScheduling:
                 if c != first:
                     self._report_difference(node, c, against=(first_node, first))
             self.log("**Different tests collected, aborting run**")
+            self.aborted = True  # as with xdist's own schedulers: tests_finished, so xdist stops every worker
             return
         self.collection = list(first)
         parts = shares([self.group_of(i) for i in self.collection], workers=self.numnodes)
@@ -149,7 +155,7 @@ class ShareScheduling:
         """Give the orphaned items to a live worker that is not shutting down, the first by name."""
         if not self.orphans or self.collection is None:
             return
-        live = [n for n in self.nodes if not n.shutting_down]
+        live = [n for n in self.nodes if not n.shutting_down and self.node2collection.get(n) == self.collection]
         if not live:
             return
         node = min(live, key=lambda n: (worker_index(n.gateway.id) is None, n.gateway.id))
@@ -168,12 +174,13 @@ class ShareScheduling:
         if not unsent:
             node.shutdown()
 
-    def _report_difference(self, node: Any, collection: Sequence[str], against: Any = None) -> None:
+    def _report_difference(self, node: Any, collection: Sequence[str], *, against: tuple[Any, Sequence[str]]) -> None:
         import pytest
         from xdist.report import report_collection_diff
 
-        other, theirs = against or next(iter(self.node2collection.items()))
-        message = report_collection_diff(theirs, list(collection), other.gateway.id, node.gateway.id)
+        other, theirs = against
+        name = other.gateway.id if other is not None else "the run"
+        message = report_collection_diff(theirs, list(collection), name, node.gateway.id)
         self.log(message)
         self.config.hook.pytest_collectreport(
             report=pytest.CollectReport(nodeid=node.gateway.id, outcome="failed", longrepr=message, result=[]))
