@@ -22,9 +22,10 @@ failure of a requirement the target claims.
   across processes.
 - concurrency: items mostly wait on the engine, so each process runs the items it will run ahead of
   time, in threads, as `conformance run --jobs` does: a plain `pytest` run keeps `--conformance-jobs`
-  items in flight over its whole order, an xdist worker its part of them over its share; `-n auto`
-  starts one worker per `_JOBS_PER_WORKER` jobs. Results are taken in pytest's order, so verdicts,
-  reports and `-x` read as in a serial run.
+  items in flight over its whole order, an xdist worker its part of them over its share. `-n auto`
+  runs as many processes as `conformance run` does by default, one: the session's own (xdist starts
+  no worker), `-n N` asks for N workers. Results are taken in pytest's order, so verdicts, reports
+  and `-x` read as in a serial run.
 """
 
 from __future__ import annotations
@@ -199,6 +200,9 @@ def _options(config: pytest.Config) -> Any:
 def _only_scenarios(config: pytest.Config) -> bool:
     """Whether the session collects scenarios and nothing else: only then does the plugin choose xdist's
     scheduling and `-n auto`'s count (a mixed run, e.g. testpaths of tests/ and scenarios/, keeps xdist's)."""
+    if (config.getoption("conformance_library", default=False)
+            and config.args_source is not pytest.Config.ArgsSource.ARGS):
+        return True  # the library replaces the session's paths (in pytest_configure, after -n auto's count)
     paths = [Path(str(arg).split("::")[0]) for arg in config.args]
     return bool(paths) and all(p.name == "scenarios" or _scenario_root(p.resolve()) is not None for p in paths)
 
@@ -211,13 +215,14 @@ def _wants_conformance(config: pytest.Config) -> bool:
         part == "scenarios" for arg in config.args for part in Path(str(arg)).parts)
 
 
-_JOBS_PER_WORKER = 6  # -n auto: one worker per 6 jobs (the CLI keeps its default 6 in one process); see docs/pytest.md
-
-
 # tryfirst: xdist's own implementation (the core count) is registered after ours and would answer first.
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    return max(1, -(-_options(config).jobs // _JOBS_PER_WORKER)) if _only_scenarios(config) else None
+    """`-n auto` on scenarios: no xdist worker, as `conformance run` keeps its jobs in one process by
+    default. Scenarios wait on the engine, so one process keeps --conformance-jobs of them in flight in
+    threads; a worker is one more whole Python process to start (imports, assertion rewriting,
+    collection: ~1 s of CPU each, measured in docs/pytest.md), which a 2-core machine pays in wall time."""
+    return 0 if _only_scenarios(config) else None
 
 
 def _scenario_root(path: Path) -> Path | None:

@@ -345,3 +345,7 @@ def test_a_run_that_also_collects_other_tests_keeps_xdists_own_scheduling(tmp_pa
     only = _run("-m", "pytest", "scenarios", "-p", "no:cacheprovider", "-v", "-n", "2", cwd=tmp_path)
     assert only.returncode == 0, only.stdout + only.stderr
     assert "scheduling tests via ShareScheduling" in only.stdout, only.stdout
+    # -n auto on scenarios only: the CLI's default of one process, so xdist starts no worker.
+    auto = _run("-m", "pytest", "scenarios", "-p", "no:cacheprovider", "-v", "-n", "auto", cwd=tmp_path)
+    assert auto.returncode == 0, auto.stdout + auto.stderr
+    assert "1 passed" in auto.stdout and "created:" not in auto.stdout and "[gw" not in auto.stdout, auto.stdout
