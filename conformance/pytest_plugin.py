@@ -208,7 +208,7 @@ def _only_scenarios(config: pytest.Config) -> bool:
 
 
 def _wants_conformance(config: pytest.Config) -> bool:
-    """Whether this session runs scenarios (so `-n auto` means scenario workers, not cores)."""
+    """Whether this session runs scenarios (its options are checked and its targets prepared at the start)."""
     given = any(config.getoption(f"conformance_{d}", default=None) not in (None, [], False)
                 for d in ("worker", "sidecar", "requirement", "scenario", "reports"))
     return given or bool(config.getoption("conformance_library", default=False)) or any(
@@ -221,7 +221,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """`-n auto` on scenarios: no xdist worker, as `conformance run` keeps its jobs in one process by
     default. Scenarios wait on the engine, so one process keeps --conformance-jobs of them in flight in
     threads; a worker is one more whole Python process to start (imports, assertion rewriting,
-    collection: ~1 s of CPU each, measured in docs/pytest.md), which a 2-core machine pays in wall time."""
+    collection: ~1.7 s of CPU each, docs/pytest.md), which a 2-core machine pays in wall time."""
     return 0 if _only_scenarios(config) else None
 
 
