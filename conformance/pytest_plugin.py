@@ -15,15 +15,17 @@ failure of a requirement the target claims.
   `conformance.reporting.allure`, the same ones `conformance run` writes.
 - reports: with `--conformance-reports DIR`, the matrix, JUnit, summary.json and events.jsonl of
   the items that ran (merged across pytest-xdist workers) are written there at the end.
-- pytest-xdist: items that must have a shared engine to themselves (`--conformance-sidecar
-  address`; they restart or cut the worker's connection) are one `xdist_group` and also take the
-  engine's lock across processes.
-- concurrency: items mostly wait on the engine, so each process runs the items it is about to run
-  ahead of time, in threads, as `conformance run --jobs` does: a plain `pytest` run keeps
-  `--conformance-jobs` items in flight (it knows its whole order), an xdist worker the item it runs
-  and the next one xdist gave it (all a worker knows); `-n auto` starts half of
-  `--conformance-jobs` workers, so both paths have as many scenarios in flight. Results are taken
-  in pytest's order, so verdicts, reports and `-x` read as in a serial run.
+- pytest-xdist: in a session of scenarios only, `-n` hands each worker a fixed share of the items
+  (conformance/pytest_shares.py; a session with other tests keeps xdist's own scheduling);
+  items that must have a shared engine to themselves (`--conformance-sidecar address`; they restart
+  or cut the worker's connection) are one group, all in one share, and also take the engine's lock
+  across processes.
+- concurrency: items mostly wait on the engine, so each process runs the items it will run ahead of
+  time, in threads, as `conformance run --jobs` does: a plain `pytest` run keeps `--conformance-jobs`
+  items in flight over its whole order, an xdist worker its part of them over its share. `-n auto`
+  runs as many processes as `conformance run` does by default, one: the session's own (xdist starts
+  no worker), `-n N` asks for N workers. Results are taken in pytest's order, so verdicts, reports
+  and `-x` read as in a serial run.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ _SHARED_INPUT = "conformance_scenarios"
 _STARTED = pytest.StashKey[float]()
 _EVENTS_OUTPUT = "conformance_events"
 _AHEAD = pytest.StashKey[Any]()
+_SHARED_OUT = pytest.StashKey[bool]()
+_SHARES_INPUT = "conformance_shares"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -71,9 +75,16 @@ def pytest_configure(config: pytest.Config) -> None:
             config.args.append(library)
         else:
             config.args[:] = [library]
-    # xdist's own grouping keeps the items that need an engine alone on one worker (see the docstring).
-    if getattr(config.option, "dist", "no") == "load":
+    # In a run of scenarios only, xdist's default distribution becomes the shares of
+    # conformance/pytest_shares.py. A run that also collects other tests (the project's own
+    # `./dev test`, whose testpaths include scenarios/) keeps xdist's own scheduling untouched.
+    if getattr(config.option, "dist", "no") == "load" and _only_scenarios(config):
         config.option.dist = "loadgroup"
+        config.stash[_SHARED_OUT] = True
+    # An xdist worker reads --dist from its own command line, which never had our switch: without this,
+    # xdist (with pytest before 9) would not append the group to the worker's node ids.
+    if getattr(config, "workerinput", {}).get(_SHARES_INPUT):
+        config.option.loadgroup = True
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -104,7 +115,7 @@ def _share_scenarios(config: pytest.Config) -> None:
         files = sorted(path.rglob("*.yaml")) if path.is_dir() else [path]
         for file in files:
             root = _scenario_root(file.resolve())
-            if root is None or not file.is_file():
+            if root is None or not file.is_file() or not _named(config, file.resolve()):
                 continue
             try:
                 loaded[str(file.resolve())] = load_scenario(file.resolve(), root=root)
@@ -120,6 +131,50 @@ def _share_scenarios(config: pytest.Config) -> None:
 def pytest_configure_node(node: Any) -> None:
     if _SHARED in node.config.stash:
         node.workerinput[_SHARED_INPUT] = str(node.config.stash[_SHARED])
+    node.workerinput[_SHARES_INPUT] = _shares_out(node.config)
+
+
+def _shares_out(config: pytest.Config) -> bool:
+    """Whether this run's xdist scheduler hands out the fixed shares (a worker then runs its share ahead)."""
+    return bool(config.stash.get(_SHARED_OUT, False))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if not _shares_out(config):
+        return None
+    from conformance.pytest_shares import ShareScheduling
+
+    return ShareScheduling(config, log, group_of=lambda nodeid: _group_of_id(config, nodeid))
+
+
+def _group_of_id(config: pytest.Config, nodeid: str) -> str | None:
+    """In the controller, which has node ids but no items: the group `ScenarioItem.group` gives the item."""
+    from conformance.pytest_shares import group_of
+
+    path, _, label = nodeid.partition("::")
+    label = label.split("@")[0]
+    scenario = _shared_scenario_in_controller(config, (config.rootpath / path).resolve())
+    pair = next((p for p in _pairs(config) if p.label == label), None)
+    if scenario is not None and pair is not None:
+        return _alone_group(scenario, pair)
+    return group_of(nodeid)
+
+
+def _shared_scenario_in_controller(config: pytest.Config, path: Path) -> Any | None:
+    if _SHARED_LOADED not in config.stash and _SHARED in config.stash:
+        from conformance.scenario.shared import load_scenarios
+
+        config.stash[_SHARED_LOADED] = load_scenarios(config.stash[_SHARED])
+    return config.stash.get(_SHARED_LOADED, {}).get(str(path))
+
+
+def _alone_group(scenario: Any, pair: Any) -> str | None:
+    """The `xdist_group` of an item that must have a shared engine to itself (conformance/runner/isolation.py),
+    else None: the one rule, for items (in a worker) and for node ids (in the controller)."""
+    from conformance.runner.isolation import needs_engine_alone, shares_engine
+
+    return f"engine-alone-{pair.sidecar.name}" if shares_engine(pair) and needs_engine_alone(scenario) else None
 
 
 def _shared_scenario(config: pytest.Config, path: Path) -> Any | None:
@@ -142,8 +197,18 @@ def _options(config: pytest.Config) -> Any:
     return config.stash[_OPTIONS]
 
 
+def _only_scenarios(config: pytest.Config) -> bool:
+    """Whether the session collects scenarios and nothing else: only then does the plugin choose xdist's
+    scheduling and `-n auto`'s count (a mixed run, e.g. testpaths of tests/ and scenarios/, keeps xdist's)."""
+    if (config.getoption("conformance_library", default=False)
+            and config.args_source is not pytest.Config.ArgsSource.ARGS):
+        return True  # the library replaces the session's paths (in pytest_configure, after -n auto's count)
+    paths = [Path(str(arg).split("::")[0]) for arg in config.args]
+    return bool(paths) and all(p.name == "scenarios" or _scenario_root(p.resolve()) is not None for p in paths)
+
+
 def _wants_conformance(config: pytest.Config) -> bool:
-    """Whether this session runs scenarios (so `-n auto` means scenario workers, not cores)."""
+    """Whether this session runs scenarios (its options are checked and its targets prepared at the start)."""
     given = any(config.getoption(f"conformance_{d}", default=None) not in (None, [], False)
                 for d in ("worker", "sidecar", "requirement", "scenario", "reports"))
     return given or bool(config.getoption("conformance_library", default=False)) or any(
@@ -153,7 +218,11 @@ def _wants_conformance(config: pytest.Config) -> bool:
 # tryfirst: xdist's own implementation (the core count) is registered after ours and would answer first.
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    return max(1, -(-_options(config).jobs // _WORKER_DEPTH)) if _wants_conformance(config) else None
+    """`-n auto` on scenarios: no xdist worker, as `conformance run` keeps its jobs in one process by
+    default. Scenarios wait on the engine, so one process keeps --conformance-jobs of them in flight in
+    threads; a worker is one more whole Python process to start (imports, assertion rewriting,
+    collection: ~1.7 s of CPU each, docs/pytest.md), which a 2-core machine pays in wall time."""
+    return 0 if _only_scenarios(config) else None
 
 
 def _scenario_root(path: Path) -> Path | None:
@@ -164,9 +233,15 @@ def _scenario_root(path: Path) -> Path | None:
 
 
 def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.Collector | None:
-    if file_path.suffix == ".yaml" and _scenario_root(file_path) is not None:
+    if file_path.suffix == ".yaml" and _named(parent.config, file_path):
         return ScenarioFile.from_parent(parent, path=file_path)
     return None
+
+
+def _named(config: pytest.Config, path: Path) -> bool:
+    """A scenario file the --conformance-scenario globs take: the others are not read (as the CLI's)."""
+    root = _scenario_root(path)
+    return root is not None and _selection(config).names(path.relative_to(root).with_suffix("").as_posix())
 
 
 def _pairs(config: pytest.Config) -> list[Any]:
@@ -225,15 +300,14 @@ class CollectError(Exception):
 
 class ScenarioItem(pytest.Item):
     def __init__(self, *, scenario: Any, pair: Any, **kwargs: Any) -> None:
-        from conformance.runner.isolation import needs_engine_alone, shares_engine
-
         super().__init__(**kwargs)
         self.scenario, self.pair = scenario, pair
         for req in scenario.requirements:
             self.add_marker(pytest.mark.requirement(req))
-        self.alone = shares_engine(pair) and needs_engine_alone(scenario)
-        if self.alone:
-            self.add_marker(pytest.mark.xdist_group(f"engine-alone-{pair.sidecar.name}"))
+        self.group = _alone_group(scenario, pair)
+        self.alone = self.group is not None
+        if self.group:
+            self.add_marker(pytest.mark.xdist_group(self.group))
 
     def runtest(self) -> None:
         from conformance.events import Outcome
@@ -287,26 +361,42 @@ class ScenarioItem(pytest.Item):
 
 # ------------------------------------------------------------------------- items run ahead of time
 
-_WORKER_DEPTH = 2  # an xdist worker knows the item it runs and the next one, no more
-
-
 class _Ahead:
-    """Scenario items started before pytest reaches them, in threads; pytest takes their results
-    in its own order. An item that needs a shared engine alone is never run ahead, nor beside one."""
+    """Scenario items started before pytest reaches them, in threads; pytest takes their results in its
+    own order. `order` is what this process will run: the session's items, or an xdist worker's share.
+    An item that needs a shared engine alone is never run ahead, nor beside one: the items after it
+    start only once pytest has passed it."""
 
-    def __init__(self, *, depth: int) -> None:
+    def __init__(self, *, order: list[pytest.Item] | None, threads: int) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
-        self.depth = depth
-        self.pool = ThreadPoolExecutor(max_workers=depth, thread_name_prefix="scenario-ahead")
+        self.order = order  # None: unknown beyond the item pytest runs and the next one
+        self.position = {item.nodeid: n for n, item in enumerate(order or ())}
+        self.started_to = 0  # order[:started_to] have been started (or run by pytest itself)
+        self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="scenario-ahead")
         self.running: dict[str, Any] = {}  # nodeid -> Future[ScenarioFinished]
 
-    def start(self, items: list[pytest.Item]) -> None:
-        for item in items:
-            if not isinstance(item, ScenarioItem) or item.alone:
-                return
-            if item.nodeid not in self.running:
-                self.running[item.nodeid] = self.pool.submit(item.execute)
+    def reached(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
+        """pytest is at `item`: start it and what follows it in the order, up to the next item that
+        must run alone (an item not in the order runs in pytest's thread)."""
+        if self.order is None:
+            self._start([item, *([nextitem] if nextitem is not None else [])])
+            return
+        n = self.position.get(item.nodeid)
+        if n is None or n < self.started_to:
+            return
+        self.started_to = n + self._start(self.order[n:])
+
+    def _start(self, items: list[pytest.Item]) -> int:
+        """Start `items` up to the first that must not run ahead; how many that was."""
+        n = 0
+        for later in items:
+            if not isinstance(later, ScenarioItem) or later.alone:
+                break
+            if later.nodeid not in self.running:
+                self.running[later.nodeid] = self.pool.submit(later.execute)
+            n += 1
+        return n
 
     def take(self, item: "ScenarioItem") -> Any | None:
         future = self.running.pop(item.nodeid, None)
@@ -322,19 +412,27 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return
     config = item.config
     if _AHEAD not in config.stash:
-        worker = hasattr(config, "workerinput")
-        config.stash[_AHEAD] = _Ahead(depth=_WORKER_DEPTH if worker else max(1, _options(config).jobs))
-    ahead = config.stash[_AHEAD]
-    if hasattr(config, "workerinput"):
-        upcoming = [item, *([nextitem] if nextitem is not None else [])]
-    else:
-        index = config.stash.setdefault(_ORDER, {i.nodeid: n for n, i in enumerate(item.session.items)})
-        n = index.get(item.nodeid, 0)
-        upcoming = item.session.items[n:n + ahead.depth]
-    ahead.start(upcoming)
+        config.stash[_AHEAD] = _ahead_of(item.session)
+    config.stash[_AHEAD].reached(item, nextitem)
 
 
-_ORDER = pytest.StashKey[dict]()
+def _ahead_of(session: pytest.Session) -> _Ahead:
+    """A plain run knows its whole order and keeps --conformance-jobs items in flight; an xdist worker
+    of the share scheduler knows its share and keeps its part of them; another xdist worker knows only
+    the item it runs and the next (xdist's `load` hands out no more): it keeps those two in flight."""
+    from conformance.pytest_shares import group_of, shares, worker_index
+
+    config = session.config
+    jobs = max(1, _options(config).jobs)
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None:
+        return _Ahead(order=list(session.items), threads=jobs)
+    count, k = int(workerinput.get("workercount", 1)), worker_index(str(workerinput.get("workerid", "")))
+    if not workerinput.get(_SHARES_INPUT) or k is None or k >= count:
+        return _Ahead(order=None, threads=2)
+    groups = [getattr(i, "group", None) or group_of(i.nodeid) for i in session.items]
+    share = shares(groups, workers=count)[k]
+    return _Ahead(order=[session.items[i] for i in share], threads=max(1, -(-jobs // count)))
 
 
 class ScenarioFailed(AssertionError):

@@ -111,8 +111,8 @@ RUN_OPTIONS: tuple[OptionSpec, ...] = (
               "with pytest: no reports unless given)"),
     _opt("no-reports", action="store_true", help="only the terminal output"),
     _opt("jobs", type=int, default=6,
-         help="scenarios run at once (default 6, shared out among --processes; with pytest: the worker count of "
-              "`-n auto`)"),
+         help="scenarios run at once (default 6, shared out among --processes; with pytest: shared out among "
+              "-n's workers)"),
     _opt("processes", type=int, default=None, cli_only=True, metavar="N",
          help="processes that run the scenarios, each with its own engines and its share of --jobs "
               "(default 1: all in this process; the machine's cores use them all). The harness, the reference engine "
@@ -225,10 +225,14 @@ class Selection:
     of_areas: frozenset[str] = frozenset()  # the requirement ids of those areas
     failed: frozenset[str] | None = None  # --last-failed: the scenarios that failed last time
 
-    def selects(self, scenario: Any) -> bool:
+    def names(self, scenario_id: str) -> bool:
+        """Whether the --scenario globs take this id: known before its file is read (`discover`'s test)."""
         from fnmatch import fnmatch
 
-        if self.globs and not any(fnmatch(scenario.id, g) for g in self.globs):
+        return not self.globs or any(fnmatch(scenario_id, g) for g in self.globs)
+
+    def selects(self, scenario: Any) -> bool:
+        if not self.names(scenario.id):
             return False
         if self.requirements and not self.requirements & set(scenario.requirements):
             return False

@@ -4,6 +4,7 @@ reports as `conformance run`, allure results through allure-pytest, and pytest-x
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -40,8 +41,15 @@ def _library(tmp_path: Path) -> Path:
     return tmp_path / "scenarios"
 
 
-def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=600, cwd=cwd)
+def _clean_env(**extra: str) -> dict[str, str]:
+    """The environment of a nested pytest run: without the PYTEST_* variables of the pytest (or xdist
+    worker, PYTEST_XDIST_WORKER) running this test, which would make the inner run look like a worker."""
+    return {**{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}, **extra}
+
+
+def _run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=600, cwd=cwd,
+                          env=env or _clean_env())
 
 
 def _same_run(text: str) -> str:
@@ -219,3 +227,125 @@ def test_stopping_early_leaves_no_scenario_running_and_reports_what_pytest_reach
     assert done.returncode == 1, done.stdout + done.stderr
     assert "1 failed" in done.stdout and "passed" not in done.stdout, done.stdout
     assert sorted(_finished(reports / "events.jsonl")) == ["mine/bad"]
+
+
+ALONE = """title: restarts its worker {n}
+requirements: [CONN-REDELIVER-001]
+programs: {{main: {{steps: [{{wait_event: go}}, {{return: {n}}}]}}}}
+start: {{workflow: main}}
+steps:
+  - restart_worker: {{}}
+  - raise: {{event: go}}
+expect: {{status: COMPLETED, output: {n}}}
+"""
+# Loaded with -p into the inner run's controller and workers: each worker writes the reports it made, under
+# the name xdist gave it (its workerinput; not an environment variable, which an outer run may have set).
+RECORDER = """import os
+
+WORKER = []
+
+
+def pytest_configure(config):
+    WORKER[:] = [getattr(config, "workerinput", {}).get("workerid")]
+
+
+def pytest_runtest_logreport(report):
+    worker = WORKER[0] if WORKER else None
+    if worker and report.when == "call":
+        with open(os.environ["CONFORMANCE_RECORD"], "a", encoding="utf-8") as out:
+            out.write(f"{report.nodeid}\\t{worker}\\t{report.outcome}\\n")
+"""
+
+
+def test_xdist_shares_keep_the_engine_alone_group_on_one_worker_and_run_each_item_once(tmp_path):
+    from conformance.targets.reference import start_reference_sidecar
+
+    folder = tmp_path / "scenarios" / "mixed"
+    folder.mkdir(parents=True)
+    for n in range(6):
+        (folder / f"plain-{n}.yaml").write_text(GOOD.replace("title: returns one", f"title: returns one {n}"),
+                                                encoding="utf-8")
+    for n in range(3):
+        (folder / f"alone-{n}.yaml").write_text(ALONE.format(n=n), encoding="utf-8")
+    (tmp_path / "record_workers.py").write_text(RECORDER, encoding="utf-8")
+    record = tmp_path / "record.tsv"
+    env = _clean_env(CONFORMANCE_RECORD=str(record),
+                     PYTHONPATH=os.pathsep.join([str(tmp_path), str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    engine = start_reference_sidecar(options={}, work_dir=tmp_path)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", str(tmp_path / "scenarios"), "-p", "no:cacheprovider", "-p",
+             "record_workers", "-q", "-n", "3", "--conformance-jobs", "6", "--conformance-sidecar", "address",
+             "--conformance-sidecar-address", engine.address],
+            capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
+    finally:
+        engine.stop()
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = [line.split("\t") for line in record.read_text(encoding="utf-8").splitlines()]
+    by_name = {}
+    for nodeid, worker, outcome in rows:
+        by_name.setdefault(Path(nodeid.split("::")[0]).stem, []).append((worker, outcome))
+    # Every item reported once, by one worker, and passed.
+    assert sorted(by_name) == sorted([f"plain-{n}" for n in range(6)] + [f"alone-{n}" for n in range(3)])
+    assert all(len(runs) == 1 and runs[0][1] == "passed" for runs in by_name.values()), by_name
+    alone_workers = {by_name[f"alone-{n}"][0][0] for n in range(3)}
+    plain_workers = {by_name[f"plain-{n}"][0][0] for n in range(6)}
+    assert len(alone_workers) == 1, by_name  # the engine-alone group stays together
+    assert len(plain_workers) > 1, by_name  # and the other items are shared out
+
+
+def test_shares_cover_every_item_once_and_keep_groups_whole():
+    from conformance.pytest_shares import group_of, shares
+
+    groups = ["engine-alone-address" if n % 4 == 1 else None for n in range(13)]
+    for workers in (1, 2, 3, 5):
+        parts = shares(groups, workers=workers)
+        assert len(parts) == workers
+        assert sorted(i for part in parts for i in part) == list(range(len(groups)))
+        assert len([k for k, part in enumerate(parts) if any(groups[i] for i in part)]) == 1, parts
+        assert all(part == sorted(part) for part in parts)
+    # Plain items are dealt out: with no group, shares differ in size by at most one.
+    sizes = [len(p) for p in shares([None] * 13, workers=3)]
+    assert max(sizes) - min(sizes) <= 1, sizes
+    assert group_of("s/a.yaml::p@engine-alone-x") == "engine-alone-x" and group_of("s/a.yaml::p[a@b]") is None
+
+
+# Loaded with -p: worker gw1 collects one item fewer than gw0.
+DIFFER = """def pytest_collection_modifyitems(config, items):
+    if getattr(config, "workerinput", {}).get("workerid") == "gw1":
+        del items[-1]
+"""
+
+
+def test_workers_that_collect_different_items_end_the_run_with_the_difference(tmp_path):
+    scenarios = _library(tmp_path)
+    (tmp_path / "differ.py").write_text(DIFFER, encoding="utf-8")
+    env = _clean_env(PYTHONPATH=os.pathsep.join([str(tmp_path), str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    # Our scheduler used to wait for a schedule that never came: the timeout is the failure here.
+    done = _run("-m", "pytest", str(scenarios), "-p", "no:cacheprovider", "-p", "differ", "-q", "-n", "2",
+                cwd=tmp_path, env=env)
+    assert done.returncode != 0, done.stdout + done.stderr
+    assert re.search(r"Different tests were collected between gw[01] and gw[01]", done.stdout), done.stdout
+    assert " passed" not in done.stdout, done.stdout  # no item ran
+
+
+def test_a_run_that_also_collects_other_tests_keeps_xdists_own_scheduling(tmp_path):
+    """The project's own `./dev test` runs `pytest -n 2` over testpaths that include scenarios/: the
+    plugin must leave that run's scheduling (and -n auto's count) to xdist."""
+    scenarios = _library(tmp_path)
+    (scenarios / "mine" / "bad.yaml").unlink()
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "test_plain.py").write_text("def test_one():\n    pass\n\n\ndef test_two():\n    pass\n",
+                                         encoding="utf-8")
+    mixed = _run("-m", "pytest", "tests", "scenarios", "-p", "no:cacheprovider", "-v", "-n", "2", cwd=tmp_path)
+    assert mixed.returncode == 0, mixed.stdout + mixed.stderr
+    assert "scheduling tests via LoadScheduling" in mixed.stdout, mixed.stdout
+    assert "3 passed" in mixed.stdout, mixed.stdout
+    only = _run("-m", "pytest", "scenarios", "-p", "no:cacheprovider", "-v", "-n", "2", cwd=tmp_path)
+    assert only.returncode == 0, only.stdout + only.stderr
+    assert "scheduling tests via ShareScheduling" in only.stdout, only.stdout
+    # -n auto on scenarios only: the CLI's default of one process, so xdist starts no worker.
+    auto = _run("-m", "pytest", "scenarios", "-p", "no:cacheprovider", "-v", "-n", "auto", cwd=tmp_path)
+    assert auto.returncode == 0, auto.stdout + auto.stderr
+    assert "1 passed" in auto.stdout and "created:" not in auto.stdout and "[gw" not in auto.stdout, auto.stdout
