@@ -70,7 +70,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from conformance.fuzz.common import DEFAULT_DATABASE, Budget
+    from conformance.fuzz.common import DEFAULT_DATABASE, Budget, process_began
     from conformance.targets.registry import DEFAULT_TARGETS, TargetError, load_targets
 
     from conformance.fuzz import shards as S
@@ -122,7 +122,9 @@ def run(args: argparse.Namespace) -> int:
     logging.getLogger("fake_worker").setLevel(logging.ERROR)
     results = []
     for target in workers:
-        results.append(_worker_campaign(args, target, budget, database, out))
+        # The first campaign's budget counts from the process's start (imports, targets, probes).
+        began = process_began() if not results else None
+        results.append(_worker_campaign(args, target, budget, database, out, began=began))
     for target in sidecars:
         results.append(_sidecar_campaign(args, target, budget, database, out))
     differential = [r.differential for r in results if r.differential is not None]
@@ -144,7 +146,8 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_FINDINGS if any(r.findings for r in results) else EXIT_OK
 
 
-def _worker_campaign(args: argparse.Namespace, target: Any, budget: Any, database: Path | None, out: Any) -> CampaignResult:
+def _worker_campaign(args: argparse.Namespace, target: Any, budget: Any, database: Path | None, out: Any, *,
+                     began: float | None = None) -> CampaignResult:
     from conformance.fuzz import scenario_out
     from conformance.dialects.compare import profile_for
     from conformance.dialects.history import Dialect
@@ -224,7 +227,7 @@ def _worker_campaign(args: argparse.Namespace, target: Any, budget: Any, databas
     common = dict(target=target.name, make_worker=make, features=features, profile=profile, dialect=dialect,
                   seed=args.seed, budget=budget, database=database, pool_size=args.pool,
                   mutations=not args.no_mutations, known=set(known), out=out, on_finding=on_finding,
-                  shard=getattr(args, "shard_index", 0))
+                  shard=getattr(args, "shard_index", 0), began=began)
     if reference:
         campaign = WorkerCampaign(**common)
     else:

@@ -23,7 +23,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -437,10 +437,14 @@ class DriverPool:
                 "timeouts": sum(w.timeouts for w in self.workers), "failovers": self.failovers,
                 "silent": self.silent}
 
+    def submit_many(self, jobs: Sequence[tuple[int, TurnCase]]) -> list[Future[pb.WorkflowResponse | None]]:
+        """(stream, turn) pairs sent at once (up to `concurrency` in flight per stream, the rest
+        queued in order); the futures of their answers, for a caller with other work meanwhile."""
+        return [self._pool.submit(self.answer, case, stream=i % len(self.workers)) for i, case in jobs]
+
     def answer_many(self, jobs: Sequence[tuple[int, TurnCase]]) -> list[pb.WorkflowResponse | None]:
         """Answers to (stream, turn) pairs, all in flight at once (up to `concurrency` per stream)."""
-        futures = [self._pool.submit(self.answer, case, stream=i % len(self.workers)) for i, case in jobs]
-        return [f.result() for f in futures]
+        return [f.result() for f in self.submit_many(jobs)]
 
     def alive(self, stream: int = 0) -> bool:
         return self.workers[stream].alive()
@@ -460,8 +464,12 @@ class DriverPool:
             restarting = list(getattr(self, "_down", {}).values())
         for thread in restarting:
             thread.join()
-        for w in self.workers:
-            w.close()
+        if len(self.workers) > 1:  # each driver's own shutdown takes a while: all of them at once
+            with ThreadPoolExecutor(max_workers=len(self.workers)) as ex:
+                list(ex.map(lambda w: w.close(), self.workers))
+        else:
+            for w in self.workers:
+                w.close()
 
 
 def wait_until(pred: Callable[[], bool], timeout: float) -> bool:
