@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     try:
         targets = load_targets(DEFAULT_TARGETS, extra=[args.targets] if args.targets else [])
-        workers = [targets.worker(w) for w in args.worker]
+        workers = _probed_workers(targets, args)
         sidecars = [targets.sidecar(s) for s in args.sidecar]
     except TargetError as exc:
         print(f"conformance fuzz: {exc}", file=sys.stderr)
@@ -144,6 +144,25 @@ def run(args: argparse.Namespace) -> int:
     if any(r.error for r in results):
         return EXIT_BAD_INPUT if all(r.error for r in results) else EXIT_FINDINGS
     return EXIT_FINDINGS if any(r.findings for r in results) else EXIT_OK
+
+
+def _probed_workers(targets: Any, args: argparse.Namespace) -> list[Any]:
+    """The worker targets, probed (each probe is a process importing its SDK): meanwhile this
+    process draws the first campaign's first program pool from the declared capabilities, which
+    the campaign then finds drawn when the probe took nothing away (the usual case)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from conformance.fuzz.programs import Features
+    from conformance.fuzz.worker_fuzz import round_pool
+
+    if not args.worker:
+        return []
+    with ThreadPoolExecutor(max_workers=len(args.worker)) as ex:
+        probes = [ex.submit(targets.worker, w) for w in args.worker]
+        first = targets.workers.get(args.worker[0])
+        if first is not None and not first.reference:
+            round_pool(seed=args.seed, rnd=0, size=args.pool, features=Features.from_capabilities(first.capabilities))
+        return [f.result() for f in probes]
 
 
 def _worker_campaign(args: argparse.Namespace, target: Any, budget: Any, database: Path | None, out: Any, *,

@@ -141,7 +141,7 @@ class WorkerCampaign:
 
     def _round(self, rnd: int) -> None:
         began = time.monotonic()
-        pool_doc = P.sample_pool(seed_for("pool", self.seed, rnd), self.pool_size, self.features)
+        pool_doc = round_pool(seed=self.seed, rnd=rnd, size=self.pool_size, features=self.features)
         bundle = parse_bundle({"programs": pool_doc})
         pool = sorted(n for n in pool_doc if n.startswith("p"))
         self.progress.say(f"round {rnd}: {len(pool)} programs (pool {P.digest(pool_doc)}), starting {self.target}")
@@ -425,6 +425,11 @@ class WorkerCampaign:
                              "the same turn, answered by the reference executor in a fresh process", raise_=False)
 
 
+def round_pool(*, seed: int, rnd: int, size: int, features: P.Features) -> dict[str, Any]:
+    """The program pool of round `rnd` of a campaign with `seed` (the same in every shard)."""
+    return P.sample_pool(seed_for("pool", seed, rnd), size, features)
+
+
 FLAKY_REPLAYS = 4
 
 
@@ -462,4 +467,4 @@ def known_from(paths: Iterable[Path], target: str) -> set[str]:
     return out
 
 
-__all__ = ["Finding", "FindingError", "WorkerCampaign", "known_from"]
+__all__ = ["Finding", "FindingError", "WorkerCampaign", "known_from", "round_pool"]
