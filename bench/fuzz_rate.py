@@ -7,17 +7,18 @@ an idle and on a loaded machine. Measured in the same run as the campaigns, befo
 one (a campaign's share is against the mean of the two), so that the load cancels out.
 
 - campaigns (default): `conformance fuzz --worker W --budget B --seed S` as its own process, with
-  this checkout's code and with the base commit's (a `git worktree` in a temporary directory, the
-  SDKs linked in), one after the other. Printed: turns, seconds of search (start-up, warm-up and
-  shrinking left out; the base reports only its whole run), turns per second, the loopback limit,
-  the share, and the wall time against the budget.
+  this checkout's code and with the base's: `--baseline DIR`, a checkout you made (say of main:
+  `git worktree add --detach DIR main`), or `--base REV` (a `git worktree` in a temporary
+  directory), the SDKs linked in either way; one after the other. Printed: turns, seconds of search
+  (start-up, warm-up and shrinking left out; a base older than issue 24 reports only its whole
+  run), turns per second, the loopback limit, the share, and the wall time against the budget.
 - `--drivers`: every installed worker target, one turn at a time and 8 at once through the
   reference sidecar, with the CPU time each side spends per turn: the driver process's CPU per
   turn is the SDK's own time per turn (a driver whose SDK alone takes more than a quarter-limit
   turn's time is limited by its SDK, not by the harness).
 - `--executor`: the pure executor (making histories, replaying every turn).
 
-    ./dev bench fuzz_rate [--worker NAME ...] [--budget 30s] [--seed 5] [--base REV | --no-base]
+    ./dev bench fuzz_rate [--worker NAME ...] [--budget 30s] [--seed 5] [--baseline DIR | --base REV | --no-base]
     ./dev bench fuzz_rate --drivers [--histories N]
 """
 
@@ -132,6 +133,11 @@ def base_checkout(rev: str, where: Path) -> Path:
     """A detached worktree of `rev` in `where`, with this checkout's installed SDKs linked in."""
     subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(where), rev], check=True,
                    capture_output=True, text=True)
+    return link_sdks(where)
+
+
+def link_sdks(where: Path) -> Path:
+    """`where` with this checkout's installed SDKs linked in where it has none of its own."""
     for rel in SHARED:
         src = (ROOT / rel).resolve()
         if src.exists() and not (where / rel).exists():
@@ -158,16 +164,20 @@ def run_campaign(code_root: Path, label: str, worker: str, budget: str, seed: in
     return CampaignRun(label, 0, 0.0, wall, "no figures: " + " | ".join(tail))
 
 
-def campaigns(workers: list[str], budget: str, seed: int, base: str | None) -> None:
+def campaigns(workers: list[str], budget: str, seed: int, base: str | None, baseline: Path | None = None) -> None:
     print(f"fuzz campaigns: conformance fuzz --worker W --budget {budget} --seed {seed} (load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs); loopback = serial unary gRPC round trips/s between "
           "two Python processes, measured before and after each campaign")
-    print(f"  {'worker':<20}{'code':<16}{'turns':>7}{'s':>7}{'turns/s':>9}{'loopback/s':>12}{'share':>8}"
+    print(f"  {'worker':<20}{'code':<18}{'turns':>7}{'s':>7}{'turns/s':>9}{'loopback/s':>12}{'share':>8}"
           f"{'wall s':>8}  notes")
     tmp = Path(tempfile.mkdtemp(prefix="fuzz-rate-base-"))
     codes = [("this checkout", ROOT)]
     try:
-        if base:
+        if baseline is not None:
+            rev = subprocess.run(["git", "-C", str(baseline), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                 text=True).stdout.strip() or "?"
+            codes.append((f"baseline {rev}", link_sdks(baseline)))
+        elif base:
             codes.append((f"base {base}", base_checkout(base, tmp / "base")))
         server = EchoServer()
         try:
@@ -178,12 +188,13 @@ def campaigns(workers: list[str], budget: str, seed: int, base: str | None) -> N
                     after = round_trips_per_second(server=server)
                     limit, loop = (loop + after) / 2, after
                     rate = r.turns / r.seconds if r.seconds else 0.0
-                    print(f"  {worker:<20}{label:<16}{r.turns:>7}{r.seconds:>7.1f}{rate:>9.0f}{limit:>12.0f}"
-                          f"{100 * rate / limit:>7.1f}%{r.wall:>8.1f}  {r.note}", flush=True)
+                    print(f"  {worker:<20}{label:<18}{r.turns:>7}{r.seconds:>7.1f}{rate:>9.0f}{limit:>12.0f}"
+                          f"{100 * rate / limit:>7.1f}%{r.wall:>8.1f}  load {os.getloadavg()[0]:.1f}; {r.note}",
+                          flush=True)
         finally:
             server.close()
     finally:
-        if base:
+        if base and baseline is None:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tmp / "base")],
                            capture_output=True)
         shutil.rmtree(tmp, ignore_errors=True)
@@ -226,6 +237,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", default="30s", help="per campaign (default 30s)")
     ap.add_argument("--seed", type=int, default=5)
     ap.add_argument("--base", default=BASE, help=f"the commit to compare with (default {BASE}, before issue 24)")
+    ap.add_argument("--baseline", type=Path, metavar="DIR",
+                    help="a checkout to compare with (e.g. of main: git worktree add --detach DIR main); "
+                         "instead of --base")
     ap.add_argument("--no-base", action="store_true", help="this checkout only")
     ap.add_argument("--drivers", action="store_true", help="every installed driver, one turn at a time and 8 at once")
     ap.add_argument("--histories", type=int, default=40, help="histories per driver with --drivers (default 40)")
@@ -243,7 +257,10 @@ def main(argv: list[str] | None = None) -> int:
         names = args.worker or [n for n, t in targets.workers.items() if not t.reference and t.starter is not None]
         drivers(names, args.histories)
         return 0
-    campaigns(args.worker or ["dapr-ext-workflow"], args.budget, args.seed, None if args.no_base else args.base)
+    if args.baseline is not None and not (args.baseline / "conformance" / "__init__.py").is_file():
+        ap.error(f"--baseline {args.baseline}: not a checkout of this project (no conformance/__init__.py)")
+    campaigns(args.worker or ["dapr-ext-workflow"], args.budget, args.seed, None if args.no_base else args.base,
+              None if args.no_base else args.baseline)
     return 0
 
 

@@ -70,7 +70,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from conformance.fuzz.common import DEFAULT_DATABASE, Budget
+    from conformance.fuzz.common import DEFAULT_DATABASE, Budget, process_began
     from conformance.targets.registry import DEFAULT_TARGETS, TargetError, load_targets
 
     from conformance.fuzz import shards as S
@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     try:
         targets = load_targets(DEFAULT_TARGETS, extra=[args.targets] if args.targets else [])
-        workers = [targets.worker(w) for w in args.worker]
+        workers = _probed_workers(targets, args)
         sidecars = [targets.sidecar(s) for s in args.sidecar]
     except TargetError as exc:
         print(f"conformance fuzz: {exc}", file=sys.stderr)
@@ -122,7 +122,9 @@ def run(args: argparse.Namespace) -> int:
     logging.getLogger("fake_worker").setLevel(logging.ERROR)
     results = []
     for target in workers:
-        results.append(_worker_campaign(args, target, budget, database, out))
+        # The first campaign's budget counts from the process's start (imports, targets, probes).
+        began = process_began() if not results else None
+        results.append(_worker_campaign(args, target, budget, database, out, began=began))
     for target in sidecars:
         results.append(_sidecar_campaign(args, target, budget, database, out))
     differential = [r.differential for r in results if r.differential is not None]
@@ -144,7 +146,27 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_FINDINGS if any(r.findings for r in results) else EXIT_OK
 
 
-def _worker_campaign(args: argparse.Namespace, target: Any, budget: Any, database: Path | None, out: Any) -> CampaignResult:
+def _probed_workers(targets: Any, args: argparse.Namespace) -> list[Any]:
+    """The worker targets, probed (each probe is a process importing its SDK): meanwhile this
+    process draws the first campaign's first program pool from the declared capabilities, which
+    the campaign then finds drawn when the probe took nothing away (the usual case)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from conformance.fuzz.programs import Features
+    from conformance.fuzz.worker_fuzz import round_pool
+
+    if not args.worker:
+        return []
+    with ThreadPoolExecutor(max_workers=len(args.worker)) as ex:
+        probes = [ex.submit(targets.worker, w) for w in args.worker]
+        first = targets.workers.get(args.worker[0])
+        if first is not None and not first.reference:
+            round_pool(seed=args.seed, rnd=0, size=args.pool, features=Features.from_capabilities(first.capabilities))
+        return [f.result() for f in probes]
+
+
+def _worker_campaign(args: argparse.Namespace, target: Any, budget: Any, database: Path | None, out: Any, *,
+                     began: float | None = None) -> CampaignResult:
     from conformance.fuzz import scenario_out
     from conformance.dialects.compare import profile_for
     from conformance.dialects.history import Dialect
@@ -224,7 +246,7 @@ def _worker_campaign(args: argparse.Namespace, target: Any, budget: Any, databas
     common = dict(target=target.name, make_worker=make, features=features, profile=profile, dialect=dialect,
                   seed=args.seed, budget=budget, database=database, pool_size=args.pool,
                   mutations=not args.no_mutations, known=set(known), out=out, on_finding=on_finding,
-                  shard=getattr(args, "shard_index", 0))
+                  shard=getattr(args, "shard_index", 0), began=began)
     if reference:
         campaign = WorkerCampaign(**common)
     else:

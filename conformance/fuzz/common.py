@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import os
 import re
 import sys
 import time
@@ -49,6 +50,23 @@ class Budget:
         if self.seconds is not None:
             return Budget(seconds=self.seconds / parts)
         return Budget(examples=max(1, (self.examples or 0) // parts))
+
+
+_IMPORTED = time.monotonic()
+
+
+def process_began() -> float:
+    """The `time.monotonic()` at which this process started, so that a budget counts the
+    interpreter's start and the imports too (Linux: the process's start time in /proc, on the
+    same boot-based clock; elsewhere: when this module was imported)."""
+    try:
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        began = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # starttime: ticks since boot
+    except (OSError, ValueError, IndexError):
+        return _IMPORTED
+    now = time.monotonic()
+    # CLOCK_MONOTONIC counts from boot on Linux too; anything else falls back to the import time.
+    return began if 0 <= now - began <= now - _IMPORTED + 600 else _IMPORTED
 
 
 @dataclass

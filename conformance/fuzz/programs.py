@@ -289,12 +289,25 @@ def digest(doc: Any) -> str:
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
 
 
+_POOLS: dict[tuple[int, int, Features], str] = {}  # pools already drawn in this process, as JSON
+
+
 def sample_pool(seed: int, n: int, features: Features = ALL_FEATURES) -> dict[str, Any]:
     """`n` distinct random programs named p0..p{n-1}, deterministic in `seed` (plus the children).
 
     Drawn by Hypothesis itself (a seeded, generate-only run that collects examples), so the pool
-    comes from the same strategy the campaigns use; p0 is the simplest program.
+    comes from the same strategy the campaigns use; p0 is the simplest program. A pool drawn
+    before in this process (drawn ahead, say while an SDK's probe runs) is returned as a fresh copy.
     """
+    drawn = _POOLS.get((seed, n, features))
+    if drawn is not None:
+        return json.loads(drawn)
+    drawn = json.dumps(_draw_pool(seed, n, features))
+    _POOLS[(seed, n, features)] = drawn
+    return json.loads(drawn)  # the same form (JSON values) whether drawn now or before
+
+
+def _draw_pool(seed: int, n: int, features: Features) -> dict[str, Any]:
     from hypothesis import HealthCheck, Phase, given, seed as hseed, settings
 
     found: list[dict[str, Any]] = []

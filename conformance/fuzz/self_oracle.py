@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -184,12 +185,20 @@ class SelfOracleCampaign(WorkerCampaign):
             iid = pick(c, INSTANCE_IDS)
             programs.append(Program(pool[c.int(0, len(pool) - 1)], data.draw(P.inputs), iid if k == 0 else f"{iid}-{k}"))
         unechoed = getattr(worker, "unechoed", 0)
+        submit = getattr(worker, "submit_many", None) if streams > 1 else None
+        early: dict[tuple[int, int], tuple[Any, list[Future[pb.WorkflowResponse | None]]]] = {}
 
         def answer_many(jobs: list[tuple[int, TurnCase]]) -> list[pb.WorkflowResponse | None]:
             self.progress.count("turns", len(jobs))
             if streams == 1:
                 return [worker.answer(case) for _, case in jobs]
-            return worker.answer_many([(k % streams, case) for k, case in jobs])
+            got = worker.answer_many([(k % streams, case) for k, case in jobs])
+            if submit is not None:
+                # The replays of this step's answered turns go out now, not after the last step: the
+                # drivers answer them while the harness draws and sends the next step.
+                self._replay_early(submit, early, [(k, case) for (k, case), g in zip(jobs, got) if g is not None],
+                                   streams)
+            return got
 
         runs = run_programs(bundle, programs, c, answer_many, events=self.features.events,
                             suspend=self.features.suspend, max_turns=self.max_turns, perturb=self._perturb)
@@ -226,7 +235,7 @@ class SelfOracleCampaign(WorkerCampaign):
                 for x in run.cases:
                     if x.got is not None:
                         self._execution_ids(x, ctx)
-        self._replays(runs, contexts, streams, worker)
+        self._replays(runs, contexts, streams, worker, early)
         for run, ctx in zip(runs, contexts):
             for x in run.cases:
                 if x.got is not None and x.committed:
@@ -250,25 +259,49 @@ class SelfOracleCampaign(WorkerCampaign):
                          normalise(x.got), normalise(x.got))
         self._finding("task-execution-ids", cmp, x, **ctx)
 
-    def _replays(self, runs: list[Any], contexts: list[dict[str, Any]], streams: int, worker: Any) -> None:
-        """Every answered turn again: on the stream that made it, and on another one (a process that
-        never saw the instance), all at once."""
-        jobs, recorded = [], []
-        for k, (run, ctx) in enumerate(zip(runs, contexts)):
+    def _replay_early(self, submit: Any, early: dict[tuple[int, int], tuple[Any, list[Any]]],
+                      answered: list[tuple[int, TurnCase]], streams: int) -> None:
+        """Send the replays of `answered` (run index, turn) now, without waiting: on the turn's own
+        stream and on the next one. Their futures are kept under (run index, how many answered
+        turns of that run came before): each answered turn is one case of its run, in order
+        (`interleave._Sim.steps`), which is how `_replays` finds them."""
+        jobs = []
+        for k, case in answered:
             home = k % streams
-            for x in run.cases:
-                if x.got is None:
-                    continue
-                jobs.append((home, _replay(x)))
-                recorded.append((x, ctx, "self-determinism"))
-                if streams > 1:
-                    jobs.append(((home + 1) % streams, _replay(x)))
-                    recorded.append((x, ctx, "self-determinism-fresh-process"))
+            jobs += [(home, _replay(case)), ((home + 1) % streams, _replay(case))]
         if not jobs:
             return
         self.progress.count("turns", len(jobs))
-        again = worker.answer_many(jobs) if streams > 1 else [worker.answer(case) for _, case in jobs]
-        for (x, ctx, kind), got in zip(recorded, again):
+        futures = submit(jobs)
+        for i, (k, case) in enumerate(answered):
+            early[(k, sum(1 for key in early if key[0] == k))] = (case.past, futures[2 * i:2 * i + 2])
+
+    def _replays(self, runs: list[Any], contexts: list[dict[str, Any]], streams: int, worker: Any,
+                 early: dict[tuple[int, int], tuple[Any, list[Any]]] | None = None) -> None:
+        """Every answered turn again: on the stream that made it, and on another one (a process that
+        never saw the instance). Those already sent while the schedule ran (`early`) are collected;
+        the others are sent all at once."""
+        jobs, recorded, sent = [], [], []
+        early = early or {}
+        for k, (run, ctx) in enumerate(zip(runs, contexts)):
+            home = k % streams
+            for n, x in enumerate(x for x in run.cases if x.got is not None):
+                kinds = ["self-determinism"] + (["self-determinism-fresh-process"] if streams > 1 else [])
+                past, futures = early.get((k, n), (None, None))
+                if futures is not None and past is x.past:  # the very turn (its history's own tuple)
+                    sent += [(x, ctx, kind, f) for kind, f in zip(kinds, futures)]
+                    continue
+                jobs.append((home, _replay(x)))
+                recorded.append((x, ctx, kinds[0]))
+                if streams > 1:
+                    jobs.append(((home + 1) % streams, _replay(x)))
+                    recorded.append((x, ctx, kinds[1]))
+        if jobs:
+            self.progress.count("turns", len(jobs))
+        again = (worker.answer_many(jobs) if streams > 1 else [worker.answer(case) for _, case in jobs]) if jobs else []
+        results = [(x, ctx, kind, f.result()) for x, ctx, kind, f in sent]
+        results += [(x, ctx, kind, got) for (x, ctx, kind), got in zip(recorded, again)]
+        for x, ctx, kind, got in results:
             cmp = compare(x.got, got, profile=self.profile)  # type: ignore[arg-type]
             if not cmp.equal:
                 self._finding(kind, cmp, x, **ctx)

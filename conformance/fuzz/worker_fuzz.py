@@ -110,12 +110,16 @@ class WorkerCampaign:
     on_finding: Callable[[Finding], None] | None = None
     max_turns: int = 10
     shard: int = 0  # which shard of a campaign this is (0: the only one, or the first)
+    began: float | None = None  # time.monotonic() the budget counts from (the process's start); None: now
 
     def __post_init__(self) -> None:
         self.findings: list[Finding] = []
         self.progress = Progress(self.target, self.out)
         self.clock = Clock(self.budget, grace=0.0)  # the budget includes start-up; a shrink stops at its end
         self.timeline = Timeline()
+        if self.began is not None:  # what ran before the campaign (imports, targets, the SDK's probe)
+            self.timeline.add(Stage.STARTUP, seconds=self.clock.began - self.began)
+            self.clock.began = self.began
         self._warm = False  # the first example of a round runs on freshly started processes
         self._first_finding: tuple[float, int] | None = None  # (when, turns by then) in the current chunk
         self._pending: dict[str, Finding] = {}
@@ -136,10 +140,12 @@ class WorkerCampaign:
         return self.findings
 
     def _round(self, rnd: int) -> None:
-        pool_doc = P.sample_pool(seed_for("pool", self.seed, rnd), self.pool_size, self.features)
+        began = time.monotonic()
+        pool_doc = round_pool(seed=self.seed, rnd=rnd, size=self.pool_size, features=self.features)
         bundle = parse_bundle({"programs": pool_doc})
         pool = sorted(n for n in pool_doc if n.startswith("p"))
         self.progress.say(f"round {rnd}: {len(pool)} programs (pool {P.digest(pool_doc)}), starting {self.target}")
+        self.timeline.add(Stage.STARTUP, seconds=time.monotonic() - began)  # drawing the pool
         began = time.monotonic()
         worker = self.make_worker(bundle, pool_doc)
         self.timeline.add(Stage.STARTUP, seconds=time.monotonic() - began)
@@ -419,6 +425,11 @@ class WorkerCampaign:
                              "the same turn, answered by the reference executor in a fresh process", raise_=False)
 
 
+def round_pool(*, seed: int, rnd: int, size: int, features: P.Features) -> dict[str, Any]:
+    """The program pool of round `rnd` of a campaign with `seed` (the same in every shard)."""
+    return P.sample_pool(seed_for("pool", seed, rnd), size, features)
+
+
 FLAKY_REPLAYS = 4
 
 
@@ -456,4 +467,4 @@ def known_from(paths: Iterable[Path], target: str) -> set[str]:
     return out
 
 
-__all__ = ["Finding", "FindingError", "WorkerCampaign", "known_from"]
+__all__ = ["Finding", "FindingError", "WorkerCampaign", "known_from", "round_pool"]

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import re
@@ -22,8 +23,8 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -335,7 +336,11 @@ class DriverPool:
         self.concurrency = max(1, concurrency)
         self._pool = ThreadPoolExecutor(max_workers=len(self.workers) * self.concurrency,
                                         thread_name_prefix="fuzz-turn")
-        self._slots = [threading.Semaphore(self.concurrency) for _ in self.workers]
+        # Turns sent ahead (replays) have threads of their own, so they never hold up a turn the
+        # schedule waits for; the slots let the latter in first.
+        self._ahead = ThreadPoolExecutor(max_workers=len(self.workers) * self.concurrency,
+                                         thread_name_prefix="fuzz-ahead")
+        self._slots = [Slots(self.concurrency) for _ in self.workers]
         self._down: dict[int, threading.Thread] = {}  # streams whose process is being replaced
         self._down_lock = threading.Lock()
         self.silent = 0  # turns no process answered
@@ -392,9 +397,11 @@ class DriverPool:
             self._down[stream] = thread
         thread.start()
 
-    def answer(self, case: TurnCase, *, stream: int = 0) -> pb.WorkflowResponse | None:
+    def answer(self, case: TurnCase, *, stream: int = 0, urgent: bool = True) -> pb.WorkflowResponse | None:
+        """The answer of `stream`'s process (or of another one when it is silent); `urgent`: a turn
+        the caller waits for, sent before any turn sent ahead (`submit_many`) on that stream."""
         if len(self.workers) == 1:
-            with self._slots[0]:
+            with self._slots[0].held(urgent=urgent):
                 return self.workers[0].answer(case)
         stream = self._live(stream)
         worker = self.workers[stream]
@@ -403,7 +410,7 @@ class DriverPool:
             self._replace(stream, handle)
             stream = self._live(stream)
             worker, handle = self.workers[stream], self.workers[stream].handle
-        with self._slots[stream]:
+        with self._slots[stream].held(urgent=urgent):
             got = worker.try_answer(case, timeout=worker.latency.patience(factor=10, floor=0.5))
         if got is not None:
             return got
@@ -414,7 +421,7 @@ class DriverPool:
         other = self._live((stream + 1) % len(self.workers))
         helper = self.workers[other]
         handle = helper.handle
-        with self._slots[other]:
+        with self._slots[other].held(urgent=urgent):
             got = helper.try_answer(case, timeout=helper.latency.patience(factor=40, floor=2.0))
         if got is None:
             self.silent += 1
@@ -437,8 +444,14 @@ class DriverPool:
                 "timeouts": sum(w.timeouts for w in self.workers), "failovers": self.failovers,
                 "silent": self.silent}
 
+    def submit_many(self, jobs: Sequence[tuple[int, TurnCase]]) -> list[Future[pb.WorkflowResponse | None]]:
+        """(stream, turn) pairs sent at once (up to `concurrency` in flight per stream, the rest
+        queued in order); the futures of their answers, for a caller with other work meanwhile."""
+        return [self._ahead.submit(self.answer, case, stream=i % len(self.workers), urgent=False) for i, case in jobs]
+
     def answer_many(self, jobs: Sequence[tuple[int, TurnCase]]) -> list[pb.WorkflowResponse | None]:
-        """Answers to (stream, turn) pairs, all in flight at once (up to `concurrency` per stream)."""
+        """Answers to (stream, turn) pairs, all in flight at once (up to `concurrency` per stream),
+        ahead of any turn sent with `submit_many`."""
         futures = [self._pool.submit(self.answer, case, stream=i % len(self.workers)) for i, case in jobs]
         return [f.result() for f in futures]
 
@@ -453,15 +466,49 @@ class DriverPool:
             w.restart()
 
     def close(self) -> None:
-        pool = getattr(self, "_pool", None)
-        if pool is not None:
-            pool.shutdown(wait=True)
+        for name in ("_ahead", "_pool"):
+            pool = getattr(self, name, None)
+            if pool is not None:
+                pool.shutdown(wait=True)
         with getattr(self, "_down_lock", threading.Lock()):
             restarting = list(getattr(self, "_down", {}).values())
         for thread in restarting:
             thread.join()
-        for w in self.workers:
-            w.close()
+        if len(self.workers) > 1:  # each driver's own shutdown takes a while: all of them at once
+            with ThreadPoolExecutor(max_workers=len(self.workers)) as ex:
+                list(ex.map(lambda w: w.close(), self.workers))
+        else:
+            for w in self.workers:
+                w.close()
+
+
+class Slots:
+    """Turns in flight on one stream, at most `limit`; a waiting urgent turn goes before any other."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._busy = 0
+        self._urgent_waiting = 0
+        self._cond = threading.Condition()
+
+    @contextlib.contextmanager
+    def held(self, *, urgent: bool) -> Iterator[None]:
+        with self._cond:
+            self._urgent_waiting += urgent
+            try:
+                while self._busy >= self.limit or (not urgent and self._urgent_waiting):
+                    self._cond.wait()
+            finally:
+                self._urgent_waiting -= urgent
+            self._busy += 1
+            if urgent:  # turns held back only for this one may go if a slot is left
+                self._cond.notify_all()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._busy -= 1
+                self._cond.notify_all()
 
 
 def wait_until(pred: Callable[[], bool], timeout: float) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import shlex
 import signal
 import socket
@@ -181,11 +182,27 @@ class ManagedProcess:
 
     def _wait_exited(self, *, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
+        if self.returncode is None:
+            self._await_exit(timeout)
         while self.returncode is None:
             if time.monotonic() >= deadline:
                 return False
             time.sleep(_POLL_INTERVAL_S)
         return True
+
+    def _await_exit(self, timeout: float) -> None:
+        """Block until the process exits or `timeout` passes, without reaping it: a pidfd turns
+        readable at the exit (Linux 5.3+); without one this returns at once and the caller polls."""
+        try:
+            fd = os.pidfd_open(self.pid)
+        except (AttributeError, OSError):
+            return
+        try:
+            waiter = select.poll()
+            waiter.register(fd, select.POLLIN)
+            waiter.poll(None if timeout == float("inf") else max(0, int(timeout * 1000)))
+        finally:
+            os.close(fd)
 
     def _kill_group(self) -> None:
         try:
