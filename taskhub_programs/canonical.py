@@ -46,9 +46,12 @@ def _steps(steps: tuple[Step, ...]) -> list[dict[str, Any]]:
 def _retry(retry: Retry | None) -> dict[str, Any] | None:
     if retry is None:
         return None
-    return {"max_attempts": retry.max_attempts, "first_delay": float(retry.first_delay),
-            "backoff": float(retry.backoff),
-            "max_delay": None if retry.max_delay is None else float(retry.max_delay)}
+    out = {"max_attempts": retry.max_attempts, "first_delay": float(retry.first_delay),
+           "backoff": float(retry.backoff),
+           "max_delay": None if retry.max_delay is None else float(retry.max_delay)}
+    if retry.timeout is not None:  # only where set: a policy without one keeps the form it had before it
+        out["timeout"] = float(retry.timeout)
+    return out
 
 
 def _routing(step: CallActivity | CallChild) -> dict[str, Any]:

@@ -18,6 +18,8 @@ from taskhub_programs.language import (
 STEP_NEEDS: dict[type, str] = {CallChild: "children", Timer: "timers", WaitEvent: "events", IfPatched: "patching",
                                Spawn: "detached_spawn"}
 VERSIONS, RETRIES, CARRY_EVENTS = "versions", "retries", "carry_events"
+# A retry policy with a total `timeout` (not every SDK's policy has one, e.g. durabletask-js's).
+RETRY_TIMEOUT = "retry_timeout"
 # Workflows across apps (`app:`) and history propagation (`propagation:`, the `propagated` built-in;
 # with the input {"events": true} it also lists each chunk's events).
 CROSSAPP, PROPAGATION, PROPAGATED_EVENTS = "crossapp", "propagation", "propagated_events"
@@ -40,6 +42,8 @@ def _steps(steps: Sequence[Step], path: str) -> Iterator[tuple[str, str]]:
             yield STEP_NEEDS[type(step)], here
         if isinstance(step, (CallActivity, CallChild)) and step.retry is not None:
             yield RETRIES, f"{here}.retry"
+            if step.retry.timeout is not None:
+                yield RETRY_TIMEOUT, f"{here}.retry.timeout"
         if isinstance(step, (CallActivity, CallChild)) and step.app is not None:
             yield CROSSAPP, f"{here}.app"
         if isinstance(step, (CallActivity, CallChild)) and step.propagation is not None:

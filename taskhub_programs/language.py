@@ -41,6 +41,8 @@ class Retry:
     first_delay: float
     backoff: float = 1.0
     max_delay: float | None = None
+    # No attempt starts once the delays so far add up to this (seconds from the first attempt); None: no limit.
+    timeout: float | None = None
 
 
 @dataclass(frozen=True)
@@ -459,7 +461,7 @@ class _Parser:
     def retry(self, raw: Any, path: str) -> Retry | None:
         if raw is None:
             return None
-        body = self.mapping(raw, path, required=("max_attempts", "first_delay"), optional=("backoff", "max_delay"))
+        body = self.mapping(raw, path, required=("max_attempts", "first_delay"), optional=("backoff", "max_delay", "timeout"))
         if body is None:
             return None
         attempts = body["max_attempts"]
@@ -470,10 +472,11 @@ class _Parser:
         if not isinstance(backoff, (int, float)) or isinstance(backoff, bool) or backoff < 1:
             self.err(f"{path}.backoff", f"{backoff!r} must be a number >= 1")
             backoff = 1.0
-        max_delay = body.get("max_delay")
+        max_delay, timeout = body.get("max_delay"), body.get("timeout")
         return Retry(max_attempts=attempts, first_delay=self.duration(body["first_delay"], f"{path}.first_delay"),
                      backoff=float(backoff),
-                     max_delay=None if max_delay is None else self.duration(max_delay, f"{path}.max_delay"))
+                     max_delay=None if max_delay is None else self.duration(max_delay, f"{path}.max_delay"),
+                     timeout=None if timeout is None else self.duration(timeout, f"{path}.timeout"))
 
     def duration(self, raw: Any, path: str) -> float:
         try:

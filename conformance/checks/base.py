@@ -55,6 +55,9 @@ class VectorObservation:
     foreign: bool = False  # a fuzz finding's history, which no engine writes for this worker (docs/verdicts.md)
     overridden: bool = False  # the turn delivers ExecutionTerminated: the engine applies none of the answer
     held: bool = False  # the turn leaves the instance suspended: an answer may hold its actions (EVT-SUSP-001)
+    # Ids the turn's history already holds for an action, in the answer's numbering: id -> (action kind,
+    # name); an optional timer's id is left out, since another action may take it (HIST-EVENTID-001).
+    recorded: Mapping[int, tuple[str, str]] = field(default_factory=dict)
     reproduce: str = ""
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -14,6 +15,7 @@ from conformance.scenario.basics import MISSING
 from conformance.verdict import Level, Mismatch, Subject, classify_answer_mismatch
 
 SELF_DETERMINISM = "RPL-DET-001"
+EXECUTES = "RPL-EXEC-001"
 ANSWERED = "RPL-ANSWER-001"
 DISTINCT_TEIDS = "ACT-TEID-003"
 
@@ -152,6 +154,7 @@ def vector(obs: VectorObservation) -> None:
                             field="actions", subject=Subject.ACTIONS))
     for i, (want, got) in enumerate(zip(expected, actions)):
         out += [classify_answer_mismatch(x) for x in m.diffs(want, got, f"actions[{i}]")]
+    out += stale_actions(actions, obs.recorded)
     if vec.custom_status is not MISSING:
         out += [Mismatch(text=x, field="custom_status", subject=Subject.CUSTOM_STATUS)
                 for x in m.match(vec.custom_status, answer.get("custom_status"), "custom_status")]
@@ -174,6 +177,25 @@ def vector(obs: VectorObservation) -> None:
         strongest = None if None in levels else min(levels, key=list(Level).index)
         out.append(Mismatch(text=f"(the vector was {obs.note})", level=strongest, subject=out[0].subject))
     fail(obs, "vector", out)
+
+
+def stale_actions(actions: list[dict[str, Any]], recorded: Mapping[int, tuple[str, str]]) -> list[Mismatch]:
+    """Actions answered at an id the history already holds for another action. The engine creates no
+    event for such an action (HIST-EVENTID-001), so what the code did there is lost: the turn is not
+    answered with what the workflow code does (RPL-EXEC-001), whatever the ids' layout (RPL-IDS-001).
+    The same action at its recorded id is a re-sent one, not stale; a completion ends the instance
+    whatever its id."""
+    out = []
+    for i, a in enumerate(actions):
+        (kind, body), = a.items()
+        held = None if kind == ActionKind.COMPLETE_WORKFLOW else recorded.get(body.get("id", 0))
+        if held is not None and held != (kind, body.get("name", "")):
+            out.append(Mismatch(
+                text=f"actions[{i}]: {kind} {body.get('name', '')!r} answered at id {body.get('id', 0)}, which the "
+                     f"history already holds for {held[0]} {held[1]!r}: an engine records nothing for it "
+                     "(HIST-EVENTID-001), so the workflow's step is lost (a stale answer)",
+                requirement=EXECUTES, field="actions", subject=Subject.ACTIONS))
+    return out
 
 
 @check("distinct_task_execution_ids", vector=True)

@@ -71,7 +71,15 @@ def run(args: argparse.Namespace) -> int:
     from conformance.mutation.campaign import Settings, run as run_campaign, score
 
     library = find_library()
-    settings = Settings(sdk=args.sdk, sample=args.sample, seed=args.seed, mutants=tuple(args.mutant),
+    sample, seed = args.sample, args.seed
+    if args.resume is not None and args.sample is None:
+        # The previous campaign's mutants run again: its report says how they were drawn (else this one says "all").
+        try:
+            sample, seed = drawn(args.resume)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            print(f"conformance mutate: --resume {args.resume}: not a campaign report ({exc})", file=sys.stderr)
+            return EXIT_BAD_INPUT
+    settings = Settings(sdk=args.sdk, sample=sample, seed=seed, mutants=tuple(args.mutant),
                         scenario=tuple(args.scenario), jobs=args.jobs, max_scenarios=args.max_scenarios,
                         timeout_s=args.timeout, work=(args.work or library.root / ".mutation").resolve(),
                         rebuild_map=args.rebuild_map, resume=args.resume)
@@ -85,3 +93,14 @@ def run(args: argparse.Namespace) -> int:
     s = score(campaign.outcomes)
     print(f"{args.sdk}: score {s['score']} ({s['counts']}); reports: {md}, {js}")
     return EXIT_OK
+
+
+def drawn(report: Path) -> tuple[int | None, int]:
+    """The sample size and seed a campaign report's mutants were drawn with."""
+    import json
+
+    doc = json.loads(report.read_text(encoding="utf-8"))
+    sample = doc["sample"]
+    if sample is not None and not isinstance(sample, int):
+        raise ValueError(f"sample {sample!r} is not a number")
+    return sample, int(doc["seed"])

@@ -7,10 +7,12 @@ from contextlib import ExitStack
 from typing import Any
 
 from taskhub_core.delivery import suspended_after, terminates
-from taskhub_wire.kinds import PRODUCED_FIELDS
+from taskhub_core.history import is_optional_timer
+from taskhub_wire.kinds import PRODUCED_FIELDS, ActionKind, event_kind
 
 from conformance.checks import VectorObservation
 from conformance.scenario.model import Compare, Reach
+from conformance.scenario.wire import event_dict
 from conformance.runner.harness import Run
 from conformance.runner.observe import replayer
 
@@ -55,7 +57,21 @@ def run_vector(run: Run, stack: ExitStack) -> VectorObservation:
     # events before the suspension let the code do until the resume (EVT-SUSP-001; durabletask-go does).
     held = suspended_after(turn.new, suspended=False)
     return VectorObservation(scenario=run.scenario, reproduce=run.reproduce, answer=answer, expected=expected,
-                             note=turn.note, foreign=foreign, overridden=terminated, held=held)
+                             note=turn.note, foreign=foreign, overridden=terminated, held=held,
+                             recorded=_recorded_actions(vec.past + vec.new))
+
+
+def _recorded_actions(events: Any) -> dict[int, tuple[str, str]]:
+    """id -> (action kind, name) of the actions the turn's history holds, in the vector's numbering (the
+    answer is compared in it, after to_reference). Left out: the completion (the instance is over) and
+    optional timers, whose id a changed program's action may take (HIST-EVENTID-001)."""
+    out: dict[int, tuple[str, str]] = {}
+    for ev in events:
+        made_by = event_kind(ev).made_by
+        if made_by is None or made_by is ActionKind.COMPLETE_WORKFLOW or is_optional_timer(ev):
+            continue
+        out[ev.eventId] = (made_by.value, str(event_dict(ev).get("name", "")))
+    return out
 
 def _has_wait(node: Any) -> bool:
     """Whether program documents hold a wait_event step anywhere."""

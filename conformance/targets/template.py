@@ -16,6 +16,7 @@ WORKER_CAPABILITIES: dict[str, str] = {
     "children": "child workflows",
     "suspend": "suspend and resume",
     "retries": "activity and child retry policies",
+    "retry_timeout": "a retry policy's total timeout (`retry: {timeout: ...}`): no attempt once the delays reach it",
     "patching": "patches (is_patched) reported in the turn's version",
     "versions": "named workflow versions",
     "carry_events": "continue-as-new that carries unprocessed events over",

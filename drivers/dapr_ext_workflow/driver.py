@@ -17,7 +17,8 @@ either way, so one adapter serves both. What a release lacks is found by probing
 - propagation: `call_activity(..., propagation=)` with `dapr.ext.workflow.propagation.PropagationScope`
   and `WorkflowActivityContext.get_propagated_history()` (its scope and chunks give the `propagated`
   built-in's value).
-- retries: `RetryPolicy` and `call_activity(..., retry_policy=)`; children: `call_child_workflow`;
+- retries: `RetryPolicy` and `call_activity(..., retry_policy=)`; retry_timeout: `RetryPolicy(retry_timeout=)`;
+  children: `call_child_workflow`;
 - timer_origins: the release's generated `CreateTimerAction` has the `origin` oneof (before 1.18 the
   SDK ran on durabletask-dapr's proto, which has none); event_wait_timer: its timer module knows the
   optional far-future timer of an indefinite wait (`is_optional_timer_action`);
@@ -150,7 +151,8 @@ class DaprWorkflowAdapter:
         return self.wf.RetryPolicy(
             first_retry_interval=timedelta(seconds=retry.first_delay), max_number_of_attempts=retry.max_attempts,
             backoff_coefficient=retry.backoff,
-            max_retry_interval=None if retry.max_delay is None else timedelta(seconds=retry.max_delay))
+            max_retry_interval=None if retry.max_delay is None else timedelta(seconds=retry.max_delay),
+            **({} if retry.timeout is None else {"retry_timeout": timedelta(seconds=retry.timeout)}))
 
     def _retry(self, retry: Any) -> dict[str, Any]:
         return {} if retry is None else {"retry_policy": self.retry_policy(retry)}  # never a keyword the release lacks

@@ -60,7 +60,8 @@ class DurableTaskDaprAdapter:
         return self.task.RetryPolicy(
             first_retry_interval=timedelta(seconds=retry.first_delay), max_number_of_attempts=retry.max_attempts,
             backoff_coefficient=retry.backoff,
-            max_retry_interval=None if retry.max_delay is None else timedelta(seconds=retry.max_delay))
+            max_retry_interval=None if retry.max_delay is None else timedelta(seconds=retry.max_delay),
+            **({} if retry.timeout is None else {"retry_timeout": timedelta(seconds=retry.timeout)}))
 
     def _extra(self, retry: Any, app: str | None) -> dict[str, Any]:
         """Only the keywords the step sets: a release without them is never passed one."""

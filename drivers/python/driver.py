@@ -222,6 +222,8 @@ def context_absences(ctx: Any, *, api: Any, task_module: Any, child: str) -> dic
         out["all_fails_fast"] = "when_all waits for every task before it fails"
     if not hasattr(api, "RetryPolicy") or not takes(ctx.call_activity, "retry_policy"):
         out["retries"] = "no RetryPolicy, or call_activity takes no retry_policy"
+    if not hasattr(api, "RetryPolicy") or not takes(api.RetryPolicy, "retry_timeout"):
+        out["retry_timeout"] = "RetryPolicy takes no retry_timeout"
     if not hasattr(ctx, child):
         out["children"] = f"{name} has no {child}"
     if not takes(ctx.call_activity, "app_id") or not takes(getattr(ctx, child, None), "app_id"):

@@ -526,7 +526,8 @@ def _retry_spec(step: CallActivity | CallChild) -> RetrySpec | None:
     if r is None:
         return None
     return RetrySpec(max_attempts=r.max_attempts, first_delay=timedelta(seconds=r.first_delay), backoff=r.backoff,
-                     max_delay=None if r.max_delay is None else timedelta(seconds=r.max_delay))
+                     max_delay=None if r.max_delay is None else timedelta(seconds=r.max_delay),
+                     timeout=None if r.timeout is None else timedelta(seconds=r.timeout))
 
 
 Env = dict[str, Any]

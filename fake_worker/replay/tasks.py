@@ -65,6 +65,7 @@ class RetrySpec:
     first_delay: timedelta
     backoff: float
     max_delay: timedelta | None
+    timeout: timedelta | None = None  # no attempt once the delays so far reach it
 
 
 class Retryable(Completable):
@@ -88,11 +89,16 @@ class Retryable(Completable):
     def next_delay(self) -> timedelta | None:
         if self.attempts >= self.spec.max_attempts:
             return None
-        delay = 0.0
+        delay = total = 0.0
         for i in range(1, self.attempts + 1):
             delay = (self.spec.backoff ** (i - 1)) * self.spec.first_delay.total_seconds()
             if self.spec.max_delay is not None:
                 delay = min(delay, self.spec.max_delay.total_seconds())
+            total += delay
+        # The timeout is measured on the delays alone, as the Dapr Python SDK does since it made the
+        # check replay-safe (dapr-ext-workflow 1.18 task.py compute_next_delay): the same on every replay.
+        if self.spec.timeout is not None and total >= self.spec.timeout.total_seconds():
+            return None
         return timedelta(seconds=delay)
 
 

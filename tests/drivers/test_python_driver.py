@@ -95,13 +95,14 @@ def test_a_probe_not_installed_leaves_the_declaration_and_a_broken_one_stops_the
 def test_each_construct_names_its_capability_and_path() -> None:
     bundle = parse_bundle({"programs": {
         "main": {"steps": [
-            {"call_child": {"workflow": "main", "retry": {"max_attempts": 2, "first_delay": 1}}},
+            {"call_child": {"workflow": "main", "retry": {"max_attempts": 2, "first_delay": 1, "timeout": "1m"}}},
             {"if_patched": {"patch": "p", "then": [{"any": [{"timer": "1s"}, {"wait_event": "go"}]}]}},
             {"continue_as_new": {"carry_events": True}}]},
         "versioned": {"versions": {"v1": {"steps": [{"return": 1}]}}}}})
     assert sorted(needs(bundle)) == sorted([
         ("children", "$.programs.main.steps[0].call_child"),
         ("retries", "$.programs.main.steps[0].call_child.retry"),
+        ("retry_timeout", "$.programs.main.steps[0].call_child.retry.timeout"),
         ("patching", "$.programs.main.steps[1].if_patched"),
         ("timers", "$.programs.main.steps[1].if_patched.then[0].any[0].timer"),
         ("events", "$.programs.main.steps[1].if_patched.then[0].any[1].wait_event"),

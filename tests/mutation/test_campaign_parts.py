@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -98,3 +99,16 @@ def test_resume_keeps_detected_mutants_and_runs_the_others_again(tmp_path: Path)
     assert got[survived.id] is None
     with pytest.raises(ValueError, match="not 'dapr-ext-workflow'"):
         _resumed(report, sdk="dapr-ext-workflow", by_id={})
+
+
+def test_a_resumed_campaign_keeps_how_its_mutants_were_drawn(tmp_path: Path):
+    from conformance.mutation.cli import drawn
+
+    report = tmp_path / "r.json"
+    report.write_text(json.dumps({"sample": 40, "seed": 1}), encoding="utf-8")
+    assert drawn(report) == (40, 1)
+    report.write_text(json.dumps({"sample": None, "seed": 0}), encoding="utf-8")
+    assert drawn(report) == (None, 0)
+    report.write_text(json.dumps({"seed": 0}), encoding="utf-8")
+    with pytest.raises(KeyError):
+        drawn(report)

@@ -218,3 +218,13 @@ def test_the_language_loads_no_protobuf():
             "('taskhub_wire', 'google', 'grpc', 'fake_worker', 'conformance')); print(bad); sys.exit(1 if bad else 0)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_a_retry_timeout_is_in_the_canonical_form_only_where_set():
+    def retry_of(retry: dict[str, Any]) -> dict[str, Any]:
+        form = P.canonical_form({"main": {"steps": [{"call_activity": {"name": "fail", "retry": retry}}]}})
+        return form["programs"]["main"]["versions"][0]["steps"][0]["retry"]
+
+    assert "timeout" not in retry_of({"max_attempts": 2, "first_delay": 1})
+    assert retry_of({"max_attempts": 2, "first_delay": 1, "timeout": "1m"})["timeout"] == 60.0
+    assert retry_of({"max_attempts": 2, "first_delay": 1, "timeout": 0})["timeout"] == 0.0

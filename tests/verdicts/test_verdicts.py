@@ -13,7 +13,7 @@ from conformance.reporting.model import RunView
 from conformance.scenario.matching import Matcher
 from conformance.attribution import judge
 from conformance.verdict import (
-    CROSS_WORKER, Diff, Level, Mismatch, MismatchKind, classify_answer_mismatch,
+    CROSS_WORKER, Diff, Level, Mismatch, MismatchKind, Subject, classify_answer_mismatch,
 )
 
 LEVELS = {"R-MUST": "MUST", "R-SHOULD": "SHOULD", "R-MAY": "MAY", "R-INFO": "INFO"}
@@ -266,6 +266,37 @@ def test_a_turn_left_suspended_may_hold_its_actions(tmp_path) -> None:
     # Held, but answered with the wrong action: still the program's semantics.
     wrong = [{"ScheduleTask": {"id": 1, "name": "other", "input": 1}}]
     assert any(m.level is None for m in _vector_check(tmp_path, actions=wrong, held=True))
+
+
+def test_an_action_at_an_id_the_history_holds_for_another_is_a_stale_answer() -> None:
+    from conformance.checks.replay import stale_actions
+
+    recorded = {1: ("ScheduleTask", "echo")}
+    stale = stale_actions([{"CreateTimer": {"id": 1, "fireAt": "9999-12-31T23:59:59.999999999Z"}}], recorded)
+    assert [(m.requirement, m.level, m.subject) for m in stale] == [("RPL-EXEC-001", None, Subject.ACTIONS)]
+    assert "answered at id 1, which the history already holds for ScheduleTask 'echo'" in stale[0].text
+    # Another name at the id is stale too; the same action re-sent at its id, or a new id, is not.
+    assert len(stale_actions([{"ScheduleTask": {"id": 1, "name": "other"}}], recorded)) == 1
+    assert stale_actions([{"ScheduleTask": {"id": 1, "name": "echo"}}, {"CreateTimer": {"id": 2}}], recorded) == []
+
+
+def test_a_vector_answered_at_a_recorded_id_breaks_rpl_exec_001(tmp_path) -> None:
+    from conformance.checks import VectorObservation, run_check
+    from conformance.failures import TargetMisbehaved
+    from conformance.scenario.loader import load_scenario
+
+    folder = tmp_path / "scenarios" / "vectors"
+    folder.mkdir(parents=True)
+    path = folder / "v.yaml"
+    path.write_text(VECTOR.replace("ID", "1").replace("NAME", "echo").replace("NEW_EVENTS\n", ""), encoding="utf-8")
+    scenario = load_scenario(path, root=tmp_path / "scenarios")
+    obs = VectorObservation(scenario=scenario, answer={"actions": [{"ScheduleTask": {"id": 3, "name": "echo", "input": 1}}]},
+                            recorded={3: ("CreateTimer", "")})
+    with pytest.raises(TargetMisbehaved) as caught:
+        run_check("vector", obs)
+    assert [m.requirement for m in caught.value.found] == [None, "RPL-EXEC-001"]  # the id (an observation), then stale
+    verdicts = judge(caught.value.found, requirements=["RPL-EXEC-001"], levels={"RPL-EXEC-001": "MUST"})
+    assert verdicts.outcome is Outcome.FAILED
 
 
 def test_an_expectation_key_may_name_a_value_a_step_captured() -> None:

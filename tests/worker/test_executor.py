@@ -42,6 +42,12 @@ BUNDLE = parse_bundle(yaml.safe_load(textwrap.dedent("""
               name: fail
               input: {times: 9}
               retry: {max_attempts: 4, first_delay: 1s, backoff: 2, max_delay: 3s}
+      act_retry_timeout:
+        steps:
+          - call_activity:
+              name: fail
+              input: {times: 9}
+              retry: {max_attempts: 9, first_delay: 1s, backoff: 2, timeout: 3s}
       child:
         steps:
           - call_child: {workflow: act, input: "${input}"}
@@ -259,6 +265,20 @@ def test_retry_timers_follow_first_delay_backoff_and_max_delay_then_fail() -> No
     # Attempt 4 of 4 fails: no more retries.
     assert actions(past, [workflow_started(100), task_failed(7, "still bad")]) == [
         failed(8, "TaskFailedError", "wf-1: Activity task #7 failed: still bad")]
+
+
+def test_retry_timeout_stops_once_the_delays_reach_it() -> None:
+    # Delays 1s, 2s: after attempt 1 the sum is 1s (under 3s: retry), after attempt 2 it is 3s (no more),
+    # whatever the turns' times, as dapr-ext-workflow 1.18.3 counts it (task.py compute_next_delay).
+    exec_id = eid(0, 0)
+    past = start("act_retry_timeout") + [task_scheduled(1, "fail", {"times": 9}, execution_id=exec_id)]
+    new = [workflow_started(100), task_failed(1)]
+    assert actions(past, new) == [create_timer(2, 101, origin="activityRetry", origin_value=exec_id)]
+    past = past + new + [timer_created(2, 101, origin="activityRetry", origin_value=exec_id),
+                         workflow_started(101), timer_fired(2, 101),
+                         task_scheduled(3, "fail", {"times": 9}, execution_id=exec_id)]
+    assert actions(past, [workflow_started(102), task_failed(3, "late")]) == [
+        failed(4, "TaskFailedError", "wf-1: Activity task #3 failed: late")]
 
 
 def test_retry_stops_on_error_type_NonRetryableError() -> None:

@@ -65,6 +65,8 @@ VALID = {
     "empty steps": {"programs": {"p": {"steps": None}}},
     "retry full": bundle({"call_activity": {"name": "fail", "retry": {
         "max_attempts": 3, "first_delay": "1s", "backoff": 2.5, "max_delay": 10}}}),
+    "retry with timeout": bundle({"call_activity": {"name": "fail", "retry": {
+        "max_attempts": 3, "first_delay": "1s", "timeout": "1m"}}}),
     "retry null": bundle({"call_activity": {"name": "echo", "retry": None}}),
     "child with id": bundle({"call_child": {"workflow": "w", "input": 1, "instance_id": "k-${input}"}, "as": "r"}),
     "all/any": bundle({"all": [{"call_activity": {"name": "echo"}}, {"timer": 1}], "as": "xs"},
@@ -107,6 +109,8 @@ INVALID = {
     "retry zero attempts": bundle({"call_activity": {"name": "x", "retry": {"max_attempts": 0, "first_delay": 1}}}),
     "retry backoff below 1": bundle({"call_activity": {"name": "x", "retry": {
         "max_attempts": 2, "first_delay": 1, "backoff": 0.5}}}),
+    "retry negative timeout": bundle({"call_activity": {"name": "x", "retry": {
+        "max_attempts": 2, "first_delay": 1, "timeout": -1}}}),
     "empty all": bundle({"all": []}),
     "as inside any": bundle({"any": [{"timer": 1, "as": "t"}]}),
     "non-task inside all": bundle({"all": [{"return": 1}]}),
