@@ -139,10 +139,12 @@ class GenerationStarted:
 
 @dataclass(frozen=True)
 class Finished:
-    """The instance ended: its timers never fire; the shell drops its activities, tells its parent."""
+    """The instance ended: its timers never fire; the shell drops its activities, except those the
+    ending turn scheduled (`kept`, R4.1: both engines still dispatch them), and tells its parent."""
 
     completed: pb.HistoryEvent
     dropped: tuple[InboxItem, ...]
+    kept: tuple[int, ...] = ()  # task ids of the ending turn's own activities
 
 
 @dataclass(frozen=True)
@@ -208,7 +210,7 @@ def commit(state: InstanceState, cmd: Commit) -> tuple[InstanceState, tuple[Effe
     elif facts.completed is not None:
         kept, dropped = without_timers(out.inbox)
         out = replace(out, inbox=tuple(kept))
-        effects.append(Finished(facts.completed, tuple(dropped)))
+        effects.append(Finished(facts.completed, tuple(dropped), kept=tuple(req.taskId for req in d.activities)))
     if d.terminate_cascade is not None and d.terminate_cascade.recurse:
         effects.append(Cascaded(d.terminate_cascade.output))
     return out, tuple(effects)

@@ -32,7 +32,7 @@ class Explanation:
     engine: str
     aspect: str  # an Aspect value, or "*"
     shape: str  # regex on Difference.shape
-    scenario: str  # glob on the scenario id
+    scenario: tuple[str, ...]  # globs on the scenario id (any matches)
     other: str  # regex on the other engine's side (JSON), ".*" for any
     fate: Fate
     cite: str  # the R-number, requirement or source lines
@@ -40,7 +40,7 @@ class Explanation:
 
     def explains(self, d: Difference) -> bool:
         return (self.engine in ("*", d.engine) and self.aspect in ("*", d.aspect.value)
-                and fnmatch.fnmatch(d.scenario, self.scenario) and re.fullmatch(self.shape, d.shape) is not None
+                and any(fnmatch.fnmatch(d.scenario, glob) for glob in self.scenario) and re.fullmatch(self.shape, d.shape) is not None
                 and re.fullmatch(self.other, json.dumps(d.other, sort_keys=True)) is not None)
 
 
@@ -48,11 +48,20 @@ def load(path: Path = FATES_FILE) -> tuple[Explanation, ...]:
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8")) or []
         return tuple(Explanation(engine=e.get("engine", "*"), aspect=e.get("aspect", "*"), shape=e.get("shape", ".*"),
-                                 scenario=e.get("scenario", "*"), other=e.get("other", ".*"), fate=Fate(e["fate"]), cite=e["cite"], why=e["why"])
+                                 scenario=_globs(e.get("scenario", "*")), other=e.get("other", ".*"), fate=Fate(e["fate"]), cite=e["cite"], why=e["why"])
                      for e in doc)
     except (OSError, yaml.YAMLError, KeyError, ValueError, TypeError, AttributeError) as exc:
         raise InputError([f"{path}: {exc}; each entry needs fate ({', '.join(f.value for f in Fate)}), cite "
                           "and why"], subject="engine-difference fates") from None
+
+
+def _globs(value: object) -> tuple[str, ...]:
+    """`scenario:` is one glob or a list of them."""
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise ValueError(f"scenario must be a glob or a list of globs, not {value!r}")
 
 
 def fate_of(d: Difference, table: Sequence[Explanation]) -> Explanation | None:

@@ -239,8 +239,8 @@ class Completions(Work):
                     effect.start.router.CopyFrom(routes.generation_router)  # applier.go:88-118
                 inst.incoming = routes.next_incoming
                 self._continue_as_new(inst, effect, tx)
-            case machine.Finished():
-                self._finish(inst, tx)
+            case machine.Finished(kept=kept):
+                self._finish(inst, tx, kept=frozenset(kept))
             case machine.Cascaded(output=output):
                 self.cascade_terminate(inst, output, tx)
 
@@ -274,12 +274,14 @@ class Completions(Work):
         for ev, visible_at in order:
             self.table.add_inbox(inst, ev, tx, visible_at=visible_at)
 
-    def _finish(self, inst: Instance, tx: Tx) -> None:
-        """Terminal: drop timers and pending activities (R6.2 DAPR) and tell the parent (R3.6)."""
+    def _finish(self, inst: Instance, tx: Tx, *, kept: frozenset[int] = frozenset()) -> None:
+        """Terminal: drop timers and the activities of earlier turns (R6.2 DAPR) and tell the parent
+        (R3.6). The ending turn's own activities (`kept`) are still dispatched, as both engines do
+        (R4.1: daprd run.go:341,409 dispatches the pending tasks whether or not the turn completed)."""
         _remove_inbox(inst, {e.seq for e in without_timers(inst.inbox)[1]}, tx)
-        for task_id in list(inst.activities):
+        for task_id in [t for t in inst.activities if t not in kept]:
             tx.activity_delete.append((inst.iid, task_id))
-        inst.activities.clear()
+            del inst.activities[task_id]
         ref = inst.parent
         if ref is None:
             return

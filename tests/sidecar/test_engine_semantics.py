@@ -10,6 +10,7 @@ import pytest
 from fake_sidecar.server import SidecarServer
 from taskhub_core.incidents import IncidentKind
 from taskhub_wire import pb
+from taskhub_wire.kinds import EventKind
 from taskhub_wire.rpc import TaskHubClient
 from tests.sidecar.rawworker import RawWorker, child, complete, kinds, schedule, timer
 
@@ -503,4 +504,17 @@ def test_second_suspend_is_recorded(sidecar, client, background):
     res.result(timeout=10)
     assert kinds(history(client, "ss")).count("ExecutionSuspended") == 2
     assert status(client, "ss") == pb.ORCHESTRATION_STATUS_RUNNING
+    worker.cancel()
+
+
+def test_activity_scheduled_by_the_completing_turn_is_dispatched(sidecar, client, background):
+    """R4.1: both engines dispatch every TaskScheduled of a committed turn, also one whose answer
+    completes the workflow (daprd run.go:341,409; durabletask-go sqlite.go:309-327 inserts PendingTasks)."""
+    worker = RawWorker(sidecar.address)
+    begin(worker, client, background, "fire", schedule(1, "Notify", "bye"), complete(2, "done"))
+    wait_status(client, "fire", pb.ORCHESTRATION_STATUS_COMPLETED)
+    act = worker.next_activity()
+    assert (act.activityRequest.name, act.activityRequest.taskId, act.activityRequest.input.value) == ("Notify", 1, "bye")
+    worker.complete_activity(act, "ignored")  # its result reaches a finished instance and is dropped (R4.8)
+    assert kinds(history(client, "fire"))[-2:] == [EventKind.TASK_SCHEDULED, EventKind.EXECUTION_COMPLETED]
     worker.cancel()
