@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import statistics
 import subprocess
 import sys
 import time
@@ -130,9 +131,12 @@ def main() -> int:
     old = [s for label, s, rc in rows if label.startswith("before") and rc >= 0]
     goal = GOALS.get(c.worker, 90)
     if warm:
-        print(f"today, warm edit to verdict: {min(warm):.1f} s (goal <= {goal} s)")
+        print(f"today, warm edit to verdict: median {statistics.median(warm):.1f} s, best {min(warm):.1f} s over "
+              f"{len(warm)} round(s) (goal <= {goal} s)")
     if warm and old:
-        print(f"before / today (warm): {min(old) / min(warm):.1f}x")
+        print(f"before / today (warm, medians): {statistics.median(old):.1f} s / {statistics.median(warm):.1f} s = "
+              f"{statistics.median(old) / statistics.median(warm):.2f}x")
+    print(f"load average at the end {os.getloadavg()[0]:.1f} (1 min), {os.getloadavg()[2]:.1f} (15 min)")
     if args.library:
         seconds, rc = timed([*python, "--sdk-path", str(c.root), "--worker", c.worker, "--jobs", str(args.jobs),
                              "--no-reports"], log=args.log)
