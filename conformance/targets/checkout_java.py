@@ -208,7 +208,8 @@ def _main_class(jar: Path) -> str:
 
 def _ready(env: Path, *, java_home: str, jar: Path, overlay: Path, step: BuildStep,
            log: Path) -> tuple[Path, BuildStep]:
-    """The launcher (and `step`, noting an archive made), with the class-data archive of its classpath (made now when missing: one training run)."""
+    """The launcher, mapping the class-data archive of its classpath (made now when missing: one training run),
+    and `step` with a note of what became of the archive."""
     from conformance.targets import java_cds
 
     java = Path(java_home) / "bin" / "java"
@@ -217,15 +218,19 @@ def _ready(env: Path, *, java_home: str, jar: Path, overlay: Path, step: BuildSt
     archives = env / "cds"
     archive = archives / f"{java_cds.key(java=java, classpath=[*classpath, jar.parent / 'lib'])[:24]}.jsa"
     launcher = _write_launcher(env, java=java, classpath=classpath, main=_main_class(jar), archive=archive)
-    if archive.is_file():
+    refused = archive.with_suffix(".refused")  # a classpath whose training failed is not tried every run
+    if archive.is_file() or refused.is_file():
         return launcher, step
-    for old in archives.glob("*.jsa"):  # one archive per environment: the current classpath's
+    # The last few classpaths' archives stay (an edit reverted finds its archive again); older ones go.
+    for old in sorted(archives.glob("*.jsa"), key=lambda p: p.stat().st_mtime)[:-2]:
         old.unlink()
     why = java_cds.create(launcher=launcher, archive=archive)
     with open(log, "a", encoding="utf-8") as out:
         out.write(f"class-data archive {archive}: {'made' if why is None else 'not made, ' + why}\n")
-    if why is None:
-        step = replace(step, notes=(*step.notes, "class-data archive made"))
+    if why is not None:
+        refused.write_text(why + "\n", encoding="utf-8")
+    step = replace(step, notes=(*step.notes, "class-data archive made" if why is None
+                                else f"no class-data archive ({why}; {log})"))
     return _write_launcher(env, java=java, classpath=classpath, main=_main_class(jar), archive=archive), step
 
 
