@@ -106,7 +106,11 @@ def _until_ready(proc: subprocess.Popen[bytes]) -> str | None:
     for line in proc.stdout:  # the driver prints its ready line once its work-item stream is open
         if line.startswith(_READY):
             return None
-    return f"the driver did not connect to the training sidecar (exit {proc.poll()})"
+    try:  # its output ended: it is exiting (or closed its stdout, then the timer ends it)
+        code: int | None = proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        code = None
+    return f"the driver did not connect to the training sidecar (exit {code})"
 
 
 def main(argv: Sequence[str]) -> int:
