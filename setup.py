@@ -18,7 +18,7 @@ DRIVER_FILES = [
     "README.md", "*/README.md", "*/target.yaml", "*/requirements.txt", "*/*.py", "sdk_envs/*.txt",
     "durabletask_js/*.js", "durabletask_js/package.json", "durabletask_js/package-lock.json",
     "durabletask_go/*.go", "durabletask_go/go.mod", "durabletask_go/go.sum",
-    "durabletask_java/pom.xml", "durabletask_java/src/**/*",
+    "durabletask_java/pom.xml", "durabletask_java/checkout-client.pom.xml", "durabletask_java/src/**/*",
 ]
 
 

@@ -18,6 +18,8 @@ SELF_DETERMINISM = "RPL-DET-001"
 EXECUTES = "RPL-EXEC-001"
 ANSWERED = "RPL-ANSWER-001"
 DISTINCT_TEIDS = "ACT-TEID-003"
+# The checks that replay turns on a fresh worker (the runner starts one early for them).
+REPLAYING = frozenset({"replay_determinism", "same_item_twice"})
 
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import yaml
 
+from conformance.yamlload import safe_load
 from conformance.enginediff.compare import Difference
 from conformance.errors import InputError
 
@@ -46,7 +47,7 @@ class Explanation:
 
 def load(path: Path = FATES_FILE) -> tuple[Explanation, ...]:
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or []
+        doc = safe_load(path.read_text(encoding="utf-8")) or []
         return tuple(Explanation(engine=e.get("engine", "*"), aspect=e.get("aspect", "*"), shape=e.get("shape", ".*"),
                                  scenario=_globs(e.get("scenario", "*")), other=e.get("other", ".*"), fate=Fate(e["fate"]), cite=e["cite"], why=e["why"])
                      for e in doc)

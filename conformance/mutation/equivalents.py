@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
+from conformance.yamlload import safe_load
 
 FILE = Path(__file__).with_name("equivalents.yaml")
 
 
 def load(sdk: str, *, path: Path = FILE) -> dict[str, str]:
     """mutant id -> reason, for one SDK."""
-    doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    doc = safe_load(path.read_text(encoding="utf-8")) or {}
     entries = doc.get(sdk) or []
     out: dict[str, str] = {}
     for i, entry in enumerate(entries):

@@ -29,6 +29,7 @@ from typing import Any
 
 import yaml
 
+from conformance.yamlload import SafeLoader
 from conformance.errors import InputError, Problem
 
 DEFAULT_PATH = Path(__file__).resolve().parents[1] / "requirements.yaml"  # conformance/requirements.yaml
@@ -106,7 +107,7 @@ def load_catalogue(path: str | Path = DEFAULT_PATH) -> Catalogue:
 
 def parse_catalogue(text: str, *, source: str = "<catalogue>", path: Path | None = None) -> Catalogue:
     try:
-        loader = yaml.SafeLoader(text)
+        loader = SafeLoader(text)
         try:
             root = loader.get_single_node()
             data = loader.construct_document(root) if root is not None else None

@@ -19,6 +19,7 @@ import sys
 import threading
 import weakref
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any, TextIO
@@ -45,6 +46,28 @@ def adopt(*objects: Any) -> None:
         if key is not None:
             for obj in objects:
                 _OWNERS[id(obj)] = (weakref.ref(obj), key)  # weak: a finished scenario's engine is freed
+
+
+def thread_scenario() -> tuple[str, str] | None:
+    """The scenario this thread runs (None: none), to hand to a helper thread (`acting_for`)."""
+    with _LOCK:
+        return _THREADS.get(threading.get_ident())
+
+
+@contextmanager
+def acting_for(key: tuple[str, str] | None) -> Iterator[None]:
+    """Records and files of this (helper) thread go to the scenario `key` meanwhile."""
+    if key is None:
+        yield
+        return
+    ident = threading.get_ident()
+    with _LOCK:
+        _THREADS[ident] = key
+    try:
+        yield
+    finally:
+        with _LOCK:
+            _THREADS.pop(ident, None)
 
 
 def adopt_files(*paths: Path) -> None:

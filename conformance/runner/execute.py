@@ -31,7 +31,7 @@ from conformance.failure_context import engine_incidents
 from conformance.attribution import judge, root_causes
 from conformance.verdict import Level
 from conformance.runner.harness import Harness, HarnessError, Run, do_start
-from conformance.runner.observe import incidents_of, observe, replayer
+from conformance.runner.observe import incidents_of, observe, replay_early, replayer
 from conformance.runner.step_handlers import do_step, final_wait
 from conformance.runner.vector import run_vector
 
@@ -102,13 +102,14 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
             if scenario.kind is ScenarioKind.VECTOR:
                 obs = run_vector(run, stack)
             else:
+                early = replay_early(run, stack)  # its worker starts while the engine and first worker do
                 h = Harness(run, stack)
                 for spec in scenario.starts:
                     do_start(run, h, spec)
                 for step in scenario.steps:
                     do_step(run, h, step)
                 final_wait(run, h)
-                obs = observe(run, h, replay=replayer(run, h.bundle, stack))
+                obs = observe(run, h, replay=replayer(run, h.bundle, stack, early=early))
             names = list(ALWAYS) + [c for c in scenario.checks if c not in ALWAYS]
             if scenario.kind is ScenarioKind.VECTOR:
                 names = ["vector"] + [c for c in scenario.checks if c != "vector"]

@@ -145,6 +145,8 @@ def parse_cli_settings(items: Sequence[str], *, duration: Callable[[Any], float]
     scenario's `engine:` would give it; raises ValueError naming every bad item and what to write."""
     import yaml
 
+    from conformance.yamlload import safe_load
+
     raw: dict[str, Any] = {}
     problems: list[str] = []
     for item in items:
@@ -153,7 +155,7 @@ def parse_cli_settings(items: Sequence[str], *, duration: Callable[[Any], float]
             problems.append(f"--engine-setting {item!r}: write NAME=VALUE, e.g. late_timeout_timers=true")
             continue
         try:
-            raw[name.strip()] = yaml.safe_load(text)
+            raw[name.strip()] = safe_load(text)
         except yaml.YAMLError as exc:
             problems.append(f"--engine-setting {item!r}: VALUE is not YAML ({str(exc).splitlines()[0]})")
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from conformance.errors import InputError
+from conformance.targets.sources import Build, BuildStep
 
 CACHE_ENV = "TASKHUB_CONFORMANCE_CACHE"
 _RECIPE = "3"  # bump when what an environment holds changes, so existing ones are recreated
@@ -259,9 +260,10 @@ def _python_env(c: Checkout, *, python: str) -> tuple[Path, bool]:
     return py, True
 
 
-def _js_env(c: Checkout, *, driver: Path) -> tuple[Path, bool]:
+def _js_env(c: Checkout, *, driver: Path) -> tuple[Path, bool, BuildStep]:
     """The checkout built into its build/ folder (as its own scripts/build.sh does) and a copy of the
-    driver whose @dapr/durabletask-js is that folder; (the driver copy's folder, whether it was created now)."""
+    driver whose @dapr/durabletask-js is that folder; (the driver copy's folder, whether it was created now,
+    what the build did)."""
     env = c.env_dir
     log = env / "build.log"
     npm = os.environ.get("NPM", "npm")
@@ -273,7 +275,7 @@ def _js_env(c: Checkout, *, driver: Path) -> tuple[Path, bool]:
     if not (c.root / "src" / "version.ts").is_file() and (c.root / "scripts" / "prebuild.sh").is_file():
         _run(["bash", "scripts/prebuild.sh"], cwd=c.root, what="its scripts/prebuild.sh", log=log)
     build = c.root / "build"
-    _js_build(c, build=build, node=os.environ.get("NODE", "node"), log=log)
+    step = _js_build(c, build=build, node=os.environ.get("NODE", "node"), log=log)
     stamp = _digest((*c.deps, *sorted(driver.glob("package*.json"))), _RECIPE)
     copy = env / "driver"
     if not (_fresh(env, stamp) and (copy / "node_modules" / "@dapr" / "durabletask-js").exists()):
@@ -293,7 +295,7 @@ def _js_env(c: Checkout, *, driver: Path) -> tuple[Path, bool]:
     for f in driver.iterdir():  # the driver's own files, fresh each run (they change with this library)
         if f.is_file() and f.suffix in (".js", ".json") and not f.name.startswith("package"):
             shutil.copy2(f, copy / f.name)
-    return copy, created
+    return copy, created, step
 
 
 # TypeScript's transpileModule on the named files, with the checkout's tsconfig: each file alone, no type check.
@@ -318,12 +320,12 @@ process.exit(failed ? 1 : 0);
 _JS_SOURCES = ("src/**/*.ts", "src/**/*.js", "tsconfig.json", "package.json")
 
 
-def _js_build(c: Checkout, *, build: Path, node: str, log: Path) -> str:
+def _js_build(c: Checkout, *, build: Path, node: str, log: Path) -> BuildStep:
     """The checkout's src/ into build/: the whole tsc build when there is none, when a file was added or
     removed, or when tsconfig.json, package.json or a plain .js module (the generated protobuf code)
     changed; otherwise only the edited .ts files, transpiled one by one (TypeScript's transpileModule,
     no type check: the checkout's own `npm run build` checks types), and nothing when none changed.
-    Returns what it did ("tsc", "transpiled N", "up to date")."""
+    Returns what it did."""
     from conformance.targets.sources import compare, load, save, snapshot
 
     stamp = c.env_dir / "sources.json"
@@ -331,7 +333,7 @@ def _js_build(c: Checkout, *, build: Path, node: str, log: Path) -> str:
     old = load(stamp) if (build / "index.js").is_file() else None
     changes = compare(old, table) if old is not None else None
     if changes is not None and changes.none:
-        return "up to date"
+        return BuildStep(build=Build.UP_TO_DATE, tool="")
     edited = changes.modified if changes is not None and not (changes.added or changes.removed) else ()
     if edited and all(f.startswith("src/") and f.endswith(".ts") and not f.endswith(".d.ts") for f in edited):
         save(stamp, {})  # a transpile that fails half way leaves no table: the next run builds all
@@ -339,7 +341,7 @@ def _js_build(c: Checkout, *, build: Path, node: str, log: Path) -> str:
               str(build), *(str(c.root / f) for f in edited)], cwd=c.root, what=f"transpiling {', '.join(edited)}",
              log=log)
         save(stamp, table)
-        return f"transpiled {len(edited)}"
+        return BuildStep(build=Build.TRANSPILED, tool="TypeScript's transpileModule", files=edited)
     save(stamp, {})
     _run([str(c.root / "node_modules" / ".bin" / "tsc"), "--outDir", str(build), "--incremental",
           "--tsBuildInfoFile", str(build / ".tsbuildinfo")], cwd=c.root, what=f"tsc in {c.root}", log=log)
@@ -348,10 +350,10 @@ def _js_build(c: Checkout, *, build: Path, node: str, log: Path) -> str:
     if (c.root / "src" / "proto").is_dir():
         shutil.copytree(c.root / "src" / "proto", build / "proto", dirs_exist_ok=True)
     save(stamp, table)
-    return "tsc"
+    return BuildStep(build=Build.FULL, tool="tsc --incremental")
 
 
-def _go_binary(c: Checkout, *, driver: Path, tools: Path) -> tuple[Path, bool]:
+def _go_binary(c: Checkout, *, driver: Path, tools: Path) -> tuple[Path, bool, BuildStep]:
     """The Go driver built against the checkout (a `replace`); Go's build cache makes a rebuild incremental."""
     env = c.env_dir
     src = env / "src"
@@ -373,7 +375,7 @@ def _go_binary(c: Checkout, *, driver: Path, tools: Path) -> tuple[Path, bool]:
     binary = env / "durabletask-go-driver"
     _run([go, "build", "-o", str(binary), "."], cwd=src, env=env_vars,
          what=f"go build of the driver against {c.root}", log=log)
-    return binary, created
+    return binary, created, BuildStep(build=Build.INCREMENTAL, tool="go build, with Go's build cache")
 
 
 def _base_python() -> str:

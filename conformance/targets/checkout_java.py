@@ -14,10 +14,12 @@ import os
 import re
 import shutil
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from conformance.targets.checkout import Checkout, CheckoutError, _run
+from conformance.targets.sources import Build, BuildStep
 
 
 def _gradle_versions(checkout: Path) -> list[str]:
@@ -81,8 +83,9 @@ def _java_sdk_client(c: Checkout, *, m2: Path, log: Path, env: dict[str, str], p
     return version
 
 
-def java_launcher(c: Checkout, *, project: Path, tools: Path) -> tuple[Path, bool]:
-    """(the driver's launcher built against the checkout, whether its environment was created now)."""
+def java_launcher(c: Checkout, *, project: Path, tools: Path) -> tuple[Path, bool, BuildStep]:
+    """(the driver's launcher built against the checkout, whether its environment was created now, what was
+    built)."""
     if c.layout.startswith("java-sdk"):
         return _launcher(c, project=project, tools=tools, build_client=_java_sdk_client)
     return _launcher(c, project=project, tools=tools, build_client=_gradle_checkout_client)
@@ -110,11 +113,12 @@ _SOURCES = {"java-sdk": ("durabletask-client/src/main/java/**/*.java", "pom.xml"
                                  "internal/durabletask-protobuf/protos/*.proto")}
 
 
-def _launcher(c: Checkout, *, project: Path, tools: Path, build_client: Any) -> tuple[Path, bool]:
+def _launcher(c: Checkout, *, project: Path, tools: Path, build_client: Any) -> tuple[Path, bool, BuildStep]:
     """Two Maven builds (the client into the project's repository, then the driver against it) the first
     time and whenever a file was added or removed or a build file changed; after an edit to .java files
     only, those files compiled by javac into an overlay ahead of the client jar on the driver's classpath
-    (the edits since the last Maven build, all of them, so a revert drops out); nothing when none changed."""
+    (the edits since the last Maven build, all of them, so a revert drops out); nothing when none changed.
+    The launcher maps a class-data archive of that classpath, made here when there is none (java_cds.py)."""
     from conformance.targets.sources import compare, load, save, snapshot
 
     env = c.env_dir
@@ -133,9 +137,12 @@ def _launcher(c: Checkout, *, project: Path, tools: Path, build_client: Any) -> 
     if (changes is not None and not (changes.added or changes.removed)
             and all(f.endswith(".java") for f in changes.modified)):
         try:
-            _compile_overlay(c, files=changes.modified, overlay=overlay, lib=build / "lib", table=table,
-                             java_home=java_home, log=log)
-            return _write_launcher(env, java_home=java_home, jar=jar, overlay=overlay), created
+            compiled = _compile_overlay(c, files=changes.modified, overlay=overlay, lib=build / "lib", table=table,
+                                        java_home=java_home, log=log)
+            step = (BuildStep(build=Build.COMPILED, tool="javac", files=changes.modified) if compiled
+                    else BuildStep(build=Build.UP_TO_DATE, tool=""))
+            launcher, step = _ready(env, java_home=java_home, jar=jar, overlay=overlay, step=step, log=log)
+            return launcher, created, step
         except CheckoutError:
             pass  # the whole Maven build below says what is wrong, as an author's own build would
     save(env / "sources.json", {})  # a build that fails half way leaves no table: the next run builds all
@@ -156,28 +163,39 @@ def _launcher(c: Checkout, *, project: Path, tools: Path, build_client: Any) -> 
     if not jar.is_file():
         raise CheckoutError(f"the driver build produced no {jar} (log {log})")
     save(env / "sources.json", table)
-    return _write_launcher(env, java_home=java_home, jar=jar, overlay=overlay), created
+    step = BuildStep(build=Build.FULL, tool="Maven")
+    launcher, step = _ready(env, java_home=java_home, jar=jar, overlay=overlay, step=step, log=log)
+    return launcher, created, step
 
 
 def _compile_overlay(c: Checkout, *, files: tuple[str, ...], overlay: Path, lib: Path, table: dict[str, str],
-                     java_home: str, log: Path) -> None:
-    """`files` (relative to the checkout) compiled into `overlay` against the last Maven build's classpath;
-    no overlay when there are none; nothing done when the overlay was made from the same sources."""
+                     java_home: str, log: Path) -> bool:
+    """`files` (relative to the checkout) compiled into `overlay` against the last Maven build's classpath, as
+    one jar (a class-data archive takes classes from jars only); no overlay when there are none; nothing done
+    when the overlay was made from the same sources. Whether javac ran."""
     from conformance.targets.sources import load, save
 
     stamp = overlay / "sources.json"
     wanted = {f: table[f] for f in files}
     if not files:
         shutil.rmtree(overlay, ignore_errors=True)
-        return
-    if load(stamp) == wanted:
-        return
+        return False
+    if load(stamp) == wanted and (overlay / _OVERLAY_JAR).is_file():
+        return False
     shutil.rmtree(overlay, ignore_errors=True)
-    (overlay / "classes").mkdir(parents=True)
+    classes = overlay / "classes"
+    classes.mkdir(parents=True)
     _run([str(Path(java_home) / "bin" / "javac"), "-proc:none", "-nowarn", "-encoding", "UTF-8", "-g",
-          "-d", str(overlay / "classes"), "-cp", str(lib / "*"), *(str(c.root / f) for f in files)],
+          "-d", str(classes), "-cp", str(lib / "*"), *(str(c.root / f) for f in files)],
          what=f"javac of {', '.join(files)}", log=log)
+    with zipfile.ZipFile(overlay / _OVERLAY_JAR, "w") as z:
+        for f in sorted(classes.rglob("*.class")):
+            z.write(f, f.relative_to(classes).as_posix())
     save(stamp, wanted)
+    return True
+
+
+_OVERLAY_JAR = "classes.jar"
 
 
 def _main_class(jar: Path) -> str:
@@ -188,15 +206,43 @@ def _main_class(jar: Path) -> str:
     raise CheckoutError(f"{jar} names no Main-Class")
 
 
-def _write_launcher(env: Path, *, java_home: str, jar: Path, overlay: Path) -> Path:
-    launcher = env / "durabletask-java-driver"
-    java = str(Path(java_home) / "bin" / "java")
+def _ready(env: Path, *, java_home: str, jar: Path, overlay: Path, step: BuildStep,
+           log: Path) -> tuple[Path, BuildStep]:
+    """The launcher, mapping the class-data archive of its classpath (made now when missing: one training run),
+    and `step` with a note of what became of the archive."""
+    from conformance.targets import java_cds
+
+    java = Path(java_home) / "bin" / "java"
     # The overlay's classes come before the client jar (the jar's manifest Class-Path, lib/) so they win.
-    classpath = f"{overlay / 'classes'}:{jar}" if (overlay / "classes").is_dir() else str(jar)
+    classpath = [p for p in (overlay / _OVERLAY_JAR, jar) if p.is_file()]
+    archives = env / "cds"
+    archive = archives / f"{java_cds.key(java=java, classpath=[*classpath, jar.parent / 'lib'])[:24]}.jsa"
+    launcher = _write_launcher(env, java=java, classpath=classpath, main=_main_class(jar), archive=archive)
+    refused = archive.with_suffix(".refused")  # a classpath whose training failed is not tried every run
+    if archive.is_file() or refused.is_file():
+        return launcher, step
+    # The last few classpaths' archives stay (an edit reverted finds its archive again); older ones go.
+    for old in sorted(archives.glob("*.jsa"), key=lambda p: p.stat().st_mtime)[:-2]:
+        old.unlink()
+    why = java_cds.create(launcher=launcher, archive=archive)
+    with open(log, "a", encoding="utf-8") as out:
+        out.write(f"class-data archive {archive}: {'made' if why is None else 'not made, ' + why}\n")
+    if why is not None:
+        refused.write_text(why + "\n", encoding="utf-8")
+    step = replace(step, notes=(*step.notes, "class-data archive made" if why is None
+                                else f"no class-data archive ({why}; {log})"))
+    return _write_launcher(env, java=java, classpath=classpath, main=_main_class(jar), archive=archive), step
+
+
+def _write_launcher(env: Path, *, java: Path, classpath: list[Path], main: str, archive: Path) -> Path:
+    from conformance.targets.java_cds import flag
+
+    launcher = env / "durabletask-java-driver"
+    cds = flag(archive)
     # As scripts/install-java-driver.sh's launcher: exec, so the harness's SIGTERM reaches the JVM.
     launcher.write_text("#!/bin/sh\n"
-                        f'exec "{java}" -XX:TieredStopAtLevel=1 -XX:+UseSerialGC ${{JAVA_OPTS:-}} -cp "{classpath}" '
-                        f'{_main_class(jar)} "$@"\n', encoding="utf-8")
+                        f'exec "{java}" -XX:TieredStopAtLevel=1 -XX:+UseSerialGC {cds + " " if cds else ""}'
+                        f'${{JAVA_OPTS:-}} -cp "{":".join(map(str, classpath))}" {main} "$@"\n', encoding="utf-8")
     launcher.chmod(0o755)
     return launcher
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from conformance.yamlload import safe_load
 from conformance.targets.base import Gap, Pair, SidecarTarget, TargetError, WorkerTarget
 
 DEFAULT_TARGETS = Path(__file__).with_name("targets.yaml")
@@ -79,9 +80,7 @@ def _gaps(raw: Any, where: str) -> tuple[Gap, ...]:
 
 def _read(path: Path) -> dict[str, Any]:
     try:
-        # libyaml's safe loader where PyYAML was built with it: the same documents, parsed in C (the
-        # pure-Python parser took a second of every fuzz campaign's start-up on a loaded machine).
-        doc = yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        doc = safe_load(path.read_text(encoding="utf-8"))  # libyaml's parser where PyYAML has it
     except (OSError, yaml.YAMLError, UnicodeDecodeError) as exc:
         raise TargetError(f"cannot load targets from {path}: {exc}") from None
     if not isinstance(doc, dict):

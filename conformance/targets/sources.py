@@ -11,6 +11,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 
 
@@ -23,6 +24,35 @@ class Changes:
     @property
     def none(self) -> bool:
         return not (self.modified or self.added or self.removed)
+
+
+class Build(Enum):
+    """What a run's build step did to the checkout's environment."""
+
+    UP_TO_DATE = "up to date"  # nothing built: no source changed (or an editable install sees the edit)
+    TRANSPILED = "transpiled"  # only the edited files, one by one
+    COMPILED = "compiled"  # only the edited files, into an overlay
+    INCREMENTAL = "incremental"  # the SDK's own tool, which keeps a cache of its own (go build)
+    FULL = "full build"
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildStep:
+    build: Build
+    tool: str  # what ran ("" when nothing did)
+    files: tuple[str, ...] = ()  # TRANSPILED, COMPILED: the files
+    notes: tuple[str, ...] = ()  # anything else it made (a class-data archive)
+
+    def describe(self) -> str:
+        """For the run's header: "up to date", "2 files compiled by javac", "full build (Maven)"."""
+        if self.build in (Build.TRANSPILED, Build.COMPILED):
+            n = len(self.files)
+            text = f"{n} file{'s' if n != 1 else ''} {self.build.value} by {self.tool}"
+        elif self.build is Build.UP_TO_DATE:
+            text = "sources up to date, nothing built"
+        else:
+            text = f"{self.build.value} ({self.tool})"
+        return "; ".join((text, *self.notes))
 
 
 def snapshot(root: Path, *, patterns: Iterable[str]) -> dict[str, str]:
@@ -55,4 +85,4 @@ def save(stamp: Path, table: Mapping[str, str]) -> None:
     stamp.write_text(json.dumps(dict(table), indent=0, sort_keys=True), encoding="utf-8")
 
 
-__all__ = ["Changes", "compare", "load", "save", "snapshot"]
+__all__ = ["Build", "BuildStep", "Changes", "compare", "load", "save", "snapshot"]

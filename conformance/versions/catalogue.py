@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from conformance.yamlload import safe_load
 from conformance.errors import InputError
 
 RELEASES_PATH = Path(__file__).with_name("releases.yaml")
@@ -112,7 +113,7 @@ def _pick(releases: tuple[Any, ...], versions: str, where: str) -> tuple[Any, ..
 
 def load_releases(path: Path = RELEASES_PATH) -> Releases:
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        doc = safe_load(path.read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as exc:
         raise ReleasesError(f"{path}: cannot read ({exc})") from None
     sdks: dict[str, tuple[SdkRelease, ...]] = {}

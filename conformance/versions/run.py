@@ -18,6 +18,7 @@ from pathlib import Path
 
 import yaml
 
+from conformance.yamlload import safe_load
 from conformance.versions.catalogue import EngineRelease, SdkRelease
 from conformance.versions.cells import CellResult, read_cell
 from conformance.versions.corpus import RECORD_ENV, Recorded, assemble
@@ -40,7 +41,7 @@ class Plan:
 def declared_target(root: Path, worker: str) -> dict:
     """The worker target as its drivers/<sdk>/target.yaml declares it (anchors resolved)."""
     for f in sorted((root / "drivers").glob("*/target.yaml")):
-        doc = yaml.safe_load(f.read_text(encoding="utf-8")) or {}
+        doc = safe_load(f.read_text(encoding="utf-8")) or {}
         raw = (doc.get("workers") or {}).get(worker)
         if raw and raw.get("command"):
             return dict(raw)

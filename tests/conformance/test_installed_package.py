@@ -63,6 +63,7 @@ def test_the_wheel_carries_the_library_and_no_build_output(installed):
                    "conformance_library/drivers/dapr_ext_workflow/target.yaml",
                    "conformance_library/drivers/durabletask_js/driver.js",
                    "conformance_library/drivers/durabletask_java/pom.xml",
+                   "conformance_library/drivers/durabletask_java/checkout-client.pom.xml",  # --sdk-path, Gradle layout
                    "conformance_library/scripts/install-sdks.sh"):
         assert needed in names, needed
     assert not [n for n in names if "node_modules" in n or "__pycache__" in n or "/target/classes" in n]

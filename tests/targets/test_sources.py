@@ -10,7 +10,9 @@ import pytest
 
 from conformance.targets import checkout as checkout_mod
 from conformance.targets.checkout import _js_build, detect
-from conformance.targets.sources import compare, load, save, snapshot
+from conformance.targets.sources import Build, BuildStep, compare, load, save, snapshot
+
+TSC, NOTHING = Build.FULL, Build.UP_TO_DATE
 
 
 def write(path: Path, text: str) -> Path:
@@ -62,31 +64,31 @@ def js_checkout(tmp_path, monkeypatch):
 
 def build(c, calls):
     did = _js_build(c, build=c.root / "build", node="node", log=c.env_dir / "build.log")
-    return did, len(calls.read_text().splitlines()) if calls.exists() else 0
+    return did.build, len(calls.read_text().splitlines()) if calls.exists() else 0
 
 
 def test_js_builds_all_once_then_nothing_until_a_source_changes(js_checkout):
     c, calls = js_checkout
-    assert build(c, calls) == ("tsc", 1)
-    assert build(c, calls) == ("up to date", 1)  # unchanged: no tsc at all
+    assert build(c, calls) == (TSC, 1)
+    assert build(c, calls) == (NOTHING, 1)  # unchanged: no tsc at all
     write(c.root / "src" / "extra.ts", "export const b = 2;\n")  # a new file: the whole build
-    assert build(c, calls) == ("tsc", 2)
+    assert build(c, calls) == (TSC, 2)
     write(c.root / "tsconfig.json", '{"compilerOptions": {}}')  # the build's configuration: the whole build
-    assert build(c, calls) == ("tsc", 3)
+    assert build(c, calls) == (TSC, 3)
     (c.root / "build" / "index.js").unlink()  # no build output: the whole build, whatever the table says
-    assert build(c, calls) == ("tsc", 4)
+    assert build(c, calls) == (TSC, 4)
 
 
 def test_js_an_edited_source_is_transpiled_alone_and_a_failure_forgets_the_table(js_checkout):
     c, calls = js_checkout
-    assert build(c, calls) == ("tsc", 1)
+    assert build(c, calls) == (TSC, 1)
     write(c.root / "src" / "index.ts", "export const a = 2;\n")
     # This checkout has no node_modules/typescript, so the transpile fails: a clear error, and the table
     # is dropped so the next run rebuilds all instead of trusting a half-done build.
     with pytest.raises(checkout_mod.CheckoutError, match="transpiling src/index.ts"):
         build(c, calls)
     assert load(c.env_dir / "sources.json") == {}
-    assert build(c, calls) == ("tsc", 2)
+    assert build(c, calls) == (TSC, 2)
 
 
 def test_java_an_edited_client_source_is_compiled_alone_into_an_overlay_ahead_of_the_jar(tmp_path):
@@ -97,7 +99,7 @@ def test_java_an_edited_client_source_is_compiled_alone_into_an_overlay_ahead_of
     import zipfile
 
     from conformance.targets.checkout import Checkout
-    from conformance.targets.checkout_java import _compile_overlay, _write_launcher
+    from conformance.targets.checkout_java import _OVERLAY_JAR, _compile_overlay, _write_launcher
 
     javac = shutil.which("javac")
     if javac is None:
@@ -122,13 +124,28 @@ def test_java_an_edited_client_source_is_compiled_alone_into_an_overlay_ahead_of
     rel = src.relative_to(root).as_posix()
     table = snapshot(root, patterns=("durabletask-client/src/main/java/**/*.java",))
 
-    _compile_overlay(c, files=(rel,), overlay=overlay, lib=lib, table=table, java_home=java_home, log=log)
-    assert (overlay / "classes" / "p" / "A.class").is_file()
-    launcher = _write_launcher(env, java_home=java_home, jar=jar, overlay=overlay).read_text()
-    assert f'-cp "{overlay / "classes"}:{jar}" p.Main' in launcher
-    _compile_overlay(c, files=(rel,), overlay=overlay, lib=lib, table=table, java_home=java_home, log=log)
+    assert _compile_overlay(c, files=(rel,), overlay=overlay, lib=lib, table=table, java_home=java_home, log=log)
+    with zipfile.ZipFile(overlay / _OVERLAY_JAR) as z:  # a jar, so that a class-data archive can hold it
+        assert z.namelist() == ["p/A.class"]
+    java = Path(java_home) / "bin" / "java"
+    archive = env / "cds" / "x.jsa"
+    launcher = _write_launcher(env, java=java, classpath=[overlay / _OVERLAY_JAR, jar], main="p.Main",
+                               archive=archive).read_text()
+    assert f'-cp "{overlay / _OVERLAY_JAR}:{jar}" p.Main' in launcher
+    assert "SharedArchiveFile" not in launcher  # no archive made yet
+    write(archive, "made")
+    assert f"-XX:SharedArchiveFile={archive} " in _write_launcher(env, java=java, classpath=[jar], main="p.Main",
+                                                                  archive=archive).read_text()
+    assert not _compile_overlay(c, files=(rel,), overlay=overlay, lib=lib, table=table, java_home=java_home, log=log)
     assert log.read_text().count("javac") == 1  # the same edit again: not recompiled
 
-    _compile_overlay(c, files=(), overlay=overlay, lib=lib, table=table, java_home=java_home, log=log)
+    assert not _compile_overlay(c, files=(), overlay=overlay, lib=lib, table=table, java_home=java_home, log=log)
     assert not overlay.exists()  # reverted: the jar's classes again
-    assert f'-cp "{jar}" p.Main' in _write_launcher(env, java_home=java_home, jar=jar, overlay=overlay).read_text()
+
+
+def test_build_step_says_what_was_built():
+    assert BuildStep(build=Build.UP_TO_DATE, tool="").describe() == "sources up to date, nothing built"
+    assert BuildStep(build=Build.COMPILED, tool="javac", files=("a", "b")).describe() == "2 files compiled by javac"
+    assert BuildStep(build=Build.TRANSPILED, tool="tsc", files=("a",)).describe() == "1 file transpiled by tsc"
+    assert BuildStep(build=Build.FULL, tool="Maven", notes=("class-data archive made",)).describe() == \
+        "full build (Maven); class-data archive made"

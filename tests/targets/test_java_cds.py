@@ -1,0 +1,84 @@
+"""The Java driver's class-data archive (conformance/targets/java_cds.py): one training run of a launcher
+writes an archive that a later JVM maps its classes from; its key follows the classpath's bytes and the JDK."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from conformance.targets import java_cds
+
+MAIN = """package p;
+public class Main {
+  public static void main(String[] a) throws Exception {
+    if (a.length == 0) { System.out.println("no training"); return; }
+    java.util.concurrent.CountDownLatch stop = new java.util.concurrent.CountDownLatch(1);
+    sun.misc.Signal.handle(new sun.misc.Signal("TERM"), s -> stop.countDown());
+    System.out.println("connected to " + a[1]);
+    System.out.flush();
+    stop.await();
+  }
+}
+"""
+
+
+@pytest.fixture
+def driver(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """(java, a one-class jar whose main prints a ready line and waits for SIGTERM, its launcher)."""
+    javac = shutil.which("javac")
+    if javac is None:
+        pytest.fail("javac is not on PATH: install a JDK >= 17", pytrace=False)
+    java = Path(javac).resolve().parent / "java"
+    src = tmp_path / "src" / "p" / "Main.java"
+    src.parent.mkdir(parents=True)
+    src.write_text(MAIN, encoding="utf-8")
+    subprocess.run([javac, "-nowarn", "-XDignore.symbol.file", "-d", str(tmp_path / "classes"), str(src)],
+                   check=True, capture_output=True)
+    jar = tmp_path / "m.jar"
+    with zipfile.ZipFile(jar, "w") as z:
+        for f in sorted((tmp_path / "classes").rglob("*.class")):
+            z.write(f, f.relative_to(tmp_path / "classes").as_posix())
+    launcher = tmp_path / "launch"
+    launcher.write_text(f'#!/bin/sh\nexec "{java}" -XX:TieredStopAtLevel=1 -XX:+UseSerialGC ${{JAVA_OPTS:-}} '
+                        f'-cp "{jar}" p.Main "$@"\n', encoding="utf-8")
+    launcher.chmod(0o755)
+    return java, jar, launcher
+
+
+def test_a_training_run_makes_an_archive_a_later_jvm_maps_its_classes_from(driver, tmp_path):
+    java, jar, launcher = driver
+    archive = tmp_path / "cds" / "driver.jsa"
+    assert java_cds.create(launcher=launcher, archive=archive) is None
+    assert archive.is_file() and not archive.with_name("driver.jsa.partial").exists()
+    ran = subprocess.run([str(java), "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", java_cds.flag(archive),
+                          "-Xlog:class+load=info", "-cp", str(jar), "p.Main"], capture_output=True, text=True,
+                         check=True)
+    assert "p.Main source: shared objects file (top)" in ran.stdout
+
+
+def test_a_launcher_that_never_gets_ready_makes_no_archive_and_says_why(tmp_path):
+    launcher = tmp_path / "launch"
+    launcher.write_text("#!/bin/sh\necho starting; exit 4\n", encoding="utf-8")
+    launcher.chmod(0o755)
+    archive = tmp_path / "driver.jsa"
+    why = java_cds.create(launcher=launcher, archive=archive)
+    assert why is not None and "did not connect" in why and "exit 4" in why
+    assert not archive.exists() and java_cds.flag(archive) == ""
+
+
+def test_the_key_follows_the_jars_bytes_and_a_folders_files(driver, tmp_path):
+    java, jar, _ = driver
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "dep.jar").write_bytes(b"1")
+    first = java_cds.key(java=java, classpath=[jar, lib])
+    assert java_cds.key(java=java, classpath=[jar, lib]) == first
+    (lib / "dep.jar").write_bytes(b"22")  # another dependency jar (its size): another archive
+    second = java_cds.key(java=java, classpath=[jar, lib])
+    assert second != first
+    jar.write_bytes(jar.read_bytes() + b"\0")
+    assert java_cds.key(java=java, classpath=[jar, lib]) != second
