@@ -83,7 +83,8 @@ def test_a_driver_built_from_older_sources_is_refused_with_the_rebuild_command(t
     targets = load_targets()
     pair = targets.pair("reference", "durabletask-go-worker")
     assert pair.worker.current == "scripts/install-go-driver.sh --check"
-    assert not_installed([pair], root=home, cwd=home) == []  # same sources as the build: current
+    # Same sources as the checkout's build: current (if not, this checkout's own build is stale).
+    assert not_installed([pair], root=home, cwd=home) == [], "rebuild: scripts/install-go-driver.sh"
     with (home / "drivers" / "durabletask_go" / "main.go").open("a") as f:
         f.write("\n// an edit after the build\n")
     (problem,) = not_installed([pair], root=home, cwd=home)
