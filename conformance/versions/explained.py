@@ -61,14 +61,15 @@ def load_explained(corpus: Path) -> tuple[Explanation, ...]:
         where = f"{path}: entry {n}"
         if not isinstance(e, dict) or set(e) != _FIELDS:
             raise ExplainedError(f"{where}: needs exactly the keys {', '.join(sorted(_FIELDS))}")
-        if e["verdict"] not in Verdict.__members__ or e["verdict"] == Verdict.CLEAN.name:
+        if not all(isinstance(e[k], str) and e[k].strip() for k in ("sdk", "histories", "trace", "fixed_by")):
+            raise ExplainedError(f"{where}: sdk, histories, trace and fixed_by must be non-empty text")
+        if not isinstance(e["verdict"], str) or e["verdict"] not in Verdict.__members__ \
+                or e["verdict"] == Verdict.CLEAN.name:
             raise ExplainedError(f"{where}: verdict {e['verdict']!r} is not one of "
                                  + ", ".join(v.name for v in Verdict if not v.ok))
         releases = e["releases"]
         if not isinstance(releases, list) or not releases or not all(isinstance(r, str) for r in releases):
             raise ExplainedError(f"{where}: releases must be a list of release names")
-        if not all(isinstance(e[k], str) and e[k].strip() for k in ("sdk", "histories", "trace", "fixed_by")):
-            raise ExplainedError(f"{where}: sdk, histories, trace and fixed_by must be non-empty text")
         out.append(Explanation(sdk=e["sdk"], releases=tuple(releases), histories=e["histories"],
                                verdict=Verdict[e["verdict"]], trace=e["trace"].strip(),
                                fixed_by=e["fixed_by"].strip()))

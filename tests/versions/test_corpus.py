@@ -133,6 +133,7 @@ def test_an_explained_failure_passes_an_untraced_or_stale_one_fails(tmp_path: Pa
     ("explained: 3", "an 'explained:' list"),
     ("explained: [{sdk: x}]", "needs exactly the keys"),
     (EXPLAINED_DOC.replace("NONDETERMINISM", "CLEAN"), "is not one of"),
+    (EXPLAINED_DOC.replace("NONDETERMINISM", "[NONDETERMINISM]"), "is not one of"),
     (EXPLAINED_DOC.replace("[v0.12.1]", "v0.12.1"), "releases must be a list"),
     (EXPLAINED_DOC.replace('"dapr/durabletask-go#1, commit abc"', '""'), "must be non-empty text"),
     ("explained: [", "not YAML"),
