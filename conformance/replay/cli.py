@@ -44,6 +44,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                      help="with --corpus: also the histories other SDKs recorded (default: those of --sdk's line)")
     rep.add_argument("--scenario", action="append", default=[], metavar="GLOB",
                      help="with --corpus: only the histories of scenarios whose id matches (repeatable)")
+    rep.add_argument("--recorded", action="append", default=[], metavar="GLOB",
+                     help="with --corpus: only the recordings whose folder <engine>-<version>/<sdk>-<version> "
+                          "matches (repeatable), e.g. 'reference-*/durabletask-go-v0.14.0'")
     rep.add_argument("--worker-command", metavar="CMD",
                      help="start your worker with this command ({address} is replaced; DAPR_GRPC_ENDPOINT, "
                           "DAPR_GRPC_PORT and DAPR_RUNTIME_HOST are set to the replay sidecar); ended when done")

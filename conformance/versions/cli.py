@@ -75,8 +75,9 @@ def run_corpus_replay(args: argparse.Namespace) -> int:
     """`conformance replay --corpus DIR --sdk NAME@VERSION`."""
     from conformance.library import find_library
     from conformance.versions.catalogue import ReleasesError, load_releases
-    from conformance.versions.corpus import groups, render_replay, replay_corpus
+    from conformance.versions.corpus import groups, judge_replay, render_replay, replay_corpus
     from conformance.versions.envs import EnvError, ensure
+    from conformance.versions.explained import ExplainedError, load_explained
     from conformance.versions.run import declared_command
 
     if args.corpus is None or not args.sdk or "@" not in args.sdk:
@@ -89,21 +90,34 @@ def run_corpus_replay(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     root = find_library().root
     try:
+        explanations = load_explained(args.corpus)
         releases = load_releases().select_sdk(args.sdk)
         if len(releases) != 1:
             raise ReleasesError(f"--sdk {args.sdk}: name one release")
+    except (ReleasesError, ExplainedError) as exc:
+        print(f"conformance replay: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    sdk = None if args.any_sdk else releases[0].sdk
+    if not groups(args.corpus, sdk=sdk, scenarios=tuple(args.scenario), recorded=tuple(args.recorded)):
+        print(f"conformance replay: --corpus {args.corpus}: no history matches --sdk {args.sdk}"
+              + "".join(f" --scenario {g}" for g in args.scenario) + "".join(f" --recorded {g}" for g in args.recorded)
+              + " (recordings are folders <scenario>/<engine>-<version>/<sdk>-<version>)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
         env = ensure(releases[0], root=root, log=lambda m: print(m, flush=True))
         command = env.worker_command(declared_command(root, releases[0].worker))
-    except (ReleasesError, EnvError) as exc:
+    except EnvError as exc:
         print(f"conformance replay: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     reports = (args.reports or root / "reports" / "corpus-replay" / releases[0].key).resolve()
     reports.mkdir(parents=True, exist_ok=True)
     results = replay_corpus(args.corpus.resolve(), command=command, reports=reports, jobs=args.jobs,
-                            sdk=None if args.any_sdk else releases[0].sdk, scenarios=tuple(args.scenario),
+                            sdk=sdk, scenarios=tuple(args.scenario),
+                            recorded=tuple(args.recorded),
                             log=(lambda m: None) if args.quiet else (lambda m: print(m, flush=True)))
-    text = render_replay(results, sdk=releases[0].label)
+    judged = judge_replay(results, explanations, sdk=releases[0].sdk, release=releases[0].version)
+    text = render_replay(judged, sdk=releases[0].label)
     (reports / "corpus-replay.md").write_text(text, encoding="utf-8")
     print(text)
     print(f"reports: {reports / 'corpus-replay.md'}")
-    return EXIT_OK if all(r.verdict == "CLEAN" for r in results) else EXIT_FAILED
+    return EXIT_OK if judged.ok else EXIT_FAILED

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from conformance.versions.explained import EXPLAINED, Explanation
+
 RECORD_ENV = "CONFORMANCE_RECORD_HISTORIES"
 BUNDLE = "bundle.json"
 TERMINAL = ("COMPLETED", "FAILED", "TERMINATED")
@@ -113,10 +115,12 @@ class Group:
     histories: tuple[Path, ...]
 
 
-def groups(corpus: Path, *, sdk: str | None = None, scenarios: Sequence[str] = ()) -> list[Group]:
+def groups(corpus: Path, *, sdk: str | None = None, scenarios: Sequence[str] = (),
+           recorded: Sequence[str] = ()) -> list[Group]:
     """The corpus's scenarios with their histories; with `sdk`, only those recorded with that SDK line
     (any release, any engine): forward compatibility is a line's promise, and another SDK's histories
-    differ by what the contract leaves to each SDK (ids, optional timers)."""
+    differ by what the contract leaves to each SDK (ids, optional timers). `recorded` globs select
+    recordings by their folder `<engine>-<version>/<sdk>-<version>`."""
     import fnmatch
 
     out = []
@@ -125,7 +129,9 @@ def groups(corpus: Path, *, sdk: str | None = None, scenarios: Sequence[str] = (
         if scenarios and not any(fnmatch.fnmatch(scenario, g) for g in scenarios):
             continue
         files = tuple(f for f in sorted(bundle.parent.rglob("*.history.json"))
-                      if sdk is None or f.parent.name.startswith(f"{sdk}-"))
+                      if (sdk is None or f.parent.name.startswith(f"{sdk}-"))
+                      and (not recorded or any(fnmatch.fnmatch(f.parent.relative_to(bundle.parent).as_posix(), g)
+                                               for g in recorded)))
         if files:
             out.append(Group(scenario=scenario, bundle=bundle, histories=files))
     return out
@@ -148,7 +154,7 @@ class Replayed:
 
 
 def replay_corpus(corpus: Path, *, command: str, reports: Path, sdk: str | None, scenarios: Sequence[str] = (),
-                  jobs: int = 4,
+                  recorded: Sequence[str] = (), jobs: int = 4,
                   log: Callable[[str], None] = print) -> list[Replayed]:
     """Every group of the corpus replayed by `conformance replay`, one driver per scenario (started with
     its bundle through `command`'s {programs}/{canonical}/{root} placeholders)."""
@@ -161,7 +167,7 @@ def replay_corpus(corpus: Path, *, command: str, reports: Path, sdk: str | None,
 
     root = find_library().root
     out: list[Replayed] = []
-    for g in groups(corpus, sdk=sdk, scenarios=scenarios):
+    for g in groups(corpus, sdk=sdk, scenarios=scenarios, recorded=recorded):
         work = reports / "groups" / g.scenario
         work.mkdir(parents=True, exist_ok=True)
         doc = json.loads(g.bundle.read_text(encoding="utf-8"))
@@ -191,11 +197,46 @@ def replay_corpus(corpus: Path, *, command: str, reports: Path, sdk: str | None,
     return out
 
 
-def render_replay(results: Sequence[Replayed], *, sdk: str) -> str:
+@dataclass(frozen=True, kw_only=True)
+class Judged:
+    """A corpus replay held against explained.yaml: what failed as traced, what nobody traced, and the
+    explanations that no longer happen (their histories replayed otherwise)."""
+
+    results: tuple[Replayed, ...]
+    explained: tuple[tuple[Replayed, Explanation], ...]
+    unexplained: tuple[Replayed, ...]
+    stale: tuple[Explanation, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.unexplained and not self.stale
+
+
+def judge_replay(results: Sequence[Replayed], explanations: Sequence[Explanation], *, sdk: str,
+                 release: str) -> Judged:
+    from conformance.versions.explained import explanation_for
+
+    explained, unexplained = [], []
+    for r in results:
+        if r.verdict == "CLEAN":
+            continue
+        e = explanation_for(explanations, sdk=sdk, release=release, file=r.file, verdict=r.verdict)
+        if e is None:
+            unexplained.append(r)
+        else:
+            explained.append((r, e))
+    used = {id(e) for _, e in explained}
+    stale = tuple(e for e in explanations if id(e) not in used
+                  and any(e.applies(sdk=sdk, release=release, file=r.file) for r in results))
+    return Judged(results=tuple(results), explained=tuple(explained), unexplained=tuple(unexplained), stale=stale)
+
+
+def render_replay(judged: Judged, *, sdk: str) -> str:
+    results = judged.results
     clean = sum(r.verdict == "CLEAN" for r in results)
     lines = [f"# The history corpus replayed on {sdk}", "",
              f"{len(results)} histories of {len({r.scenario for r in results})} scenarios: {clean} replay cleanly, "
-             f"{len(results) - clean} do not.", ""]
+             f"{len(results) - clean} do not ({len(judged.explained)} of them traced in {EXPLAINED}).", ""]
     by_rec: dict[str, list[Replayed]] = {}
     for r in results:
         key = (f"{r.recorded.get('engine', '?')} {r.recorded.get('engineVersion', '?')} with "
@@ -205,7 +246,12 @@ def render_replay(results: Sequence[Replayed], *, sdk: str) -> str:
     for key, rs in sorted(by_rec.items()):
         ok = sum(r.verdict == "CLEAN" for r in rs)
         lines.append(f"| {key} | {len(rs)} | {ok} | {len(rs) - ok} |")
-    bad = [r for r in results if r.verdict != "CLEAN"]
-    lines += ["", "## What does not replay cleanly", ""]
-    lines += [f"- `{r.file}`: {r.verdict}: {r.headline}" for r in bad] or ["Nothing."]
+    lines += ["", "## What does not replay cleanly, untraced", ""]
+    lines += [f"- `{r.file}`: {r.verdict}: {r.headline}" for r in judged.unexplained] or ["Nothing."]
+    lines += ["", f"## Expected failures, traced ({EXPLAINED})", ""]
+    lines += [f"- `{r.file}`: {r.verdict}: {r.headline}\n  - trace: {e.trace}\n  - fixed by: {e.fixed_by}"
+              for r, e in judged.explained] or ["None."]
+    if judged.stale:
+        lines += ["", f"## Stale explanations ({EXPLAINED}): their histories replayed otherwise", ""]
+        lines += [f"- `{e.histories}` ({e.verdict.name}, fixed by {e.fixed_by})" for e in judged.stale]
     return "\n".join(lines) + "\n"

@@ -71,3 +71,24 @@ def test_a_history_that_does_not_fit_the_programs_is_reported(tmp_path: Path) ->
                            "--reports", str(tmp_path / "r")])
     text = (tmp_path / "r" / "corpus-replay.md").read_text()
     assert rc == 1 and "| 1 | 0 | 1 |" in text, text
+
+
+GO_EXPLAINED = ("late/all-keeps-event-after-stale-timeout", "late/same-name-wait-after-stale-timeout",
+                "lifecycle/terminate-suspended")
+
+
+def test_go_histories_on_an_older_go_release_fail_only_as_explained(tmp_path: Path) -> None:
+    """durabletask-go v0.14.0's histories replayed on v0.12.1: the three histories/explained.yaml traces fail
+    as it says and name their upstream fix; the others replay cleanly."""
+    args = ["replay", "--corpus", str(CORPUS), "--sdk", "durabletask-go@v0.12.1",
+            "--recorded", "reference-*/durabletask-go-v0.14.0", "--reports", str(tmp_path)]
+    for s in (*GO_EXPLAINED, "activities/chain", "lifecycle/events-while-suspended-are-kept"):
+        args += ["--scenario", s]
+    rc = conformance_main(args)
+    text = (tmp_path / "corpus-replay.md").read_text()
+    assert "| reference this-checkout with durabletask-go v0.14.0 | 5 | 2 | 3 |" in text, text
+    assert "## What does not replay cleanly, untraced\n\nNothing." in text, text
+    for s in GO_EXPLAINED:
+        assert f"- `{s}/reference-this-checkout/durabletask-go-v0.14.0/" in text, text
+    assert text.count("fixed by: dapr/durabletask-go#114") == 2 and "fixed by: dapr/durabletask-go#123" in text
+    assert rc == 0, text
