@@ -18,6 +18,7 @@ import yaml
 
 from conformance.errors import InputError
 from conformance.replay.judge import Verdict
+from conformance.yamlload import safe_load
 
 EXPLAINED = "explained.yaml"
 _FIELDS = {"sdk", "releases", "histories", "verdict", "trace", "fixed_by"}
@@ -50,7 +51,7 @@ def load_explained(corpus: Path) -> tuple[Explanation, ...]:
     if not path.is_file():
         return ()
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        doc = safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
         raise ExplainedError(f"{path}: not YAML: {exc}") from None
     entries = doc.get("explained") if isinstance(doc, dict) else None
