@@ -107,9 +107,18 @@ if [[ -n $custom ]]; then
     (cd "$build" && GOFLAGS=-modcacherw "$GO" get "$SDK_MODULE@$2") || die "go get $SDK_MODULE@$2 failed"
     what="$SDK_MODULE $2"
   fi
+  # A release without detached workflows (task/detached.go) gets the driver's nodetached variant, which
+  # refuses spawn steps as a capability gap (drivers/durabletask_go/detached_absent.go).
+  sdk_dir=$(cd "$build" && GOFLAGS="-mod=mod -modcacherw" "$GO" list -m -f '{{.Dir}}' "$SDK_MODULE") ||
+    die "cannot locate $what in the module cache"
+  tags=()
+  if [[ ! -f $sdk_dir/task/detached.go ]]; then
+    tags=(-tags nodetached)
+    log "$what has no detached workflows (no task/detached.go): spawn steps will be refused"
+  fi
   log "building $out_dir/durabletask-go-driver with $what"
   # -mod=mod: the copy's go.mod/go.sum follow the replaced or changed SDK's requirements.
-  (cd "$build" && GOFLAGS="-mod=mod -modcacherw -trimpath" "$GO" build -o "$out_dir/durabletask-go-driver" .) ||
+  (cd "$build" && GOFLAGS="-mod=mod -modcacherw -trimpath" "$GO" build "${tags[@]}" -o "$out_dir/durabletask-go-driver" .) ||
     die "'go build' against $what failed (see the output above)"
   log "installed $out_dir/durabletask-go-driver ($what) in ${SECONDS}s"
   exit 0

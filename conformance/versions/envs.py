@@ -166,9 +166,13 @@ def _go(release: SdkRelease, path: Path, root: Path) -> None:
            "GOFLAGS": "-mod=mod -modcacherw -trimpath"}
     what = f"building the Go driver with {release.label}"
     _run(["go", "get", release.spec[0]], cwd=build, what=what, env=env)
-    _run(["go", "build", "-o", str(path / "durabletask-go-driver"), "."], cwd=build, what=what, env=env)
-    info = _run(["go", "version", "-m", str(path / "durabletask-go-driver")], cwd=build, what=what, env=env)
     module, _, version = release.spec[0].partition("@")
+    # A release without detached workflows gets the driver's variant that refuses spawn steps as a
+    # capability gap (drivers/durabletask_go/detached_absent.go), as scripts/install-go-driver.sh does.
+    sdk_dir = Path(_run(["go", "list", "-m", "-f", "{{.Dir}}", module], cwd=build, what=what, env=env).strip())
+    tags = [] if (sdk_dir / "task" / "detached.go").is_file() else ["-tags", "nodetached"]
+    _run(["go", "build", *tags, "-o", str(path / "durabletask-go-driver"), "."], cwd=build, what=what, env=env)
+    info = _run(["go", "version", "-m", str(path / "durabletask-go-driver")], cwd=build, what=what, env=env)
     if f"{module}\t{version}" not in info:
         raise EnvError(f"{what}: the binary does not link {module} {version} (go version -m)")
 

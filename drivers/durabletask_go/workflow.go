@@ -75,7 +75,12 @@ func capabilityGaps(programs Programs) []string {
 			case "if_patched", "if":
 				walk(s.Then, path+".then")
 				walk(s.Else, path+".else")
-			case "spawn", "timer", "wait_event", "set", "set_status", "continue_as_new", "return", "fail":
+			case "spawn":
+				if !detachedWorkflows {
+					gaps = append(gaps, fmt.Sprintf("%s: this durabletask-go release has no detached workflows "+
+						"(WorkflowContext.ScheduleNewWorkflow, task/detached.go, came after it)", path))
+				}
+			case "timer", "wait_event", "set", "set_status", "continue_as_new", "return", "fail":
 			default:
 				gaps = append(gaps, fmt.Sprintf("%s: step kind %q is unknown to this driver (a language extension "+
 					"it predates)", path, s.Step))
@@ -319,20 +324,18 @@ func runSteps(ctx *task.WorkflowContext, steps []*Step, env map[string]any) (ret
 			if err != nil {
 				return returned{}, err
 			}
-			var opts []task.DetachedWorkflowOptions
-			if input != nil {
-				opts = append(opts, task.WithRawDetachedWorkflowInput(rawPayload(input)))
-			}
+			var iid *string
 			if s.InstanceID != nil {
-				iid, err := evaluate(s.InstanceID, env)
+				v, err := evaluate(s.InstanceID, env)
 				if err != nil {
 					return returned{}, err
 				}
-				if iid != nil {
-					opts = append(opts, task.WithDetachedWorkflowInstanceID(text(iid)))
+				if v != nil {
+					t := text(v)
+					iid = &t
 				}
 			}
-			id, err := ctx.ScheduleNewWorkflow(s.Workflow, opts...)
+			id, err := spawnDetached(ctx, s.Workflow, input, iid)
 			if err != nil {
 				return returned{}, err
 			}
