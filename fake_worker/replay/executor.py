@@ -853,15 +853,22 @@ def _on_timer_fired(ctx: _Context, ev: pb.HistoryEvent) -> None:
         ctx.resume()
 
 
+def _take_pending(ctx: _Context, tid: int, what: str) -> pb.WorkflowAction:
+    """The pending action a history event at `tid` retires. An optional wait timer scheduled at that id
+    gives way to the recorded action (the SDK no longer writes it); no pending action there is a
+    nondeterminism, named as the SDK's method `what`."""
+    action = ctx.pending_actions.get(tid)
+    if action is not None and _is_optional_timer_action(action):
+        ctx.drop_optional_at(tid)
+    action = ctx.pending_actions.pop(tid, None)
+    if action is None:
+        raise _nondeterminism(tid, what)
+    return action
+
+
 def _on_task_scheduled(ctx: _Context, ev: pb.HistoryEvent) -> None:
     tid = ev.eventId
-    pending = ctx.pending_actions
-    action = pending.get(tid)
-    if action is not None and type(action) is not _LazyActivity and _is_optional_timer_action(action):
-        ctx.drop_optional_at(tid)
-    action = pending.pop(tid, None)
-    if action is None:
-        raise _nondeterminism(tid, "call_activity")
+    action = _take_pending(ctx, tid, "call_activity")
     if type(action) is _LazyActivity:  # the common case: its name without a call into protobuf
         name = action.name
     elif action.HasField("scheduleTask"):
@@ -924,11 +931,7 @@ def _failed(ctx: _Context, body: pb.TaskFailedEvent | pb.ChildWorkflowInstanceFa
 
 def _on_child_created(ctx: _Context, ev: pb.HistoryEvent) -> None:
     tid = ev.eventId
-    if tid in ctx.pending_actions and _is_optional_timer_action(ctx.pending_actions[tid]):
-        ctx.drop_optional_at(tid)
-    action = ctx.pending_actions.pop(tid, None)
-    if action is None:
-        raise _nondeterminism(tid, "call_sub_orchestrator")
+    action = _take_pending(ctx, tid, "call_sub_orchestrator")
     if not action.HasField("createChildWorkflow"):
         raise _wrong_type(tid, "call_sub_orchestrator", action)
     if action.createChildWorkflow.name != ev.childWorkflowInstanceCreated.name:
@@ -940,11 +943,7 @@ def _on_detached_created(ctx: _Context, ev: pb.HistoryEvent) -> None:
     """Retires the spawn at this id (durabletask-go task/detached.go onDetachedWorkflowCreated): a replay
     does not spawn again; a spawn of another instance id at this point is a history mismatch."""
     tid = ev.eventId
-    if tid in ctx.pending_actions and _is_optional_timer_action(ctx.pending_actions[tid]):
-        ctx.drop_optional_at(tid)
-    action = ctx.pending_actions.pop(tid, None)
-    if action is None:
-        raise _nondeterminism(tid, "spawn")
+    action = _take_pending(ctx, tid, "spawn")
     if type(action) is _LazyActivity or not action.HasField("createDetachedWorkflow"):
         raise _wrong_type(tid, "spawn", action if type(action) is not _LazyActivity else action.build(ctx.instance_id))
     recorded, made = ev.detachedWorkflowInstanceCreated.instanceId, action.createDetachedWorkflow.instanceId
