@@ -18,7 +18,8 @@ A root cause comes before all of these: where the engine refused the worker's an
 (taskhub_core.incidents), what that instance then shows (a status never reached, an output never made)
 is charged to the requirement the refused answer breaks (`refusal_requirement`), with the refusal in
 its text: a retry that reuses its first attempt's action id is ACT-RETRY-001, not the HIST-DEDUP-001
-of the scenario it happened in (`root_causes`).
+of the scenario it happened in (`root_causes`). Where the engine refused nothing, a cause the instance's
+history shows comes next (`Cause`: a retry the worker did not make, conformance/retry_causes.py).
 
 Pure: `judge` folds a scenario's mismatches into verdicts by calling `charge` for each one; it lives here, beside
 the registry, so that conformance/verdict.py (the vocabulary) imports nothing of the charging.
@@ -67,8 +68,9 @@ _STRENGTH = (Level.MUST, Level.SHOULD, Level.OBSERVATION)
 def charge(m: Mismatch, *, requirements: Sequence[str], levels: Mapping[str, str],
            charges: Mapping[Subject, str], spared: frozenset[str] = frozenset()) -> tuple[tuple[str, ...], Level]:
     """The requirements `m` weighs on and the one level it weighs at. `spared`: requirements of the side not
-    under test in this run (an engine's where a worker is tested on the reference engine): a subject with
-    requirements of its own does not go to them (a worker's custom status is RPL-EXEC-001, not LIFE-CUSTOM-001)."""
+    under test in this run (an engine's where a worker is tested on the reference engine): no mismatch goes
+    to them while the scenario lists one of the tested side's (a worker's custom status is RPL-EXEC-001, not
+    LIFE-CUSTOM-001)."""
 
     def level_of(rid: str) -> Level:
         return Level.of_requirement(levels.get(rid, "MUST"))
@@ -79,7 +81,11 @@ def charge(m: Mismatch, *, requirements: Sequence[str], levels: Mapping[str, str
         rid = charges[m.subject]
         return (rid,), m.level or level_of(rid)
     rule = CHARGES[m.subject]
-    open_ = [r for r in requirements if r not in RESERVED]
+    # The tested side's requirements: with the reference on the other side, a mismatch is not that side's
+    # doing (an SDK's empty token on the reference engine is TOK-ECHO-001, not the engine's TOK-STALE-001),
+    # unless the scenario lists only the other side's.
+    open_ = ([r for r in requirements if r not in RESERVED and r not in spared]
+             or [r for r in requirements if r not in RESERVED])
     if m.level is Level.OBSERVATION:
         # A difference the contract allows: filed under the scenario's MAY/INFO requirements, else RPL-XREF-001.
         same = [r for r in open_ if level_of(r) is Level.OBSERVATION]
@@ -150,21 +156,44 @@ def refusal_requirement(incident: Incident) -> str | None:
     return EXECUTES  # an answer the engine cannot record is not what the code does (R3.13, R3.14)
 
 
-def root_causes(mismatches: Sequence[Mismatch], incidents: Mapping[str, Sequence[Incident]]) -> list[Mismatch]:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cause:
+    """What an instance's history shows its worker did wrong, ahead of what the instance then shows
+    (conformance/retry_causes.py: a retry not made)."""
+
+    requirement: str
+    text: str
+
+
+def root_causes(mismatches: Sequence[Mismatch], incidents: Mapping[str, Sequence[Incident]], *,
+                causes: Mapping[str, Cause] | None = None) -> list[Mismatch]:
     """`mismatches`, those about an instance whose answers the engine refused (or one of its children, whose
-    ids start with the parent's) charged to the refusal's requirement, the refusal named in their text."""
+    ids start with the parent's) charged to the refusal's requirement, the refusal named in their text; else,
+    where the instance's history shows a cause (`causes`, instance id -> Cause), charged to that."""
     out = []
     for m in mismatches:
-        cause = _first_refusal(m.instance, incidents) if m.instance and m.subject in _CONSEQUENCES else None
-        if cause is None or m.requirement is not None or m.level is not None:
+        if not m.instance or m.subject not in _CONSEQUENCES or m.requirement is not None or m.level is not None:
             out.append(m)
             continue
-        rid = refusal_requirement(cause)
-        assert rid is not None
-        why = cause.action.text if cause.action is not None else cause.text
-        out.append(replace(m, requirement=rid, text=f"{m.text} [root cause: the engine refused the worker's answer: "
-                                                    f"{why}]"))
+        refusal = _first_refusal(m.instance, incidents)
+        if refusal is not None:
+            rid = refusal_requirement(refusal)
+            assert rid is not None
+            why = refusal.action.text if refusal.action is not None else refusal.text
+            out.append(replace(m, requirement=rid, text=f"{m.text} [root cause: the engine refused the worker's "
+                                                        f"answer: {why}]"))
+            continue
+        cause = _first_cause(m.instance, causes or {})
+        out.append(m if cause is None else
+                   replace(m, requirement=cause.requirement, text=f"{m.text} [root cause: {cause.text}]"))
     return out
+
+
+def _first_cause(instance: str, causes: Mapping[str, Cause]) -> Cause | None:
+    """The instance's own cause, else one of its children's (their ids start with the parent's)."""
+    if instance in causes:
+        return causes[instance]
+    return next((causes[iid] for iid in sorted(causes) if iid.startswith(instance)), None)
 
 
 def _first_refusal(instance: str, incidents: Mapping[str, Sequence[Incident]]) -> Incident | None:
@@ -176,4 +205,4 @@ def _first_refusal(instance: str, incidents: Mapping[str, Sequence[Incident]]) -
     return None
 
 
-__all__ = ["CHARGES", "Charge", "RESERVED", "charge", "refusal_requirement", "root_causes"]
+__all__ = ["CHARGES", "Cause", "Charge", "RESERVED", "charge", "refusal_requirement", "root_causes"]

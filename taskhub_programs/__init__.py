@@ -12,12 +12,12 @@ from taskhub_programs.expressions import (
 from taskhub_programs.language import (
     BUILTIN_ACTIVITIES, All, AnyOf, Bundle, CallActivity, CallChild, ContinueAsNew, Fail, If, IfPatched, Program,
     ProgramError, ProgramFamily, Retry, Return, STEP_NAMES, SetStatus, SetVar, Spawn, Step, Task, Timer, WaitEvent,
-    load_bundle, parse_bundle, parse_duration,
+    load_bundle, parse_bundle, parse_duration, walk_steps,
 )
 
 __all__ = [
     "BUILTIN_ACTIVITIES", "OPERATORS", "All", "AnyOf", "Bundle", "CallActivity", "CallChild", "ContinueAsNew",
     "ExpressionError", "Fail", "If", "IfPatched", "Program", "ProgramError", "ProgramFamily", "Retry", "Return",
     "STEP_NAMES", "SetStatus", "SetVar", "Spawn", "Step", "Task", "Timer", "WaitEvent", "canonical_bundle", "canonical_expr", "canonical_form", "compile_expr", "compile_node",
-    "evaluate", "number_text", "load_bundle", "parse_bundle", "parse_duration", "text", "truthy",
+    "evaluate", "number_text", "load_bundle", "parse_bundle", "parse_duration", "text", "truthy", "walk_steps",
 ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from taskhub_programs.language import (
-    STEP_NAMES, All, AnyOf, Bundle, CallActivity, CallChild, ContinueAsNew, If, IfPatched, Spawn, Step, Timer, WaitEvent,
+    Bundle, CallActivity, CallChild, ContinueAsNew, IfPatched, Spawn, Step, Timer, WaitEvent, walk_steps,
 )
 
 # Step kind -> the capability every step of that kind needs.
@@ -36,8 +36,7 @@ def needs(bundle: Bundle) -> Iterator[tuple[str, str]]:
 
 
 def _steps(steps: Sequence[Step], path: str) -> Iterator[tuple[str, str]]:
-    for i, step in enumerate(steps):
-        here = f"{path}[{i}].{STEP_NAMES.get(type(step), type(step).__name__)}"
+    for here, step in walk_steps(steps, path):
         if type(step) in STEP_NEEDS:
             yield STEP_NEEDS[type(step)], here
         if isinstance(step, (CallActivity, CallChild)) and step.retry is not None:
@@ -54,11 +53,6 @@ def _steps(steps: Sequence[Step], path: str) -> Iterator[tuple[str, str]]:
                 yield PROPAGATED_EVENTS, f"{here}.input"
         if isinstance(step, ContinueAsNew) and step.carry_events:
             yield CARRY_EVENTS, f"{here}.carry_events"
-        if isinstance(step, (All, AnyOf)):
-            yield from _steps(step.tasks, here)
-        if isinstance(step, (If, IfPatched)):
-            yield from _steps(step.then, f"{here}.then")
-            yield from _steps(step.else_, f"{here}.else")
 
 
 def _asks_events(expr: object) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
@@ -171,6 +171,19 @@ STEP_NAMES: dict[type, str] = {
     CallActivity: "call_activity", CallChild: "call_child", Spawn: "spawn", Timer: "timer", WaitEvent: "wait_event",
     All: "all", AnyOf: "any", IfPatched: "if_patched", If: "if", SetVar: "set", SetStatus: "set_status",
     ContinueAsNew: "continue_as_new", Return: "return", Fail: "fail"}
+
+
+def walk_steps(steps: Sequence["Step"], path: str) -> Iterator[tuple[str, "Step"]]:
+    """(path, step) for every step, nested ones included (an all's or any's tasks, an if's branches), in
+    program order; `path` is the JSONPath of `steps` (e.g. "$.programs.main.steps")."""
+    for i, step in enumerate(steps):
+        here = f"{path}[{i}].{STEP_NAMES.get(type(step), type(step).__name__)}"
+        yield here, step
+        if isinstance(step, (All, AnyOf)):
+            yield from walk_steps(step.tasks, here)
+        if isinstance(step, (If, IfPatched)):
+            yield from walk_steps(step.then, f"{here}.then")
+            yield from walk_steps(step.else_, f"{here}.else")
 
 
 @dataclass(frozen=True)

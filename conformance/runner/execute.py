@@ -28,7 +28,8 @@ from conformance.scenario.model import Direction, Scenario, ScenarioKind
 from conformance.targets.base import CannotExpress, Gap, Pair
 from conformance.targets.probe import lacking
 from conformance.failure_context import engine_incidents
-from conformance.attribution import judge, root_causes
+from conformance.attribution import Cause, judge, root_causes
+from conformance.retry_causes import unretried
 from conformance.verdict import Level
 from conformance.runner.harness import Harness, HarnessError, Run, do_start
 from conformance.runner.observe import incidents_of, observe, replay_early, replayer
@@ -152,9 +153,10 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
     if error is not None:
         return ScenarioFinished(outcome=Outcome.ERROR, duration_s=duration, transcript=tuple(transcript),
                                 message=f"{error}{log_note}\n{reproduce_line(reproduce)}", **base)
+    causes = unretried(scenario.programs, obs.raw_histories) if failures and isinstance(obs, FlowObservation) else {}
     return _verdict(scenario, failures, gap, duration=duration, transcript=tuple(transcript),
                     reproduce=reproduce, base=base, note=log_note, incidents=incidents or {},
-                    spared=spared_requirements(pair.direction))
+                    spared=spared_requirements(pair.direction), causes=causes)
 
 def _instances_of(run: Run, obs: Observation | None) -> tuple[str, ...]:
     """The instance ids a scenario started or expects (the incidents' instances are named after them)."""
@@ -164,13 +166,13 @@ def _instances_of(run: Run, obs: Observation | None) -> tuple[str, ...]:
 def _verdict(scenario: Scenario, failures: Sequence[TargetMisbehaved], gap: Gap | None, *, duration: float,
              transcript: tuple[TranscriptEntry, ...], reproduce: str, base: Mapping[str, Any],
              note: str = "", incidents: Mapping[str, tuple[Incident, ...]] | None = None,
-             spared: frozenset[str] = frozenset()) -> ScenarioFinished:
+             spared: frozenset[str] = frozenset(), causes: Mapping[str, Cause] | None = None) -> ScenarioFinished:
     """The scenario's outcome from its mismatches: only a broken MUST fails (conformance.verdict); a mismatch
     whose instance's answers the engine refused is charged to what the refusal breaks (conformance.attribution)."""
     levels = requirement_levels()
     found = [(f.check, m) for f in failures for m in f.found]
     incidents = incidents or {}
-    found = list(zip([c for c, _ in found], root_causes([m for _, m in found], incidents)))
+    found = list(zip([c for c, _ in found], root_causes([m for _, m in found], incidents, causes=causes)))
     judged = judge([m for _, m in found], requirements=scenario.requirements, levels=levels,
                    charges=scenario.charges, spared=spared)
     known = judged.outcome is Outcome.FAILED and gap is not None

@@ -34,6 +34,7 @@ TARGETED = {
     # Charged to what they break (tests/verdicts/test_attribution.py reads the requirement and the text).
     "retry-reuses-action-id": ["history/duplicate-failure-recorded-once"],
     "custom-status-encoded-twice": ["vectors/completion-result"],
+    "never-retries": ["history/duplicate-failure-recorded-once"],
 }
 CONTROL = "activities/chain"
 # A mutant that the control itself exercises is checked against another plain scenario.

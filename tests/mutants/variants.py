@@ -190,8 +190,23 @@ def _custom_status_encoded_twice(result: TurnResult, history: Sequence[pb.Histor
     return replace(result, custom_status=None if result.custom_status is None else json.dumps(result.custom_status))
 
 
+def _never_retries(result: TurnResult, history: Sequence[pb.HistoryEvent]) -> TurnResult:
+    """The upstream bug of a policy that never retries (durabletask-dapr 0.2.0a9, dapr-ext-workflow 0.5.0 without
+    a max_retry_interval): where the code would start a retry timer, the workflow fails with the last failure."""
+    timer = next((a for a in result.actions if a.HasField("createTimer")
+                  and (a.createTimer.HasField("activityRetry") or a.createTimer.HasField("childWorkflowRetry"))), None)
+    if timer is None:
+        return result
+    last = next(e for e in reversed(history) if e.HasField("taskFailed") or e.HasField("childWorkflowInstanceFailed"))
+    body = last.taskFailed if last.HasField("taskFailed") else last.childWorkflowInstanceFailed
+    done = pb.WorkflowAction(id=timer.id)
+    done.completeWorkflow.workflowStatus = pb.ORCHESTRATION_STATUS_FAILED
+    done.completeWorkflow.failureDetails.CopyFrom(body.failureDetails)
+    return replace(result, actions=(done,))
+
+
 WORKER_MUTATIONS = {"reorders-actions": _reorder, "reuses-task-execution-ids": _reuse_ids,
-                    "retry-reuses-action-id": _retry_reuses_action_id,
+                    "retry-reuses-action-id": _retry_reuses_action_id, "never-retries": _never_retries,
                     "custom-status-encoded-twice": _custom_status_encoded_twice}
 
 

@@ -177,3 +177,24 @@ def test_the_editors_schema_knows_every_subject():
 
     schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
     assert schema["properties"]["charges"]["propertyNames"]["enum"] == [s.value for s in Subject]
+
+
+def test_a_retry_the_worker_did_not_make_breaks_act_retry_not_dedup(tmp_path: Path):
+    r = _run("history/duplicate-failure-recorded-once", "never-retries", tmp_path)
+    assert r.outcome is Outcome.FAILED, r.message
+    assert r.broken == ("ACT-RETRY-001",), (r.broken, r.message)
+    assert "[root cause: the worker did not retry: activity 'fail' failed" in r.message
+    assert "1 attempt(s) of the 3 its retry policy allows" in r.message
+
+
+def test_a_worker_run_charges_the_workers_requirement_not_the_engines():
+    """An SDK that echoes no token (dapr-ext-workflow 0.5.0) on the reference engine: the status it ends in is
+    TOK-ECHO-001 (worker), not the engine's TOK-STALE-001 and TOK-ZOMBIE-001 the scenario lists beside it."""
+    levels = {"TOK-ECHO-001": "MUST", "TOK-STALE-001": "MUST", "TOK-ZOMBIE-001": "MUST"}
+    status = Mismatch(text="expected status COMPLETED, got FAILED", subject=Subject.STATUS, instance="main-1")
+    listed = ["TOK-ECHO-001", "TOK-STALE-001", "TOK-ZOMBIE-001"]
+    engine = frozenset({"TOK-STALE-001", "TOK-ZOMBIE-001"})
+    assert judge([status], requirements=listed, levels=levels, spared=engine).broken == ("TOK-ECHO-001",)
+    assert judge([status], requirements=listed, levels=levels).broken == tuple(listed)  # both sides tested
+    # A scenario that lists only the other side's requirements still fails on them.
+    assert judge([status], requirements=listed[1:], levels=levels, spared=engine).broken == tuple(listed[1:])
