@@ -21,6 +21,7 @@ type Retry struct {
 	FirstDelay  float64  `json:"first_delay"` // seconds
 	Backoff     float64  `json:"backoff"`
 	MaxDelay    *float64 `json:"max_delay"` // nil: no limit
+	Timeout     *float64 `json:"timeout"`   // nil: none (capability retry_timeout)
 }
 
 // Step is one step; Step.Step is its kind and decides which fields it has (the others are zero).

@@ -56,6 +56,13 @@ func capabilityGaps(programs Programs) []string {
 			gaps = append(gaps, fmt.Sprintf("%s.retry.max_delay: %gs is below 1ms; durabletask-go's RetryPolicy "+
 				"treats MaxRetryInterval <= 0 as no limit", path, *s.Retry.MaxDelay))
 		}
+		// RetryTimeout <= 0 means "no limit" (task/activity.go Validate), so a zero timeout, which allows
+		// no retry in the program language, cannot be sent. A positive one can: every release the
+		// version matrix builds (v0.11.0 to v0.14.0) has the field.
+		if s.Retry.Timeout != nil && seconds(*s.Retry.Timeout) <= 0 {
+			gaps = append(gaps, fmt.Sprintf("%s.retry.timeout: %gs cannot be expressed; durabletask-go's RetryPolicy "+
+				"treats RetryTimeout <= 0 as no limit (it would retry)", path, *s.Retry.Timeout))
+		}
 	}
 	var walk func(steps []*Step, where string)
 	walk = func(steps []*Step, where string) {
@@ -157,6 +164,12 @@ func retryPolicy(r *Retry) *task.RetryPolicy {
 	}
 	if r.MaxDelay != nil {
 		p.MaxRetryInterval = seconds(*r.MaxDelay)
+	}
+	if r.Timeout != nil {
+		// The SDK's rule, not the program language's sum of delays: no retry once the workflow's clock
+		// at a failure is after the first attempt's turn time plus RetryTimeout (task/orchestrator.go
+		// computeNextDelay).
+		p.RetryTimeout = seconds(*r.Timeout)
 	}
 	return p
 }

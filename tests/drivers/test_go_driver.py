@@ -230,6 +230,40 @@ def test_refuses_a_step_the_sdk_cannot_express(tmp_path: Path) -> None:
     assert proc.stdout == ""
 
 
+RETRY_TIMEOUT = """\
+    title: A retry timeout the SDK measures on the workflow's clock stops the retries
+    requirements: [ACT-RETRY-001]
+    requires: [retries, retry_timeout]
+    # The second failure comes after a 100 ms retry timer, so at least 100 ms after the first attempt:
+    # past the timeout on the SDK's rule, whatever the machine's load. Without the timeout the third
+    # attempt would succeed (COMPLETED).
+    programs:
+      main:
+        steps:
+          - call_activity: {name: fail, input: {times: 2}, retry: {max_attempts: 4, first_delay: 100ms, timeout: 100ms}}
+          - return: unreachable
+    start: {workflow: main}
+    expect:
+      status: FAILED
+      history:
+        count: {TaskCompleted: 0}
+    timeout: 20s
+"""
+
+
+def test_retry_timeout_is_passed_and_zero_is_refused(tmp_path: Path) -> None:
+    """`retry.timeout` is task.RetryPolicy.RetryTimeout; a zero one, which the SDK reads as no limit, is a gap."""
+    driver = _driver()
+    assert "retry_timeout" in load_targets().worker(WORKER).capabilities
+    _assert_passed(_run(*_write(tmp_path, "retry-timeout", RETRY_TIMEOUT), tmp_path))
+    bundle = _bundle(tmp_path, {"main": {"steps": [
+        {"call_activity": {"name": "fail", "input": 1, "retry": {"max_attempts": 3, "first_delay": "1s", "timeout": 0}}}]}})
+    proc = subprocess.run([str(driver), "--sidecar", "127.0.0.1:1", "--canonical", str(bundle)],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == EXIT_GAP, proc.stderr
+    assert "$.programs.main.steps[0].call_activity.retry.timeout" in proc.stderr
+
+
 def test_refuses_an_unknown_language_extension(tmp_path: Path) -> None:
     driver = _driver()
     bundle = _bundle(tmp_path, {"main": {"steps": [{"return": 1}]}})

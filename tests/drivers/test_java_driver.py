@@ -302,6 +302,39 @@ def test_refuses_a_step_the_sdk_cannot_express(tmp_path: Path) -> None:
     assert proc.stdout == ""
 
 
+RETRY_TIMEOUT = """\
+    title: A retry timeout the SDK measures on the workflow's clock stops the retries
+    requirements: [ACT-RETRY-001]
+    requires: [retries, retry_timeout]
+    # The second failure comes after a 100 ms retry timer, so at least 100 ms after the first attempt:
+    # past the timeout on the SDK's rule, whatever the machine's load. Without the timeout the third
+    # attempt would succeed (COMPLETED).
+    programs:
+      main:
+        steps:
+          - call_activity: {name: fail, input: {times: 2}, retry: {max_attempts: 4, first_delay: 100ms, timeout: 100ms}}
+          - return: unreachable
+    start: {workflow: main}
+    expect:
+      status: FAILED
+      history:
+        count: {TaskCompleted: 0}
+    timeout: 20s
+"""
+
+
+def test_retry_timeout_is_passed_and_one_below_first_delay_is_refused(tmp_path: Path) -> None:
+    """`retry.timeout` is RetryPolicy.setRetryTimeout; one below first_delay, which the SDK refuses, is a gap."""
+    _driver()
+    assert "retry_timeout" in load_targets().worker(WORKER).capabilities
+    _assert_passed(_run(*_write(tmp_path, "retry-timeout", RETRY_TIMEOUT), tmp_path))
+    bundle = _bundle(tmp_path, {"main": {"steps": [
+        {"call_activity": {"name": "fail", "input": 1, "retry": {"max_attempts": 3, "first_delay": "1s", "timeout": "500ms"}}}]}})
+    proc = _drive("--sidecar", "127.0.0.1:1", "--canonical", str(bundle))
+    assert proc.returncode == EXIT_GAP, proc.stderr
+    assert "$.programs.main.steps[0].call_activity.retry.timeout" in proc.stderr
+
+
 def test_refuses_propagation_but_not_app(tmp_path: Path) -> None:
     bundle = _bundle(tmp_path, {"main": {"steps": [
         {"call_activity": {"name": "echo", "input": 1, "app": "other"}},

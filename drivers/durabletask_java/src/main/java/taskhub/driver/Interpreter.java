@@ -83,6 +83,11 @@ final class Interpreter implements TaskOrchestration {
       if (retry.maxDelay() != null) {
         policy.setMaxRetryInterval(duration(retry.maxDelay()));
       }
+      if (retry.timeout() != null) {
+        // The SDK's rule: no retry once the workflow's clock at a failure reaches the first attempt's
+        // time plus the timeout, not the program language's sum of delays.
+        policy.setRetryTimeout(duration(retry.timeout()));
+      }
       options.retryPolicy(policy);
     }
     if (app != null) {

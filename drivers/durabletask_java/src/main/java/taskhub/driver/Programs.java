@@ -31,7 +31,8 @@ final class Programs {
 
   // ------------------------------------------------------------------ model
 
-  record Retry(int maxAttempts, double firstDelay, double backoff, Double maxDelay) {}
+  /** {@code timeout}: the retries' total timeout in seconds (null: none), {@code RetryPolicy.setRetryTimeout}. */
+  record Retry(int maxAttempts, double firstDelay, double backoff, Double maxDelay, Double timeout) {}
 
   interface Step {}
 
@@ -237,7 +238,16 @@ final class Programs {
       if (maxDelay != null && maxDelay < first) {
         gaps.add(path + ".max_delay: RetryPolicy requires maxRetryInterval >= firstRetryInterval");
       }
-      return new Retry(n, first, ((Number) b.get("backoff")).doubleValue(), maxDelay);
+      Double timeout = b.get("timeout") == null ? null : ((Number) b.get("timeout")).doubleValue();
+      // setRetryTimeout throws below firstRetryInterval, and a zero timeout (which allows no retry in the
+      // program language) would mean no limit to the SDK anyway (RetryPolicy.java, TaskOrchestrationExecutor
+      // RetriableTask.shouldRetryBasedOnPolicy).
+      if (timeout != null && timeout < first) {
+        gaps.add(path + ".timeout: RetryPolicy requires retryTimeout >= firstRetryInterval (IllegalArgumentException "
+            + "'The value for retryTimeout cannot be null and must be greater than or equal to the value for "
+            + "firstRetryInterval.'), and a zero retryTimeout means no limit");
+      }
+      return new Retry(n, first, ((Number) b.get("backoff")).doubleValue(), maxDelay, timeout);
     }
   }
 }
