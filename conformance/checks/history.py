@@ -339,12 +339,16 @@ def older_generation_timers(h: _History) -> Iterator[Break]:
 @rule("R6.5", "EVT-RAISE-001")
 def raised_once(h: _History) -> Iterator[Break]:
     """[DAPR] a raised event is queued once and recorded once: no two EventRaised share a name and a
-    timestamp (RaiseEvent stamps strictly increasing times, R2.6; a redelivered one is dropped, R2.7)."""
+    timestamp (RaiseEvent stamps strictly increasing times, R2.6; a redelivered one is dropped, R2.7).
+    The first turn is not judged: its carried-over events are the SDK's copies, with the SDK's stamps
+    (a worker may send them unstamped)."""
     if h.family is Family.STANDALONE:
         return
+    first = next(iter(h.turns()), None)
+    carried = set(first[1]) if first is not None else set()
     seen: dict[tuple[str, Any], int] = {}
     for i, e in enumerate(h.events):
-        if e["kind"] == "EventRaised" and "timestamp" in e:
+        if e["kind"] == "EventRaised" and "timestamp" in e and i not in carried:
             key = (str(e.get("name", "")), e["timestamp"])
             if key in seen:
                 yield _break("R6.5", i, f"EventRaised {key[0]!r} at {key[1]} again (first at #{seen[key]}); a "
