@@ -5,7 +5,8 @@ Each rule is a registered function over one committed history that yields struct
 text. A rule the engines legitimately apply differently takes the engine's family into account
 (`Family`): the standalone sidecar ([SA]) stamps TimerFired with its creation time (R2.6) and lets
 a timeout timer fire after its event (R6.3), as does an engine started with the engine setting
-`late_timeout_timers` (conformance/scenario/engine.py).
+`late_timeout_timers` (conformance/scenario/engine.py); R6.4 and R6.5 are the Dapr engines' only.
+What a history cannot show of a rule is said next to the rule in docs/engine-rules.md.
 """
 
 from __future__ import annotations
