@@ -5,7 +5,8 @@ Each rule is a registered function over one committed history that yields struct
 text. A rule the engines legitimately apply differently takes the engine's family into account
 (`Family`): the standalone sidecar ([SA]) stamps TimerFired with its creation time (R2.6) and lets
 a timeout timer fire after its event (R6.3), as does an engine started with the engine setting
-`late_timeout_timers` (conformance/scenario/engine.py).
+`late_timeout_timers` (conformance/scenario/engine.py); R6.4 and R6.5 are the Dapr engines' only.
+What a history cannot show of a rule is said next to the rule in docs/engine-rules.md.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ _OPENING = frozenset(set(RESOLUTIONS.values()))
 MADE = frozenset(k.value for k in EventKind if k.made_by is not None)
 _NEUTRAL = frozenset({K.WORKFLOW_STARTED.value, K.EXECUTION_STALLED.value})
 _SENTINEL = "9999-12-31T23:59:59.999999999Z"
+_CONTINUED = "ORCHESTRATION_STATUS_CONTINUED_AS_NEW"
 
 
 class Family(enum.Enum):
@@ -180,7 +182,8 @@ def correlation(h: _History) -> Iterator[Break]:
             yield Break(rule="R2.5", requirement="ACT-TEID-001", index=i,
                         text=f"{kind} taskExecutionId {e.get('taskExecutionId')!r} is not its TaskScheduled's "
                              f"{source.get('taskExecutionId')!r} (R2.5)")
-        elif kind == "TimerFired" and e.get("fireAt") != source.get("fireAt"):
+        elif kind == "TimerFired" and e.get("fireAt") != source.get("fireAt") and h.family is Family.STANDALONE:
+            # (On the Dapr engines such a TimerFired is a timer of an older generation: R6.4 names it.)
             yield _break("R2.5", i, f"TimerFired fireAt {e.get('fireAt')} is not its TimerCreated's "
                                     f"{source.get('fireAt')}")
 
@@ -244,12 +247,61 @@ def resolved_once(h: _History) -> Iterator[Break]:
             completed = i if completed is None else completed
 
 
+@rule("R2.10", "CAN-HIST-001")
+def one_generation(h: _History) -> Iterator[Break]:
+    """A history holds one generation: continue-as-new replaces it with the next one and is itself
+    never written (no ExecutionCompleted{CONTINUED_AS_NEW}: durabletask-go runtimestate/applier.go:83-117
+    builds the new state from WorkflowStarted and ExecutionStarted). One ExecutionStarted, first in
+    the first turn, is R2.1's."""
+    for i, e in enumerate(h.events):
+        if e["kind"] == "ExecutionCompleted" and e.get("workflowStatus") == _CONTINUED:
+            yield _break("R2.10", i, "an ExecutionCompleted{CONTINUED_AS_NEW}; continue-as-new replaces the history "
+                                     "and is never recorded")
+
+
 @rule("R2.11", "STALL-STATE-001")
 def stalls_not_repeated(h: _History) -> Iterator[Break]:
     for i in range(1, len(h.events)):
         a, b = h.events[i - 1], h.events[i]
         if a["kind"] == b["kind"] == "ExecutionStalled" and a.get("description") == b.get("description"):
             yield _break("R2.11", i, "ExecutionStalled repeats the previous stall's description")
+
+
+# Events made from actions, stamped with the acting app's router (R2.13, R11.3: applier.go:132-143, 208-215,
+# 227-243, 262-281, 403-416); a DetachedWorkflowInstanceCreated gets a target-only router (applier.go:361-378).
+_ROUTED = frozenset({K.TASK_SCHEDULED.value, K.TIMER_CREATED.value, K.CHILD_WORKFLOW_INSTANCE_CREATED.value,
+                     K.EVENT_SENT.value, K.EXECUTION_COMPLETED.value})
+
+
+@rule("R2.13", "ROUTE-STAMP-001")
+def routers(h: _History) -> Iterator[Break]:
+    """Where the history shows routers (the harness keeps them for scenarios of several apps; R11.3):
+    every event made from an action carries router.sourceAppID, one app for the whole instance; a
+    TaskCompleted carries its TaskScheduled's router, and so does a TaskFailed that has one (the one
+    an access policy makes has none: orchestrator/activity.go:146-162)."""
+    if not any("router" in e for e in h.events):
+        return
+    source: tuple[str, int] | None = None
+    scheduled: dict[int, Any] = {}
+    for i, e in enumerate(h.events):
+        kind, router = e["kind"], e.get("router")
+        if i < h.copied:
+            pass
+        elif kind in _ROUTED and e.get("eventId", -1) >= 0:  # (a terminate's ExecutionCompleted is no action's)
+            app = (router or {}).get("sourceAppID", "")
+            if not app:
+                yield _break("R2.13", i, f"{kind}, made from action {e.get('eventId')}, carries no router.sourceAppID")
+            elif source is None:
+                source = (app, i)
+            elif app != source[0]:
+                yield _break("R2.13", i, f"{kind} names source app {app!r}, #{source[1]} {source[0]!r}; one app "
+                                         "runs an instance's actions")
+        elif kind in (K.TASK_COMPLETED.value, K.TASK_FAILED.value) and _ref(e) in scheduled:
+            expected = scheduled[_ref(e)]
+            if (router is not None or kind == K.TASK_COMPLETED.value) and router != expected:
+                yield _break("R2.13", i, f"{kind} carries router {router}, not its TaskScheduled's {expected}")
+        if kind == K.TASK_SCHEDULED.value and router is not None:
+            scheduled[e.get("eventId", -1)] = router
 
 
 # ------------------------------------------------------------------------------------------- §6
@@ -265,6 +317,68 @@ def timers_not_early(h: _History) -> Iterator[Break]:
             if e["kind"] == "TimerFired" and t_ws is not None and fire_at is not None and t_ws < fire_at:
                 yield _break("R6.1", i, f"timer {_ref(e)} fired in a turn starting {h.events[ws].get('timestamp')}, "
                                         f"before its fireAt {e.get('fireAt')}")
+
+
+@rule("R6.4", "CAN-STALE-001")
+def older_generation_timers(h: _History) -> Iterator[Break]:
+    """[DAPR] a timer of an older generation never fires in this one (after continue-as-new action ids
+    start again, so it would answer this generation's timer of the same id): a TimerFired repeats the
+    fireAt of this generation's TimerCreated. (One whose id no TimerCreated holds is never committed,
+    R2.8, and is R2.5's.)"""
+    if h.family is Family.STANDALONE:
+        return
+    created: dict[int, tuple[int, Any]] = {}
+    for i, e in enumerate(h.events):
+        if e["kind"] == "TimerCreated":
+            created[e.get("eventId", -1)] = (i, e.get("fireAt"))
+        elif e["kind"] == "TimerFired" and _ref(e) in created and e.get("fireAt") != created[_ref(e)][1]:
+            at, fire_at = created[_ref(e)]
+            yield _break("R6.4", i, f"TimerFired for timer {_ref(e)} is due {e.get('fireAt')}, not at its "
+                                    f"TimerCreated #{at}'s {fire_at}: a timer of an older generation fired in this one")
+
+
+@rule("R6.5", "EVT-RAISE-001")
+def raised_once(h: _History) -> Iterator[Break]:
+    """[DAPR] a raised event is queued once and recorded once: no two EventRaised share a name and a
+    timestamp (RaiseEvent stamps strictly increasing times, R2.6; a redelivered one is dropped, R2.7).
+    The first turn is not judged: its carried-over events are the SDK's copies, with the SDK's stamps
+    (a worker may send them unstamped)."""
+    if h.family is Family.STANDALONE:
+        return
+    first = next(iter(h.turns()), None)
+    carried = set(first[1]) if first is not None else set()
+    seen: dict[tuple[str, Any], int] = {}
+    for i, e in enumerate(h.events):
+        if e["kind"] == "EventRaised" and "timestamp" in e and i not in carried:
+            key = (str(e.get("name", "")), e["timestamp"])
+            if key in seen:
+                yield _break("R6.5", i, f"EventRaised {key[0]!r} at {key[1]} again (first at #{seen[key]}); a "
+                                        "raised event is recorded once")
+            seen.setdefault(key, i)
+
+
+@rule("R6.7", "EVT-SUSP-001")
+def suspension_blocks_nothing(h: _History) -> Iterator[Break]:
+    """The engine blocks nothing while an instance is suspended: an event raised while it was suspended
+    (stamped by the call, after the ExecutionSuspended and before the ExecutionResumed) is recorded as
+    it arrived, so before that ExecutionResumed, not held back until after it."""
+    suspended: int | None = None  # time of the ExecutionSuspended in effect
+    windows: list[tuple[int, int, int]] = []  # (suspended at, resumed at, index of the ExecutionResumed)
+    for i, e in enumerate(h.events):
+        t = instant(e.get("timestamp"))
+        if e["kind"] == "ExecutionSuspended" and suspended is None and t is not None:
+            suspended = t
+        elif e["kind"] == "ExecutionResumed":
+            if suspended is not None and t is not None:
+                windows.append((suspended, t, i))
+            suspended = None
+        elif e["kind"] == "EventRaised" and t is not None:
+            for since, until, resumed in windows:
+                if since < t < until:
+                    yield _break("R6.7", i, f"EventRaised, raised at {e['timestamp']} while the instance was "
+                                            f"suspended, is recorded after ExecutionResumed #{resumed}; events are "
+                                            "recorded while suspended")
+                    break
 
 
 @rule("R3.1", "LIFE-STATUS-001")

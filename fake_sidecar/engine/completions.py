@@ -14,7 +14,7 @@ import uuid
 from taskhub_core import machine
 from taskhub_core.actions import child_result
 from taskhub_core.history import fresh_opened
-from taskhub_core.inbox import next_generation, timer_due_ns, without_timers
+from taskhub_core.inbox import timer_due_ns, without_timers
 from taskhub_core.incidents import Incident, IncidentKind
 from taskhub_core.patches import REFUSALS_BEFORE_STALL, refusal_stall
 from taskhub_core.turn import Decision, TurnKind, abandon as abandoned
@@ -269,7 +269,7 @@ class Completions(Work):
         inst.execution_id = es.workflowInstance.executionId.value
         inst.created_ns = ts_ns(started.start.timestamp)
         # The core's order over this engine's own entries (a turn may have added some meanwhile).
-        order = next_generation(started.start, started.carry, inst.inbox)
+        order = self.policy.next_generation(inst=inst, start=started.start, carry=started.carry)
         _remove_inbox(inst, {e.seq for e in inst.inbox}, tx)
         for ev, visible_at in order:
             self.table.add_inbox(inst, ev, tx, visible_at=visible_at)

@@ -78,7 +78,8 @@ class Dispatcher:
         if inst.retry_at > now:
             self._ticker.wake_at(inst.retry_at, inst.iid)
             return
-        if any(e.visible_at <= now for e in inst.inbox) and _startable(inst, now):
+        if any(e.visible_at <= now and not self._policy.holds(inst=inst, event=e.event) for e in inst.inbox) \
+                and _startable(inst, now):
             inst.queued = True
             self._push(inst.app, WorkRef.turn(inst.iid))
 
@@ -298,7 +299,7 @@ class Dispatcher:
 
     def _dispatch_turn(self, sid: int, inst: Instance) -> pb.WorkItem | None:
         now = self._ticker.clock.now_ns()
-        visible = taken(inst.inbox, now_ns=now)
+        visible = [e for e in taken(inst.inbox, now_ns=now) if not self._policy.holds(inst=inst, event=e.event)]
         if not visible or not _startable(inst, now):
             return None
         if inst.terminal:

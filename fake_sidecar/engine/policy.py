@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hmac
 
+from taskhub_core.inbox import next_generation
 from taskhub_core.turn import Decision
 from taskhub_wire import pb
 
@@ -54,6 +55,17 @@ class EnginePolicy:
     def schedules_timer(self, *, inst: Instance, fired: pb.HistoryEvent) -> bool:
         """Whether a committed TimerCreated gets its TimerFired queued for its due time."""
         return True
+
+    def holds(self, *, inst: Instance, event: pb.HistoryEvent) -> bool:
+        """Whether a queued event waits out of the instance's turns: never (R6.7: nothing is blocked
+        while an instance is suspended; the worker holds what it must)."""
+        return False
+
+    def next_generation(self, *, inst: Instance, start: pb.HistoryEvent,
+                        carry: tuple[pb.HistoryEvent, ...]) -> list[tuple[pb.HistoryEvent, int]]:
+        """R2.10, R6.4: a continued generation's inbox as (event, visible_at): its ExecutionStarted, the
+        carried events, then what arrived meanwhile; the old generation's timers are dropped."""
+        return next_generation(start, carry, inst.inbox)
 
 
 REFERENCE_POLICY = EnginePolicy()

@@ -49,6 +49,16 @@ ENGINE_EXPECTED = {
     "result-after-actions": {"history R2.1"},
     "keeps-timeout-timers": {"history R6.3"},
     "terminates-with-failure": {"history R6.8"},
+    "records-continue-as-new": {"history R2.10"},
+    "records-events-twice": {"history R6.5"},
+}
+# Engine mutants whose break the state machine cannot produce (their scenarios catch them, tests/mutants).
+OUT_OF_REACH = {
+    "unrouted-results": "the machine's engine hosts no apps, so no history it makes carries routers (R2.13)",
+    "keeps-old-timers": "no program leaves a timer pending at continue-as-new (R6.4)",
+    # Needs a committed suspension, a raise, a resume and then both turns taken in that order: not found in
+    # 500 derandomized examples (December 2026); arrival/event-in-any-before catches it.
+    "holds-events-while-suspended": "the suspend-raise-resume sequence is too rare for the budget (R6.7)",
 }
 
 
@@ -64,12 +74,13 @@ def engine_campaign(policy: EnginePolicy, name: str, *, skip: set[str], stop_on:
 
 
 def test_every_mutant_is_covered():
-    assert set(ENGINE_EXPECTED) == set(ENGINE_MUTANTS)
+    assert set(ENGINE_EXPECTED) | set(OUT_OF_REACH) == set(ENGINE_MUTANTS)
+    assert not set(ENGINE_EXPECTED) & set(OUT_OF_REACH)
     assert set(WORKER_MUTATIONS) == {"reorders-actions", "reuses-task-execution-ids", "retry-reuses-action-id",
                                      "custom-status-encoded-twice"}
 
 
-@pytest.mark.parametrize("mutant", sorted(ENGINE_MUTANTS))
+@pytest.mark.parametrize("mutant", sorted(ENGINE_EXPECTED))
 def test_engine_mutant_is_found(mutant: str):
     findings = engine_campaign(ENGINE_MUTANTS[mutant], mutant, skip=set(REFERENCE_ENGINE_BUGS),
                                stop_on=ENGINE_EXPECTED[mutant]).run()

@@ -9,9 +9,13 @@ import pytest
 from conformance.events import Outcome
 from conformance.runner.execute import run_scenario
 from conformance.scenario.loader import load_scenario
+from conformance.targets.base import Pair
+from conformance.targets.registry import load_targets
 from tests.mutants.variants import ENGINE_MUTANTS, WORKER_MUTATIONS, mutant_pair
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
+# Scenarios a mutant needs that the library has no reason to hold (one here, the same id there, is an error).
+OWN = Path(__file__).resolve().parent / "scenarios"
 
 # mutant -> scenarios that must turn red (each at least one FAILED), and one that must stay green
 TARGETED = {
@@ -29,6 +33,11 @@ TARGETED = {
     "result-after-actions": ["activities/chain"],
     "keeps-timeout-timers": ["timers/timeout-timer-cancelled-by-event"],
     "terminates-with-failure": ["lifecycle/terminate-running"],
+    "records-continue-as-new": ["continue-as-new/carried-events-reach-new-generation"],
+    "unrouted-results": ["crossapp/local-and-remote-calls-mixed"],
+    "keeps-old-timers": ["continue-as-new/old-generation-timer-never-fires"],  # tests/mutants/scenarios
+    "records-events-twice": ["events/unawaited-event-recorded"],
+    "holds-events-while-suspended": ["arrival/event-in-any-before"],
     "reorders-actions": ["vectors/fan-out-order"],
     "reuses-task-execution-ids": ["vectors/task-execution-ids-differ"],
     # Charged to what they break (tests/verdicts/test_attribution.py reads the requirement and the text).
@@ -49,7 +58,14 @@ def test_every_mutant_has_targets():
 # The history rule each history mutant breaks: the history check must name it (not only an expectation).
 RULE_OF = {"unstamped-timers": "R2.6", "backdated-results": "R2.6", "timer-fired-at-creation": "R2.6",
            "repeats-turn-time": "R2.6", "result-after-actions": "R2.1", "keeps-timeout-timers": "R6.3",
-           "terminates-with-failure": "R6.8"}
+           "terminates-with-failure": "R6.8", "records-continue-as-new": "R2.10", "unrouted-results": "R2.13",
+           "keeps-old-timers": "R6.4", "records-events-twice": "R6.5", "holds-events-while-suspended": "R6.7"}
+
+
+def _scenario(scenario_id: str):
+    own, library = OWN / f"{scenario_id}.yaml", SCENARIOS / f"{scenario_id}.yaml"
+    assert own.is_file() != library.is_file(), f"{scenario_id}: in neither or both of {OWN} and {SCENARIOS}"
+    return load_scenario(own, root=OWN) if own.is_file() else load_scenario(library, root=SCENARIOS)
 
 
 # A mutant that breaks a SHOULD is caught as a WARNING: R6.3 is TMR-TIMEOUT-001 (SHOULD; durabletask-go's
@@ -61,7 +77,7 @@ CAUGHT_AS = {"keeps-timeout-timers": Outcome.WARNING}
 def test_mutant_is_caught(mutant: str, tmp_path: Path):
     pair = mutant_pair(mutant)
     for scenario_id in TARGETED[mutant]:
-        scenario = load_scenario(SCENARIOS / f"{scenario_id}.yaml", root=SCENARIOS)
+        scenario = _scenario(scenario_id)
         scenario = type(scenario)(**{**scenario.__dict__, "timeout": min(scenario.timeout, 6.0)})
         result = run_scenario(scenario, pair, work_root=tmp_path, reproduce=f"mutant {mutant}")
         if mutant in RULE_OF:
@@ -75,4 +91,14 @@ def test_engine_mutants_still_run_a_plain_chain(mutant: str, tmp_path: Path):
     """A mutant differs in one behaviour only: the plain chain still passes, so failures above are specific."""
     scenario = load_scenario(SCENARIOS / f"{CONTROLS.get(mutant, CONTROL)}.yaml", root=SCENARIOS)
     result = run_scenario(scenario, mutant_pair(mutant), work_root=tmp_path, reproduce="control")
+    assert result.outcome is Outcome.PASSED, result.message
+
+
+@pytest.mark.parametrize("scenario_id", sorted({s for ids in TARGETED.values() for s in ids
+                                                if (OWN / f"{s}.yaml").is_file()}))
+def test_own_targets_pass_on_the_reference(scenario_id: str, tmp_path: Path):
+    """A scenario kept here for a mutant is one the reference pair passes: its failures are the mutant's."""
+    targets = load_targets()
+    pair = Pair(sidecar=targets.sidecar("reference"), worker=targets.worker("reference"))
+    result = run_scenario(_scenario(scenario_id), pair, work_root=tmp_path, reproduce="reference")
     assert result.outcome is Outcome.PASSED, result.message

@@ -16,6 +16,7 @@ from typing import Any
 
 from fake_sidecar.engine import EnginePolicy
 from fake_sidecar.engine.model import Instance, WorkRef
+from taskhub_core.timestamps import copy_event
 from taskhub_core.turn import Decision
 from fake_worker.client import Worker
 from taskhub_programs import Bundle
@@ -161,6 +162,59 @@ class TerminatesWithFailure(_Restamps):
         return out
 
 
+class RecordsContinueAsNew(_Restamps):
+    """R2.10: the continue-as-new completion is recorded, as the next generation's first carried event."""
+
+    def change(self, inst: Instance, out: Decision) -> Decision:
+        can = out.continue_as_new
+        if can is None:
+            return out
+        done = pb.HistoryEvent(eventId=-1, timestamp=out.events[0].timestamp)
+        done.executionCompleted.workflowStatus = pb.ORCHESTRATION_STATUS_CONTINUED_AS_NEW
+        if can.input is not None:
+            done.executionCompleted.result.value = can.input
+        return replace(out, continue_as_new=replace(can, carry=(done, *can.carry)))
+
+
+class UnroutedResults(_Restamps):
+    """R2.13: records an activity's result without its TaskScheduled's router."""
+
+    def change(self, inst: Instance, out: Decision) -> Decision:
+        for ev in out.events:
+            if _kind(ev) == "taskCompleted":
+                ev.ClearField("router")
+        return out
+
+
+class KeepsOldTimers(EnginePolicy):
+    """R6.4: the timers an ending generation left pending still fire after continue-as-new."""
+
+    def next_generation(self, *, inst: Instance, start: pb.HistoryEvent,
+                        carry: tuple[pb.HistoryEvent, ...]) -> list[tuple[pb.HistoryEvent, int]]:
+        old = [(e.event, e.visible_at) for e in inst.inbox if e.event.HasField("timerFired")]
+        return super().next_generation(inst=inst, start=start, carry=carry) + old
+
+
+class RecordsEventsTwice(_Restamps):
+    """R6.5: records each raised event twice (a redelivered raise is not dropped)."""
+
+    def change(self, inst: Instance, out: Decision) -> Decision:
+        events: list[pb.HistoryEvent] = []
+        for ev in out.events:
+            events.append(ev)
+            if _kind(ev) == "eventRaised":
+                events.append(copy_event(ev))
+        return replace(out, events=tuple(events))
+
+
+class HoldsEventsWhileSuspended(EnginePolicy):
+    """R6.7: an event raised while the instance is suspended waits out of its turns until the resume
+    has committed (the engine blocks it, instead of the worker holding it)."""
+
+    def holds(self, *, inst: Instance, event: pb.HistoryEvent) -> bool:
+        return inst.suspended and event.HasField("eventRaised")
+
+
 def _reorder(result: TurnResult, history: Sequence[pb.HistoryEvent]) -> TurnResult:
     return replace(result, actions=tuple(reversed(result.actions)))
 
@@ -243,6 +297,11 @@ ENGINE_MUTANTS: dict[str, EnginePolicy] = {
     "result-after-actions": ResultAfterActions(),
     "keeps-timeout-timers": KeepsTimeoutTimers(),
     "terminates-with-failure": TerminatesWithFailure(),
+    "records-continue-as-new": RecordsContinueAsNew(),
+    "unrouted-results": UnroutedResults(),
+    "keeps-old-timers": KeepsOldTimers(),
+    "records-events-twice": RecordsEventsTwice(),
+    "holds-events-while-suspended": HoldsEventsWhileSuspended(),
 }
 
 
