@@ -132,7 +132,9 @@ def _on_call(at: At, a: steps.Call) -> None:
     # `within`: the scenario waits for a state (a new generation's input, a history entry) by asking
     # again until the response matches, not by sleeping a margin that a loaded machine can miss.
     deadline = None if a.within is None else time.monotonic() + a.within
+    looks = h.app_client(a.app).looks()
     while True:
+        looks.mark()
         resp = call_raw(run, h.app_client(a.app), method, request, expect=at.step.expect_error, where=at.where,
                          timeout=at.timeout, metadata=a.metadata)
         if resp is None or a.response is MISSING:
@@ -145,7 +147,7 @@ def _on_call(at: At, a: steps.Call) -> None:
         if deadline is None or time.monotonic() > deadline:
             waited = "" if a.within is None else f" (still, after {a.within:g}s)"
             raise step_failed(at.where, f"{at.where}: {method.name} response{waited}: " + "; ".join(mismatches))
-        time.sleep(0.02)
+        looks.pause(deadline - time.monotonic())
 
 def _on_release_replays(at: At, a: steps.ReleaseReplays) -> None:
     at.h.proxy.replay_pending()

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from fake_sidecar.engine import Engine, errors as engine_errors
+from fake_sidecar.engine.changes import ChangeSignal
 from fake_sidecar.engine.config import PolicyRule
 from fake_sidecar.engine.errors import FailedPrecondition
 from fake_sidecar.engine.policy import REFERENCE_POLICY, EnginePolicy
@@ -104,6 +105,10 @@ class ReferenceSidecar:
 
     def counters(self) -> dict[str, int]:
         return dict(vars(self.engine.counters))
+
+    def changes(self) -> ChangeSignal:
+        """The running engine's change counter: the harness's waits block on it between reads."""
+        return self.server.engine.table.changes
 
     def incidents(self) -> dict[str, tuple[Incident, ...]]:
         """What the engine refused, redelivered or dropped, per instance (taskhub_core.incidents)."""
