@@ -3,13 +3,14 @@ sidecar and workers it starts and stops, the calls it makes and the states it wa
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from conformance.scenario.basics import MISSING, ErrorExpect, StartSpec
 from conformance.scenario.model import Scenario
 from conformance.scenario.placeholders import substitute
 from conformance.runner.isolation import claimer
+from conformance.runner.slots import around_waits, waiting
 from conformance.targets.base import CannotExpress, Pair, WorkerStart
 from conformance.verdict import Mismatch, Subject
 
@@ -54,6 +56,7 @@ def status_name(value: int) -> str:
 
 _POLL_S = 0.02  # between two reads of a sidecar that cannot say when it changed
 _BACKSTOP_S = 0.5  # the longest a read waits for a change signal: a change it did not signal is seen then
+_QUIET_S = 0.05  # no change for this long: the engine and worker are waiting as well
 
 
 @dataclass
@@ -125,7 +128,13 @@ class Looks:
             time.sleep(_POLL_S)
             return
         signal, seq = self._mark
-        signal.wait_past(seq, timeout=max(0.0, min(_BACKSTOP_S, remaining)))
+        longest = max(0.0, min(_BACKSTOP_S, remaining))
+        if signal.wait_past(seq, timeout=min(_QUIET_S, longest)):
+            return
+        # Quiet: the pair waits too (a timer, an activity's sleep, a held message), so the scenario's
+        # slot is free for the rest of the pause (conformance/runner/slots.py).
+        with waiting():
+            signal.wait_past(seq, timeout=longest - _QUIET_S)
 
 @dataclass
 class Run:
@@ -246,6 +255,14 @@ def wait_status(client: Client, iid: str, wanted: Sequence[str], timeout: float,
                                       f"it is {got}{why}", expected="/".join(wanted), got=got, instance=iid)
         looks.pause(deadline - time.monotonic())
 
+@contextmanager
+def _released(hold: Callable[[bool], None]) -> Iterator[None]:
+    hold(False)
+    try:
+        yield
+    finally:
+        hold(True)
+
 class Harness:
     """The live pieces of one run: sidecar, proxy, worker, client."""
 
@@ -271,6 +288,10 @@ class Harness:
             options["engine"] = sc.engine
         self.sidecar = run.pair.sidecar.start(options=options, work_dir=run.work_dir)
         stack.callback(self._stop_sidecar)
+        hold = getattr(self.sidecar, "hold_clock", None)
+        if hold is not None:  # a virtual clock jumps to the next timer only while the harness waits
+            hold(True)
+            stack.enter_context(around_waits(functools.partial(_released, hold)))
         from conformance.proxy import FaultProxy
 
         # Several apps: one proxy, client and worker per app, on that app's address (R11.1); the first

@@ -17,6 +17,7 @@ from conformance.scenario import steps
 from conformance.scenario.basics import MISSING
 from conformance.scenario.steps import Step
 from conformance.scenario.wire import message_dict
+from conformance.runner.slots import waiting
 from conformance.runner.harness import (
     Harness, HarnessError, Run, Where, call_raw, call_rpc, do_start, payload_text, step_failed, wait_status,
 )
@@ -117,7 +118,8 @@ def _on_advance_clock(at: At, a: steps.AdvanceClock) -> None:
     engine.advance_clock(a.seconds)
 
 def _on_sleep(at: At, a: steps.Sleep) -> None:
-    time.sleep(a.seconds)  # the step's point is to let real time pass
+    with waiting():  # the scenario's slot is free meanwhile (conformance/runner/slots.py)
+        time.sleep(a.seconds)  # the step's point is to let real time pass
 
 def _on_call(at: At, a: steps.Call) -> None:
     run, h = at.run, at.h

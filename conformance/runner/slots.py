@@ -1,0 +1,109 @@
+"""How many scenarios of a run work at once: `--jobs`, counting only those not waiting.
+
+Most of a scenario's run time is waiting in real time: a `sleep` step, or a read of the sidecar's
+state repeated until a timer fired, an activity ended or a worker came back. A scenario that waits
+uses no CPU, so it gives up its slot meanwhile and the run starts another one; when the wait ends it
+goes on at once, without waiting for a slot (its timing is what it checks), and the run starts no
+new scenario until fewer than `--jobs` work again. So `--jobs` bounds the work done at once (what
+makes timing-bound scenarios late on a loaded machine) and not the waits, which overlap freely.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from contextvars import ContextVar
+from pathlib import Path
+
+
+class Slots:
+    """`jobs` slots; `admit` blocks a new scenario until one is free, `waiting` lends one out."""
+
+    def __init__(self, jobs: int) -> None:
+        self._jobs = max(1, jobs)
+        self._working = 0
+        self._cond = threading.Condition()
+
+    def admit(self) -> None:
+        with self._cond:
+            self._cond.wait_for(lambda: self._working < self._jobs)
+            self._working += 1
+
+    def release(self) -> None:
+        with self._cond:
+            self._working -= 1
+            self._cond.notify()
+
+    @contextmanager
+    def lent(self) -> Iterator[None]:
+        self.release()
+        try:
+            yield
+        finally:
+            with self._cond:  # back at once: a waiting scenario may exceed `jobs` for a moment
+                self._working += 1
+
+
+# What the current thread's scenario does around each of its waits: lend its slot, let a virtual clock
+# jump (conformance/runner/harness.py). Context managers, entered in order.
+_HOOKS: ContextVar[tuple[Callable[[], AbstractContextManager[None]], ...]] = ContextVar("conformance_wait_hooks",
+                                                                                        default=())
+
+
+@contextmanager
+def around_waits(hook: Callable[[], AbstractContextManager[None]]) -> Iterator[None]:
+    """While inside, every `waiting()` of this thread also runs inside `hook()`."""
+    token = _HOOKS.set(_HOOKS.get() + (hook,))
+    try:
+        yield
+    finally:
+        _HOOKS.reset(token)
+
+
+@contextmanager
+def holding(slots: Slots) -> Iterator[None]:
+    """Run a scenario in a slot of `slots` it was admitted to (`Slots.admit`); its waits lend the slot out."""
+    try:
+        with around_waits(slots.lent):
+            yield
+    finally:
+        slots.release()
+
+
+@contextmanager
+def waiting() -> Iterator[None]:
+    """A real-time wait of the current scenario (its slot is free meanwhile; nothing outside a run)."""
+    with ExitStack() as stack:
+        for hook in _HOOKS.get():
+            stack.enter_context(hook())
+        yield
+
+
+def last_durations(events: Path) -> dict[tuple[str, str], float]:
+    """(scenario, pair) -> its run time in the run whose events.jsonl is `events`; empty when there is none.
+
+    Only the scenario_finished lines are parsed (the file holds every transcript): a run starts the
+    scenarios that took longest last time first, so the longest waits overlap with everything else
+    instead of ending the run (see `longest_first`)."""
+    out: dict[tuple[str, str], float] = {}
+    try:
+        with events.open(encoding="utf-8") as f:
+            for line in f:
+                if '"kind": "scenario_finished"' not in line:
+                    continue
+                try:
+                    e = json.loads(line)
+                    out[(str(e["scenario"]), str(e["pair"]))] = float(e["duration_s"])
+                except (ValueError, KeyError, TypeError):
+                    continue  # a damaged line orders nothing; the run itself does not depend on it
+    except OSError:
+        return {}
+    return out
+
+
+def longest_first(keys: Sequence[tuple[str, str]], durations: Mapping[tuple[str, str], float]) -> list[int]:
+    """The indexes of `keys` in the order to start them: longest last time first, unknown ones (new
+    scenarios) before all but in their own order, the rest as given (sorted is stable)."""
+    return sorted(range(len(keys)), key=lambda i: -durations.get(keys[i], float("inf")))
