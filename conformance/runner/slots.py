@@ -18,27 +18,42 @@ from contextvars import ContextVar
 from pathlib import Path
 
 
+_IN_FLIGHT_PER_JOB = 3  # at most this many scenarios per slot started and not finished, waiting ones included
+
+
 class Slots:
-    """`jobs` slots; `admit` blocks a new scenario until one is free, `waiting` lends one out."""
+    """`jobs` slots; `admit` blocks a new scenario until one is free, `lent` lends one out while waiting.
+
+    Scenarios in flight are bounded too (_IN_FLIGHT_PER_JOB per slot): every scenario of the reference
+    pair keeps its engine's, proxy's and worker's threads alive while it waits, and they all share one
+    interpreter, so past some number a waking scenario waits for the GIL longer than its timing allows
+    (a half-way read of a 1 s timer after a 500 ms sleep)."""
 
     def __init__(self, jobs: int) -> None:
         self._jobs = max(1, jobs)
+        self._most = self._jobs * _IN_FLIGHT_PER_JOB
         self._working = 0
+        self._in_flight = 0
         self._cond = threading.Condition()
 
     def admit(self) -> None:
         with self._cond:
-            self._cond.wait_for(lambda: self._working < self._jobs)
+            self._cond.wait_for(lambda: self._working < self._jobs and self._in_flight < self._most)
             self._working += 1
+            self._in_flight += 1
 
     def release(self) -> None:
+        """The scenario has finished (`holding`)."""
         with self._cond:
             self._working -= 1
+            self._in_flight -= 1
             self._cond.notify()
 
     @contextmanager
     def lent(self) -> Iterator[None]:
-        self.release()
+        with self._cond:
+            self._working -= 1
+            self._cond.notify()
         try:
             yield
         finally:
