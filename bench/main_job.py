@@ -9,7 +9,10 @@ wall time, its CPU time (user + system, children included), the verdict counts a
 average; then the median ratios baseline/this. Make a baseline with `git worktree add DIR main`
 and `./dev setup` in it (its .venv is used; else this interpreter with DIR first on the path).
 
-    ./dev bench main_job --baseline DIR [--rounds N] [--jobs J] [--processes P] [--scenario GLOB ...]
+    .venv/bin/python bench/main_job.py --baseline DIR [--rounds N] [--jobs J] [--processes P] [--scenario GLOB ...]
+
+(`./dev bench main_job ...` runs the same after installing every third-party target, which this one
+does not need.)
 
 Goal (issue #24 item 4): the whole library on the reference pair under 10 s of run time.
 """
