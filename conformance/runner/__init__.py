@@ -77,7 +77,8 @@ def run_plan(plan: Plan, *, sinks: Sequence[Sink], jobs: int = 4, work_root: Pat
         slots = Slots(jobs)  # conformance/runner/slots.py: `jobs` at work at once, any number waiting
 
         def run_admitted(item: tuple[Scenario, Pair]) -> ScenarioFinished:
-            with holding(slots, lend=item[1].sidecar.kind == "reference"):
+            pair = item[1]
+            with holding(slots, lend=pair.sidecar.kind == "reference" and pair.worker.kind == "reference"):
                 return run_item(item, emit=emit, locks=locks, work_root=work_root, invocation=invocation)
 
         order = longest_first([(s.id, p.label) for s, p in plan.items], durations)

@@ -80,8 +80,8 @@ def around_waits(hook: Callable[[], AbstractContextManager[None]]) -> Iterator[N
 @contextmanager
 def holding(slots: Slots, *, lend: bool) -> Iterator[None]:
     """Run a scenario in a slot of `slots` it was admitted to (`Slots.admit`); with `lend`, its waits lend
-    the slot out (only where the engine runs in this process: a sidecar process started per scenario,
-    daprd's, is heavy while it waits, and its runs are sized by --jobs alone)."""
+    the slot out (only on the reference pair, all in this process: a sidecar or SDK worker process
+    started per scenario, daprd's or a JVM, is heavy while it waits, and those runs are sized by --jobs)."""
     try:
         if lend:
             with around_waits(slots.lent):
