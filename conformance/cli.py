@@ -200,7 +200,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from conformance.runner.slots import last_durations
 
     # Read before this run's reports replace it: the longest scenarios of the last run start first.
-    durations = last_durations(reports / "events.jsonl") if reports is not None else {}
+    durations = last_durations(reports)
     try:
         with logs:
             results = run_plan(plan, sinks=[logs.handle_child_event if children else logs.handle_event,

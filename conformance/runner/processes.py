@@ -45,6 +45,7 @@ from conformance.failures import reproduce_line
 from conformance.reproduce import Invocation, reproduce_command
 from conformance.run_options import RunOptions
 from conformance.runner.isolation import needs_engine_alone, shares_engine
+from conformance.runner.slots import last_durations, longest_first
 from conformance.verdict import Outcome
 
 CHILD_MODULE = "conformance.runner.child"
@@ -238,7 +239,7 @@ def run_in_processes(items: Sequence[Item], *, emit: Callable[[Event], None], se
     by_key = {key_of(item): item for item in items}
     # Longest first, by the last run's record: a long scenario handed out last would run alone at the end.
     last = last_durations(setup.logs)
-    pending: list[Item] = sorted(items, key=lambda item: -last.get(key_of(item), 0.0))
+    pending: list[Item] = [items[i] for i in longest_first([key_of(item) for item in items], last)]
     results: dict[Key, ScenarioFinished] = {}
     inbox: queue.Queue[tuple[_Child, str | None]] = queue.Queue()
     engines = _Engines()
@@ -305,22 +306,6 @@ def run_in_processes(items: Sequence[Item], *, emit: Callable[[Event], None], se
     finally:
         _end_all(children)  # normally all have ended; after Ctrl-C or an error, each by its pid
     return [results[key_of(item)] for item in items]
-
-
-def last_durations(reports: Path | None) -> dict[Key, float]:
-    """Each scenario's duration in the last run written to `reports` (none if there is no readable record)."""
-    out: dict[Key, float] = {}
-    if reports is None or not (reports / "events.jsonl").is_file():
-        return out
-    try:
-        with open(reports / "events.jsonl", encoding="utf-8") as f:
-            for line in f:
-                raw = json.loads(line)
-                if raw.get("kind") == "scenario_finished":
-                    out[(raw["scenario"], raw["pair"])] = float(raw["duration_s"])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return {}  # an order is only a hint: a record that cannot be read gives the plan's order
-    return out
 
 
 def error_result(item: Item, *, message: str, duration: float, invocation: Invocation) -> ScenarioFinished:

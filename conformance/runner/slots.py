@@ -101,29 +101,30 @@ def waiting() -> Iterator[None]:
         yield
 
 
-def last_durations(events: Path) -> dict[tuple[str, str], float]:
-    """(scenario, pair) -> its run time in the run whose events.jsonl is `events`; empty when there is none.
-
-    Only the scenario_finished lines are parsed (the file holds every transcript): a run starts the
-    scenarios that took longest last time first, so the longest waits overlap with everything else
-    instead of ending the run (see `longest_first`)."""
+def last_durations(reports: Path | None) -> dict[tuple[str, str], float]:
+    """(scenario, pair) -> its run time in the last run written to `reports` (its events.jsonl); empty when
+    there is none. Only the scenario_finished lines are parsed (the file holds every transcript). An order
+    is only a hint: a line that cannot be read is skipped."""
     out: dict[tuple[str, str], float] = {}
+    if reports is None:
+        return out
     try:
-        with events.open(encoding="utf-8") as f:
+        with (reports / "events.jsonl").open(encoding="utf-8") as f:
             for line in f:
-                if '"kind": "scenario_finished"' not in line:
+                if '"scenario_finished"' not in line:
                     continue
                 try:
                     e = json.loads(line)
                     out[(str(e["scenario"]), str(e["pair"]))] = float(e["duration_s"])
-                except (ValueError, KeyError, TypeError):
-                    continue  # a damaged line orders nothing; the run itself does not depend on it
+                except (ValueError, KeyError, TypeError, AttributeError):
+                    continue
     except OSError:
         return {}
     return out
 
 
 def longest_first(keys: Sequence[tuple[str, str]], durations: Mapping[tuple[str, str], float]) -> list[int]:
-    """The indexes of `keys` in the order to start them: longest last time first, unknown ones (new
-    scenarios) before all but in their own order, the rest as given (sorted is stable)."""
+    """The indexes of `keys` in the order to start them: longest last time first, so the longest waits
+    overlap with the rest instead of ending the run; unknown ones (new scenarios) before all, in their
+    own order (sorted is stable)."""
     return sorted(range(len(keys)), key=lambda i: -durations.get(keys[i], float("inf")))
