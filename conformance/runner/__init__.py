@@ -15,7 +15,7 @@ from conformance.reproduce import Invocation, reproduce_command
 from conformance.events import Event, RunFinished, RunStarted, ScenarioFinished, ScenarioStarted
 from conformance.runner.execute import run_scenario
 from conformance.runner.isolation import EngineLock, engine_turn
-from conformance.runner.slots import Slots, holding, longest_first
+from conformance.runner.slots import Slots, holding, lends, longest_first
 from conformance.scenario.model import Direction, Scenario
 from conformance.targets.base import Pair
 from conformance.verdict import SCENARIO_OUTCOMES
@@ -77,8 +77,7 @@ def run_plan(plan: Plan, *, sinks: Sequence[Sink], jobs: int = 4, work_root: Pat
         slots = Slots(jobs)  # conformance/runner/slots.py: `jobs` at work at once, any number waiting
 
         def run_admitted(item: tuple[Scenario, Pair]) -> ScenarioFinished:
-            pair = item[1]
-            with holding(slots, lend=pair.sidecar.kind == "reference" and pair.worker.kind == "reference"):
+            with holding(slots, lend=lends(item[1])):
                 return run_item(item, emit=emit, locks=locks, work_root=work_root, invocation=invocation)
 
         order = longest_first([(s.id, p.label) for s, p in plan.items], durations)

@@ -45,7 +45,7 @@ from conformance.failures import reproduce_line
 from conformance.reproduce import Invocation, reproduce_command
 from conformance.run_options import RunOptions
 from conformance.runner.isolation import needs_engine_alone, shares_engine
-from conformance.runner.slots import last_durations, longest_first
+from conformance.runner.slots import IN_FLIGHT_PER_JOB, last_durations, lends, longest_first
 from conformance.verdict import Outcome
 
 CHILD_MODULE = "conformance.runner.child"
@@ -100,6 +100,7 @@ class _Child:
     def __init__(self, *, number: int, setup: ChildRun, inbox: "queue.Queue[tuple[_Child, str | None]]") -> None:
         self.number = number
         self.running: dict[Key, float] = {}  # key -> when it was handed out
+        self.started: set[Key] = set()  # handed out and begun (a child admits them as its slots free up)
         self.tail: deque[str] = deque(maxlen=_STDERR_TAIL)
         root = str(Path(__file__).resolve().parents[2])  # this checkout's or installation's packages, first
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
@@ -123,6 +124,10 @@ class _Child:
     def give(self, key: Key) -> None:
         self.running[key] = time.monotonic()
         self._send(json.dumps({"scenario": key[0], "pair": key[1]}))  # the child loads the scenario's own file
+
+    @property
+    def takes_work(self) -> bool:
+        return self._stdin is not None
 
     def close_input(self) -> None:
         """No more work: the child ends once its running scenarios have."""
@@ -254,9 +259,12 @@ def run_in_processes(items: Sequence[Item], *, emit: Callable[[Event], None], se
         results[(result.scenario, result.pair)] = result
         emit(result)
 
+    # A child lends a waiting scenario's slot as one process does (slots.py): it gets enough to fill them.
+    most = setup.jobs * (IN_FLIGHT_PER_JOB if all(lends(item[1]) for item in items) else 1)
+
     def hand_out() -> None:
         while pending:
-            free = [c for c in children if len(c.running) < setup.jobs]
+            free = [c for c in children if c.takes_work and len(c.running) < most]
             if not free:
                 return
             i = engines.pick(pending)
@@ -283,14 +291,20 @@ def run_in_processes(items: Sequence[Item], *, emit: Callable[[Event], None], se
                     finish(event)
                     hand_out()
                 elif isinstance(event, ScenarioStarted):
+                    child.started.add((event.scenario, event.pair))
                     emit(event)
                 continue
             children.remove(child)
             how = child.ended()
+            unbegun: list[Item] = []
             for key, handed in child.running.items():  # what it was running: ERROR, never lost
                 engines.ended(by_key[key])
+                if replacements > 0 and key not in child.started:  # handed out, waiting for a slot there
+                    unbegun.append(by_key[key])
+                    continue
                 finish(error_result(by_key[key], message=f"{how}\n(it was running this scenario)",
                                     duration=time.monotonic() - handed, invocation=setup.invocation))
+            pending[:0] = unbegun  # the replacement runs them first, as they were next
             if not pending:
                 continue
             if replacements > 0:

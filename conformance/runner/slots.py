@@ -16,22 +16,26 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from contextvars import ContextVar
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from conformance.targets.base import Pair
 
 
-_IN_FLIGHT_PER_JOB = 3  # at most this many scenarios per slot started and not finished, waiting ones included
+IN_FLIGHT_PER_JOB = 3  # at most this many scenarios per slot started and not finished, waiting ones included
 
 
 class Slots:
     """`jobs` slots; `admit` blocks a new scenario until one is free, `lent` lends one out while waiting.
 
-    Scenarios in flight are bounded too (_IN_FLIGHT_PER_JOB per slot): every scenario of the reference
+    Scenarios in flight are bounded too (IN_FLIGHT_PER_JOB per slot): every scenario of the reference
     pair keeps its engine's, proxy's and worker's threads alive while it waits, and they all share one
     interpreter, so past some number a waking scenario waits for the GIL longer than its timing allows
     (a half-way read of a 1 s timer after a 500 ms sleep)."""
 
     def __init__(self, jobs: int) -> None:
         self._jobs = max(1, jobs)
-        self._most = self._jobs * _IN_FLIGHT_PER_JOB
+        self._most = self._jobs * IN_FLIGHT_PER_JOB
         self._working = 0
         self._in_flight = 0
         self._cond = threading.Condition()
@@ -77,11 +81,17 @@ def around_waits(hook: Callable[[], AbstractContextManager[None]]) -> Iterator[N
         _HOOKS.reset(token)
 
 
+def lends(pair: Pair) -> bool:
+    """Whether a scenario on `pair` lends its slot while it waits: only on the reference pair, all in this
+    process; a sidecar or SDK worker process started per scenario (daprd's, a JVM) is heavy while it
+    waits, and those runs are sized by --jobs alone."""
+    return pair.sidecar.kind == "reference" and pair.worker.kind == "reference"
+
+
 @contextmanager
 def holding(slots: Slots, *, lend: bool) -> Iterator[None]:
-    """Run a scenario in a slot of `slots` it was admitted to (`Slots.admit`); with `lend`, its waits lend
-    the slot out (only on the reference pair, all in this process: a sidecar or SDK worker process
-    started per scenario, daprd's or a JVM, is heavy while it waits, and those runs are sized by --jobs)."""
+    """Run a scenario in a slot of `slots` it was admitted to (`Slots.admit`); with `lend` (`lends`), its
+    waits lend the slot out."""
     try:
         if lend:
             with around_waits(slots.lent):
