@@ -197,11 +197,16 @@ def cmd_run(args: argparse.Namespace) -> int:
                         logs=reports, verbose=args.verbose,
                         required=tuple(sorted({r for s in prepared.scenarios for r in s.requires}))
                         ) if processes > 1 else None
+    from conformance.runner.slots import last_durations
+
+    # Read before this run's reports replace it: the longest scenarios of the last run start first.
+    durations = last_durations(reports)
     try:
         with logs:
             results = run_plan(plan, sinks=[logs.handle_child_event if children else logs.handle_event,
                                             events.append, terminal.handle], jobs=options.jobs, children=children,
-                               command=shlex.join(["conformance", *sys.argv[1:]]), invocation=invocation)
+                               command=shlex.join(["conformance", *sys.argv[1:]]), invocation=invocation,
+                               durations=durations)
     except KeyboardInterrupt:
         if children is None:
             raise

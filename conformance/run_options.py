@@ -111,8 +111,8 @@ RUN_OPTIONS: tuple[OptionSpec, ...] = (
               "with pytest: no reports unless given)"),
     _opt("no-reports", action="store_true", help="only the terminal output"),
     _opt("jobs", type=int, default=6,
-         help="scenarios run at once (default 6, shared out among --processes; with pytest: shared out among "
-              "-n's workers)"),
+         help="scenarios at work at once (default 6, shared out among --processes; with pytest: shared out among "
+              "-n's workers); on the reference pair in one process, scenarios that wait do not count"),
     _opt("processes", type=int, default=None, cli_only=True, metavar="N",
          help="processes that run the scenarios, each with its own engines and its share of --jobs "
               "(default 1: all in this process; the machine's cores use them all). The harness, the reference engine "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +15,7 @@ from conformance.reproduce import Invocation, reproduce_command
 from conformance.events import Event, RunFinished, RunStarted, ScenarioFinished, ScenarioStarted
 from conformance.runner.execute import run_scenario
 from conformance.runner.isolation import EngineLock, engine_turn
+from conformance.runner.slots import Slots, holding, lends, longest_first
 from conformance.scenario.model import Direction, Scenario
 from conformance.targets.base import Pair
 from conformance.verdict import SCENARIO_OUTCOMES
@@ -50,9 +51,13 @@ def run_item(item: tuple[Scenario, Pair], *, emit: Sink, locks: dict[str, Engine
 
 def run_plan(plan: Plan, *, sinks: Sequence[Sink], jobs: int = 4, work_root: Path | None = None,
              command: str = "conformance run", invocation: Invocation = Invocation(),
-             children: "ChildRun | None" = None) -> list[ScenarioFinished]:
-    """Run `plan`, `jobs` scenarios at once, in this process, or with `children` in child processes
-    that prepare the same run (conformance/runner/processes.py); the sinks see the same events either way."""
+             children: "ChildRun | None" = None,
+             durations: Mapping[tuple[str, str], float] | None = None) -> list[ScenarioFinished]:
+    """Run `plan`, `jobs` scenarios at work at once (any number waiting), in this process, or with
+    `children` in child processes that prepare the same run (conformance/runner/processes.py); the sinks
+    see the same events either way. `durations` ((scenario, pair) -> seconds, the last run's) starts the
+    longest first in this process (conformance/runner/slots.py)."""
+    durations = durations or {}
     run_id = uuid.uuid4().hex[:12]
     began_wall, began = time.time(), time.monotonic()
     pairs = tuple(dict.fromkeys(p.label for _, p in plan.items))
@@ -69,9 +74,19 @@ def run_plan(plan: Plan, *, sinks: Sequence[Sink], jobs: int = 4, work_root: Pat
         results = run_in_processes(plan.items, emit=emit, setup=children)
     else:
         locks: dict[str, EngineLock] = {}
-        with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="scenario") as pool:
-            results = list(pool.map(lambda item: run_item(item, emit=emit, locks=locks, work_root=work_root,
-                                                          invocation=invocation), plan.items))
+        slots = Slots(jobs)  # conformance/runner/slots.py: `jobs` at work at once, any number waiting
+
+        def run_admitted(item: tuple[Scenario, Pair]) -> ScenarioFinished:
+            with holding(slots, lend=lends(item[1])):
+                return run_item(item, emit=emit, locks=locks, work_root=work_root, invocation=invocation)
+
+        order = longest_first([(s.id, p.label) for s, p in plan.items], durations)
+        with ThreadPoolExecutor(max_workers=max(1, len(plan.items)), thread_name_prefix="scenario") as pool:
+            futures = {}
+            for i in order:
+                slots.admit()
+                futures[i] = pool.submit(run_admitted, plan.items[i])
+            results = [futures[i].result() for i in range(len(plan.items))]
     counts = Counter(r.outcome.value for r in results)
     emit(RunFinished(run_id=run_id, finished_at=time.time(), duration_s=time.monotonic() - began,
                      counts={o.value: counts.get(o.value, 0) for o in SCENARIO_OUTCOMES}))

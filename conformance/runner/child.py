@@ -25,6 +25,7 @@ from conformance.run_options import build_pairs, scenario_folder
 from conformance.runner import run_item
 from conformance.runner.isolation import EngineLock
 from conformance.runner.processes import ChildRun, Item, error_result
+from conformance.runner.slots import IN_FLIGHT_PER_JOB, Slots, holding, lends
 from conformance.scenario.loader import load_scenario
 
 
@@ -57,15 +58,19 @@ def serve(setup: ChildRun, *, lines: IO[str], out: IO[str]) -> int:
         logs.handle_event(event)
         send(event)
 
+    slots = Slots(setup.jobs)  # as in one process (conformance/runner/slots.py): the parent hands out enough
+
     def one(item: Item) -> None:
         began = time.monotonic()
         try:
-            run_item(item, emit=emit, locks=locks, work_root=setup.work_root, invocation=setup.invocation)
+            with holding(slots, lend=lends(item[1])):
+                run_item(item, emit=emit, locks=locks, work_root=setup.work_root, invocation=setup.invocation)
         except Exception:  # noqa: BLE001 - the parent waits for a result of every scenario it handed out
             emit(error_result(item, message=f"the run of this scenario raised:\n{traceback.format_exc(limit=8)}",
                               duration=time.monotonic() - began, invocation=setup.invocation))
 
-    with logs, ThreadPoolExecutor(max_workers=max(1, setup.jobs), thread_name_prefix="scenario") as pool:
+    with logs, ThreadPoolExecutor(max_workers=max(1, setup.jobs) * IN_FLIGHT_PER_JOB,
+                                  thread_name_prefix="scenario") as pool:
         _READING.set()
         try:
             for line in lines:
@@ -76,6 +81,7 @@ def serve(setup: ChildRun, *, lines: IO[str], out: IO[str]) -> int:
                           f"(it has {', '.join(pairs)})", file=sys.stderr)
                     return 2
                 scenario = load_scenario(folder / f"{asked['scenario']}.yaml", root=folder)  # InputError: main's
+                slots.admit()
                 pool.submit(one, (scenario, pair))
         except _Stopped:
             pass  # leaving the block waits for the running scenarios, which stop their targets

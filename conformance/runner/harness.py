@@ -3,13 +3,14 @@ sidecar and workers it starts and stops, the calls it makes and the states it wa
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from conformance.scenario.basics import MISSING, ErrorExpect, StartSpec
 from conformance.scenario.model import Scenario
 from conformance.scenario.placeholders import substitute
 from conformance.runner.isolation import claimer
+from conformance.runner.slots import around_waits, waiting
 from conformance.targets.base import CannotExpress, Pair, WorkerStart
 from conformance.verdict import Mismatch, Subject
 
@@ -52,6 +54,11 @@ def step_failed(where: Where, text: str, *, expected: str | None = None, got: st
 def status_name(value: int) -> str:
     return pb.OrchestrationStatus.Name(value).removeprefix("ORCHESTRATION_STATUS_")
 
+_POLL_S = 0.02  # between two reads of a sidecar that cannot say when it changed
+_BACKSTOP_S = 0.5  # the longest a read waits for a change signal: a change it did not signal is seen then
+_QUIET_S = 0.05  # no change for this long: the engine and worker are waiting as well
+
+
 @dataclass
 class Client:
     """The harness's client of the sidecar; every call lands in the transcript."""
@@ -61,6 +68,9 @@ class Client:
     began: float
     transcript: list[TranscriptEntry] = field(default_factory=list)
     claim: Callable[[Any], None] = lambda request: None  # runner/isolation.py
+    # The sidecar's change counter (fake_sidecar/engine/changes.py), where it runs in this process: a wait
+    # reads again once something changed instead of every _POLL_S (see `Looks`).
+    changes: Callable[[], Any] | None = None
     # Every call with its answer, polls included (`conformance engines-diff` compares them; the
     # transcript leaves polls out): (t, rpc, request, response or None, "CODE: details" or None).
     calls: list[tuple[float, str, Any, Any, str | None]] = field(default_factory=list)
@@ -94,6 +104,37 @@ class Client:
 
     def close(self) -> None:
         self.channel.close()
+
+    def looks(self) -> "Looks":
+        return Looks(self.changes)
+
+
+class Looks:
+    """Paces a wait that reads a sidecar's state until it matches: `mark()` before each read, `pause()`
+    after one that did not match. With a change counter the pause lasts until the counter moved past
+    the mark (a change during the read is not lost), at most _BACKSTOP_S; without one, _POLL_S."""
+
+    def __init__(self, changes: Callable[[], Any] | None) -> None:
+        self._changes = changes
+        self._mark: tuple[Any, int] | None = None
+
+    def mark(self) -> None:
+        if self._changes is not None:
+            signal = self._changes()  # the running engine's: a restarted sidecar has a new one
+            self._mark = (signal, signal.seq)
+
+    def pause(self, remaining: float) -> None:
+        if self._mark is None:
+            time.sleep(_POLL_S)
+            return
+        signal, seq = self._mark
+        longest = max(0.0, min(_BACKSTOP_S, remaining))
+        if signal.wait_past(seq, timeout=min(_QUIET_S, longest)):
+            return
+        # Quiet: the pair waits too (a timer, an activity's sleep, a held message), so the scenario's
+        # slot is free for the rest of the pause (conformance/runner/slots.py).
+        with waiting():
+            signal.wait_past(seq, timeout=longest - _QUIET_S)
 
 @dataclass
 class Run:
@@ -190,7 +231,9 @@ def wait_status(client: Client, iid: str, wanted: Sequence[str], timeout: float,
     deadline = time.monotonic() + timeout
     last = None
     failed: str | None = None
+    looks = client.looks()
     while True:
+        looks.mark()
         try:
             last, failed = instance_state(client, iid), None
         except grpc.RpcError as exc:
@@ -210,7 +253,15 @@ def wait_status(client: Client, iid: str, wanted: Sequence[str], timeout: float,
                 why = f" ({last['failure']['errorType']}: {last['failure']['errorMessage'][:200]})"
             raise step_failed(where, f"{where}: instance {iid} did not reach {'/'.join(wanted)} within {timeout:g}s; "
                                       f"it is {got}{why}", expected="/".join(wanted), got=got, instance=iid)
-        time.sleep(0.02)
+        looks.pause(deadline - time.monotonic())
+
+@contextmanager
+def _released(hold: Callable[[bool], None]) -> Iterator[None]:
+    hold(False)
+    try:
+        yield
+    finally:
+        hold(True)
 
 class Harness:
     """The live pieces of one run: sidecar, proxy, worker, client."""
@@ -237,6 +288,10 @@ class Harness:
             options["engine"] = sc.engine
         self.sidecar = run.pair.sidecar.start(options=options, work_dir=run.work_dir)
         stack.callback(self._stop_sidecar)
+        hold = getattr(self.sidecar, "hold_clock", None)
+        if hold is not None:  # a virtual clock jumps to the next timer only while the harness waits
+            hold(True)
+            stack.enter_context(around_waits(functools.partial(_released, hold)))
         from conformance.proxy import FaultProxy
 
         # Several apps: one proxy, client and worker per app, on that app's address (R11.1); the first
@@ -250,7 +305,7 @@ class Harness:
             adopt(proxy)  # its log lines (and tracebacks) go to this scenario's log
             stack.callback(proxy.stop)
             client = Client(address, (("dapr-api-token", token),) if token else (), run.began,
-                             claim=claimer(proxy))
+                             claim=claimer(proxy), changes=getattr(self.sidecar, "changes", None))
             stack.callback(client.close)
             self.proxies[app], self.clients[app] = proxy, client
         first = next(iter(addresses))
@@ -291,7 +346,9 @@ class Harness:
         if len(self.clients) == 1:
             return self.client
         deadline = time.monotonic() + within
+        looks = self.client.looks()
         while True:
+            looks.mark()
             for client in self.clients.values():
                 try:
                     if client.call("GetInstance", pb.GetInstanceRequest(instanceId=iid), timeout=10).exists:
@@ -300,7 +357,7 @@ class Harness:
                     continue
             if time.monotonic() >= deadline:
                 return self.client
-            time.sleep(0.05)
+            looks.pause(deadline - time.monotonic())
 
     def _app_bundle(self, app: str) -> tuple[Any, dict[str, Any]]:
         from taskhub_programs import parse_bundle

@@ -45,6 +45,7 @@ from conformance.failures import reproduce_line
 from conformance.reproduce import Invocation, reproduce_command
 from conformance.run_options import RunOptions
 from conformance.runner.isolation import needs_engine_alone, shares_engine
+from conformance.runner.slots import IN_FLIGHT_PER_JOB, last_durations, lends, longest_first
 from conformance.verdict import Outcome
 
 CHILD_MODULE = "conformance.runner.child"
@@ -99,6 +100,7 @@ class _Child:
     def __init__(self, *, number: int, setup: ChildRun, inbox: "queue.Queue[tuple[_Child, str | None]]") -> None:
         self.number = number
         self.running: dict[Key, float] = {}  # key -> when it was handed out
+        self.started: set[Key] = set()  # handed out and begun (a child admits them as its slots free up)
         self.tail: deque[str] = deque(maxlen=_STDERR_TAIL)
         root = str(Path(__file__).resolve().parents[2])  # this checkout's or installation's packages, first
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
@@ -122,6 +124,10 @@ class _Child:
     def give(self, key: Key) -> None:
         self.running[key] = time.monotonic()
         self._send(json.dumps({"scenario": key[0], "pair": key[1]}))  # the child loads the scenario's own file
+
+    @property
+    def takes_work(self) -> bool:
+        return self._stdin is not None
 
     def close_input(self) -> None:
         """No more work: the child ends once its running scenarios have."""
@@ -238,7 +244,7 @@ def run_in_processes(items: Sequence[Item], *, emit: Callable[[Event], None], se
     by_key = {key_of(item): item for item in items}
     # Longest first, by the last run's record: a long scenario handed out last would run alone at the end.
     last = last_durations(setup.logs)
-    pending: list[Item] = sorted(items, key=lambda item: -last.get(key_of(item), 0.0))
+    pending: list[Item] = [items[i] for i in longest_first([key_of(item) for item in items], last)]
     results: dict[Key, ScenarioFinished] = {}
     inbox: queue.Queue[tuple[_Child, str | None]] = queue.Queue()
     engines = _Engines()
@@ -253,9 +259,12 @@ def run_in_processes(items: Sequence[Item], *, emit: Callable[[Event], None], se
         results[(result.scenario, result.pair)] = result
         emit(result)
 
+    # A child lends a waiting scenario's slot as one process does (slots.py): it gets enough to fill them.
+    most = setup.jobs * (IN_FLIGHT_PER_JOB if all(lends(item[1]) for item in items) else 1)
+
     def hand_out() -> None:
         while pending:
-            free = [c for c in children if len(c.running) < setup.jobs]
+            free = [c for c in children if c.takes_work and len(c.running) < most]
             if not free:
                 return
             i = engines.pick(pending)
@@ -282,14 +291,20 @@ def run_in_processes(items: Sequence[Item], *, emit: Callable[[Event], None], se
                     finish(event)
                     hand_out()
                 elif isinstance(event, ScenarioStarted):
+                    child.started.add((event.scenario, event.pair))
                     emit(event)
                 continue
             children.remove(child)
             how = child.ended()
+            unbegun: list[Item] = []
             for key, handed in child.running.items():  # what it was running: ERROR, never lost
                 engines.ended(by_key[key])
+                if replacements > 0 and key not in child.started:  # handed out, waiting for a slot there
+                    unbegun.append(by_key[key])
+                    continue
                 finish(error_result(by_key[key], message=f"{how}\n(it was running this scenario)",
                                     duration=time.monotonic() - handed, invocation=setup.invocation))
+            pending[:0] = unbegun  # the replacement runs them first, as they were next
             if not pending:
                 continue
             if replacements > 0:
@@ -305,22 +320,6 @@ def run_in_processes(items: Sequence[Item], *, emit: Callable[[Event], None], se
     finally:
         _end_all(children)  # normally all have ended; after Ctrl-C or an error, each by its pid
     return [results[key_of(item)] for item in items]
-
-
-def last_durations(reports: Path | None) -> dict[Key, float]:
-    """Each scenario's duration in the last run written to `reports` (none if there is no readable record)."""
-    out: dict[Key, float] = {}
-    if reports is None or not (reports / "events.jsonl").is_file():
-        return out
-    try:
-        with open(reports / "events.jsonl", encoding="utf-8") as f:
-            for line in f:
-                raw = json.loads(line)
-                if raw.get("kind") == "scenario_finished":
-                    out[(raw["scenario"], raw["pair"])] = float(raw["duration_s"])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return {}  # an order is only a hint: a record that cannot be read gives the plan's order
-    return out
 
 
 def error_result(item: Item, *, message: str, duration: float, invocation: Invocation) -> ScenarioFinished:

@@ -17,6 +17,7 @@ from conformance.scenario import steps
 from conformance.scenario.basics import MISSING
 from conformance.scenario.steps import Step
 from conformance.scenario.wire import message_dict
+from conformance.runner.slots import waiting
 from conformance.runner.harness import (
     Harness, HarnessError, Run, Where, call_raw, call_rpc, do_start, payload_text, step_failed, wait_status,
 )
@@ -117,7 +118,8 @@ def _on_advance_clock(at: At, a: steps.AdvanceClock) -> None:
     engine.advance_clock(a.seconds)
 
 def _on_sleep(at: At, a: steps.Sleep) -> None:
-    time.sleep(a.seconds)  # the step's point is to let real time pass
+    with waiting():  # the scenario's slot is free meanwhile (conformance/runner/slots.py)
+        time.sleep(a.seconds)  # the step's point is to let real time pass
 
 def _on_call(at: At, a: steps.Call) -> None:
     run, h = at.run, at.h
@@ -132,7 +134,9 @@ def _on_call(at: At, a: steps.Call) -> None:
     # `within`: the scenario waits for a state (a new generation's input, a history entry) by asking
     # again until the response matches, not by sleeping a margin that a loaded machine can miss.
     deadline = None if a.within is None else time.monotonic() + a.within
+    looks = h.app_client(a.app).looks()
     while True:
+        looks.mark()
         resp = call_raw(run, h.app_client(a.app), method, request, expect=at.step.expect_error, where=at.where,
                          timeout=at.timeout, metadata=a.metadata)
         if resp is None or a.response is MISSING:
@@ -145,7 +149,7 @@ def _on_call(at: At, a: steps.Call) -> None:
         if deadline is None or time.monotonic() > deadline:
             waited = "" if a.within is None else f" (still, after {a.within:g}s)"
             raise step_failed(at.where, f"{at.where}: {method.name} response{waited}: " + "; ".join(mismatches))
-        time.sleep(0.02)
+        looks.pause(deadline - time.monotonic())
 
 def _on_release_replays(at: At, a: steps.ReleaseReplays) -> None:
     at.h.proxy.replay_pending()

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from fake_sidecar.engine import Engine, errors as engine_errors
+from fake_sidecar.engine.changes import ChangeSignal
 from fake_sidecar.engine.config import PolicyRule
 from fake_sidecar.engine.errors import FailedPrecondition
 from fake_sidecar.engine.policy import REFERENCE_POLICY, EnginePolicy
@@ -46,6 +47,7 @@ class ReferenceSidecar:
         self.policy = policy
         self._app_ports: dict[str, int] = {}  # a restart keeps every app's address
         self._down = False  # stopped or killed: a restart first stops a running server, as daprd's does
+        self._clock_held = False  # kept across restarts (hold_clock)
         self.server = self._start(port=0)
         self._app_ports = {app: int(addr.rsplit(":", 1)[1]) for app, addr in self.server.app_addresses.items()}
         self.address = self.server.address
@@ -73,6 +75,8 @@ class ReferenceSidecar:
                                      namespaces=tuple((self.options.get("app_namespaces") or {}).items()),
                                      app_max_payload=tuple((self.options.get("app_body_limits") or {}).items()))
         adopt(server, server.engine)  # their log lines belong to the scenario starting them
+        if self._clock_held:
+            server.engine.hold_clock(True)
         return server
 
     @property
@@ -104,6 +108,15 @@ class ReferenceSidecar:
 
     def counters(self) -> dict[str, int]:
         return dict(vars(self.engine.counters))
+
+    def hold_clock(self, held: bool) -> None:
+        """A virtual clock jumps to the next timer only while the harness waits (fake_sidecar/engine/ticker.py)."""
+        self._clock_held = held
+        self.engine.hold_clock(held)
+
+    def changes(self) -> ChangeSignal:
+        """The running engine's change counter: the harness's waits block on it between reads."""
+        return self.server.engine.table.changes
 
     def incidents(self) -> dict[str, tuple[Incident, ...]]:
         """What the engine refused, redelivered or dropped, per instance (taskhub_core.incidents)."""

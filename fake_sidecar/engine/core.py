@@ -107,3 +107,8 @@ class Engine(Management, Completions, Rerun):
         """Move a virtual clock forward (harness control)."""
         with self.lock:
             self.ticker.advance(seconds)
+
+    def hold_clock(self, held: bool) -> None:
+        """Keep a virtual clock from jumping to the next timer while idle (harness control, ticker.py)."""
+        with self.lock:
+            self.ticker.hold(held)

@@ -17,6 +17,7 @@ from taskhub_core.history import absorb, first_version_name
 from taskhub_wire import pb
 
 from fake_sidecar.engine import errors
+from fake_sidecar.engine.changes import ChangeSignal
 from fake_sidecar.engine.model import (
     NEVER_NS, InboxEntry, Instance, InstanceView, ParentRef, PendingActivity, ts, ts_ns, wire,
 )
@@ -36,6 +37,7 @@ class InstanceTable:
         self._by_id: dict[str, Instance] = {}
         self._seq = 0
         self._watchers: dict[str, set[threading.Event]] = {}
+        self.changes = ChangeSignal()  # moves on every commit, refused or not, and every notify
         # Called for each instance reloaded after a refused write, to queue what it has pending.
         self.on_reloaded: Callable[[Instance], None] = lambda inst: None
 
@@ -146,6 +148,8 @@ class InstanceTable:
             log.warning("%s", exc.message)
             self._roll_back(tx)
             raise
+        finally:
+            self.changes.bump()
 
     def _roll_back(self, tx: Tx) -> None:
         """Reload every instance `tx` touched from the store, keeping what is out on streams."""
@@ -178,8 +182,10 @@ class InstanceTable:
     def notify(self, iid: str) -> None:
         for w in self._watchers.get(iid, ()):
             w.set()
+        self.changes.bump()
 
     def wake_every_watcher(self) -> None:
+        self.changes.bump()
         for watchers in self._watchers.values():
             for w in watchers:
                 w.set()

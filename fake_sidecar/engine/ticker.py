@@ -31,6 +31,7 @@ class Ticker:
         self._due: list[tuple[int, str]] = []
         self._last_ns = 0
         self._thread: threading.Thread | None = None
+        self._held = False  # a virtual clock does not jump while its driver (the harness) acts
 
     def now(self) -> int:
         """Strictly increasing timestamps: SDKs derive ids from WorkflowStarted times."""
@@ -65,6 +66,13 @@ class Ticker:
     def wake_all(self) -> None:
         self._wake.notify_all()
 
+    def hold(self, held: bool) -> None:
+        """While held, a virtual clock moves only by `advance`: whoever drives the engine is between two
+        steps, and a jump now would fire a timer before a step that comes "at once" (a raise right after
+        a start). Idle jumps resume once released (the driver waits)."""
+        self._held = held
+        self._wake.notify_all()
+
     def start(self, *, run_due: Callable[[int], None], idle: Callable[[], bool], closed: Callable[[], bool]) -> None:
         """Start the thread that calls `run_due(now)` whenever something falls due."""
         self._thread = threading.Thread(target=self._loop, args=(run_due, idle, closed), name="engine-ticker",
@@ -84,7 +92,7 @@ class Ticker:
                 wait = 1.0
                 if self._due:
                     wait = max(0.0, min(wait, (self._due[0][0] - now) / 1e9))
-                if self.clock.virtual and self._due and idle():
+                if self.clock.virtual and self._due and idle() and not self._held:
                     real = time.monotonic_ns()
                     if idle_since is None:
                         idle_since = real

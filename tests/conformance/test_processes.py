@@ -147,7 +147,7 @@ def test_processes_below_one_is_bad_input(tmp_path: Path) -> None:
 
 def test_the_last_runs_durations_order_the_work_and_an_unreadable_record_gives_none(tmp_path: Path) -> None:
     from conformance.events import to_json
-    from conformance.runner.processes import last_durations
+    from conformance.runner.slots import last_durations
 
     def finished(sid: str, duration: float) -> str:
         return to_json(ScenarioFinished(scenario=sid, pair="reference+reference", sidecar="reference",
