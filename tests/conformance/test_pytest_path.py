@@ -349,3 +349,41 @@ def test_a_run_that_also_collects_other_tests_keeps_xdists_own_scheduling(tmp_pa
     auto = _run("-m", "pytest", "scenarios", "-p", "no:cacheprovider", "-v", "-n", "auto", cwd=tmp_path)
     assert auto.returncode == 0, auto.stdout + auto.stderr
     assert "1 passed" in auto.stdout and "created:" not in auto.stdout and "[gw" not in auto.stdout, auto.stdout
+
+
+ATTACHED = {"protocol transcript", "protocol transcript (JSON)", "timeline"}
+
+
+def _attachments_by_story(out: Path) -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for path in out.glob("*-result.json"):
+        result = json.loads(path.read_text(encoding="utf-8"))
+        [story] = [label["value"] for label in result["labels"] if label["name"] == "story"]
+        for a in result.get("attachments", []):
+            assert (out / a["source"]).is_file(), (story, a)
+        found[story] = {a["name"] for a in result.get("attachments", [])}
+    return found
+
+
+def test_every_scenario_result_of_a_run_carries_its_attachments_both_ways(tmp_path):
+    """A vector scenario (one hand-made turn, no proxy) used to have no transcript, so its allure result
+    had none of the three attachments, in either path (3 of the 25 timers items of the tox recipe)."""
+    scenarios = _library(tmp_path)
+    vectors = scenarios / "vectors"
+    vectors.mkdir()
+    (vectors / "timer-fire-at.yaml").write_bytes((ROOT / "scenarios/vectors/timer-fire-at.yaml").read_bytes())
+    names = {"mine/good", "mine/bad", "vectors/timer-fire-at"}
+    py_out = tmp_path / "allure-py"
+    py = _run("-m", "pytest", str(scenarios), "-p", "no:cacheprovider", "-q", "-n", "2", "--alluredir", str(py_out),
+              cwd=tmp_path)
+    assert py.returncode == 1 and "1 failed, 2 passed" in py.stdout, py.stdout + py.stderr
+    reports = tmp_path / "reports"
+    cli = _run("-m", "conformance", "run", "--scenarios", str(scenarios), "--reports", str(reports), cwd=tmp_path)
+    assert cli.returncode == 1, cli.stdout + cli.stderr
+    for found in (_attachments_by_story(py_out), _attachments_by_story(reports / "allure-results")):
+        assert set(found) == names, found
+        assert all(ATTACHED <= kinds for kinds in found.values()), found
+    vector = _finished(reports / "events.jsonl")["vectors/timer-fire-at"]
+    assert [(e.direction.value, e.rpc) for e in vector.transcript] == [
+        ("item", "GetWorkItems"), ("request", "CompleteOrchestratorTask")]
+    assert "CreateTimer#2" in vector.transcript[1].summary
