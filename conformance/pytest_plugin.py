@@ -31,6 +31,7 @@ failure of a requirement the target claims.
 from __future__ import annotations
 
 import os
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -64,6 +65,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "requirement(id): the requirement ids a scenario covers")
+    _XDIST_NODES.clear()
+    if "conformance.stopping" in sys.modules:  # an earlier session in this process was interrupted
+        sys.modules["conformance.stopping"].reset()
     config.stash[_EVENTS] = []
     config.stash[_STARTED] = time.time()
     if config.getoption("conformance_library", default=False):
@@ -461,8 +465,19 @@ def _allure_active(config: pytest.Config) -> bool:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
+    if exitstatus == pytest.ExitCode.INTERRUPTED and not config.pluginmanager.has_plugin("dsession"):
+        # Ctrl-C: the scenarios still running give up now and the processes they started are ended by
+        # pid (they lead sessions of their own, which the terminal's SIGINT does not reach); without
+        # this the run waited for them, and xdist SIGKILLed a worker that waited, leaving them behind.
+        from conformance.stopping import stop_now
+
+        stop_now()
     if _AHEAD in config.stash:  # items run ahead that pytest never reached (-x, an interrupt)
         config.stash[_AHEAD].close()
+    if exitstatus == pytest.ExitCode.INTERRUPTED and _shares_out(config) and _stopped_for_failures(config):
+        # xdist stops a run for -x/--maxfail by raising its Interrupted, a KeyboardInterrupt, so pytest
+        # would exit 2 (interrupted) where a plain run (and `conformance run`) exits 1 for the failure.
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
     results = config.stash.get(_EVENTS, [])
     if hasattr(config, "workerinput"):  # an xdist worker: hand its results to the controller
         from conformance.events import to_json
@@ -476,6 +491,44 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         _write_reports(config, results, out_dir=options.reports)
     if _allure_active(config):
         _write_allure_run_files(config, results)
+
+
+def _stopped_for_failures(config: pytest.Config) -> bool:
+    """Whether xdist's controller stopped the run for -x/--maxfail (its message), not for a Ctrl-C."""
+    dsession = config.pluginmanager.getplugin("dsession")
+    return str(getattr(dsession, "shouldstop", "") or "").startswith("stopping after")
+
+
+# The xdist controller's workers (pytest_keyboard_interrupt is given no config to find them by).
+_XDIST_NODES: list[Any] = []
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodeready(node: Any) -> None:
+    _XDIST_NODES.append(node)
+
+
+def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+    """Ctrl-C in the controller of an xdist run: pass it on to every worker at once (each then stops its
+    scenarios as above). A terminal's Ctrl-C reaches them anyway; a SIGINT to the pytest process alone
+    would reach them only after execnet's own wait (5 s, then it SIGINTs the worker; xdist SIGKILLs a
+    worker still running 10 s after the shutdown)."""
+    import signal
+
+    try:
+        from xdist.dsession import Interrupted
+    except ImportError:
+        return
+    if isinstance(excinfo.value, Interrupted):  # -x/--maxfail, not a Ctrl-C
+        return
+    for node in _XDIST_NODES:
+        popen = getattr(getattr(node.gateway, "_io", None), "popen", None)  # execnet's popen gateway
+        pid = getattr(popen, "pid", None)
+        if isinstance(pid, int):
+            try:
+                os.kill(pid, signal.SIGINT)
+            except ProcessLookupError:
+                pass
 
 
 @pytest.hookimpl(optionalhook=True)

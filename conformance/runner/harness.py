@@ -26,6 +26,7 @@ from conformance.reporting.logs import adopt
 from conformance.scenario.basics import MISSING, ErrorExpect, StartSpec
 from conformance.scenario.model import Scenario
 from conformance.scenario.placeholders import substitute
+from conformance import stopping
 from conformance.runner.isolation import claimer
 from conformance.targets.base import CannotExpress, Pair, WorkerStart
 from conformance.verdict import Mismatch, Subject
@@ -72,6 +73,7 @@ class Client:
         self.lock = threading.Lock()
 
     def call(self, rpc: str, request: Any, *, timeout: float) -> Any:
+        stopping.check()  # an interrupted run: every scenario gives up at its next call
         t = time.monotonic() - self.began
         self.claim(request)
         try:

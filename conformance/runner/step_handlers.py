@@ -13,6 +13,7 @@ from taskhub_wire import pb
 from taskhub_wire.rpc import DAPR_WORKFLOW, TASKHUB
 
 from conformance.failures import TargetMisbehaved
+from conformance import stopping
 from conformance.scenario import steps
 from conformance.scenario.basics import MISSING
 from conformance.scenario.steps import Step
@@ -117,7 +118,7 @@ def _on_advance_clock(at: At, a: steps.AdvanceClock) -> None:
     engine.advance_clock(a.seconds)
 
 def _on_sleep(at: At, a: steps.Sleep) -> None:
-    time.sleep(a.seconds)  # the step's point is to let real time pass
+    stopping.sleep(a.seconds)  # the step's point is to let real time pass
 
 def _on_call(at: At, a: steps.Call) -> None:
     run, h = at.run, at.h

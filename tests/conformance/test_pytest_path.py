@@ -387,3 +387,132 @@ def test_every_scenario_result_of_a_run_carries_its_attachments_both_ways(tmp_pa
     assert [(e.direction.value, e.rpc) for e in vector.transcript] == [
         ("item", "GetWorkItems"), ("request", "CompleteOrchestratorTask")]
     assert "CreateTimer#2" in vector.transcript[1].summary
+
+
+def _reported(stdout: str) -> dict[str, str]:
+    """scenario id -> outcome of each item pytest -v reported (under xdist: `[gwN] [ 50%] PASSED path::pair`)."""
+    found = re.findall(r"\b(PASSED|FAILED|SKIPPED|ERROR) scenarios/(\S+)\.yaml::", stdout)
+    return {name: outcome for outcome, name in found}
+
+
+def test_x_under_xdist_stops_at_the_first_failure_and_every_report_holds_what_ran(tmp_path):
+    scenarios = _library(tmp_path)
+    (scenarios / "mine" / "good.yaml").unlink()
+    slow = scenarios / "slow"
+    slow.mkdir()
+    for n in range(6):
+        (slow / f"wait-{n}.yaml").write_text(SLOW.format(n=n), encoding="utf-8")
+    reports, allure = tmp_path / "reports", tmp_path / "allure"
+    # Shares: gw0 gets mine/bad (first), wait-1, wait-3, wait-5; gw1 wait-0, wait-2, wait-4.
+    done = _run("-m", "pytest", str(scenarios), "-p", "no:cacheprovider", "-v", "-x", "-n", "2",
+                "--conformance-jobs", "2", "--conformance-reports", str(reports), "--alluredir", str(allure),
+                cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "stopping after 1 failures" in done.stdout, done.stdout
+    reported = _reported(done.stdout)
+    assert reported["mine/bad"] == "FAILED" and "slow/wait-5" not in reported, reported
+    assert len(reported) < 7, reported
+    # What ran and only that, in every report: items run ahead and never reached are dropped.
+    finished = _finished(reports / "events.jsonl")
+    assert {k: v.outcome.value for k, v in finished.items()} == reported
+    summary = json.loads((reports / "summary.json").read_text(encoding="utf-8"))
+    assert summary["counts"]["total"] == len(reported) and summary["counts"]["FAILED"] == 1, summary["counts"]
+    junit = (reports / "junit.xml").read_text(encoding="utf-8")
+    assert junit.count("<testcase ") == len(reported), junit
+    assert all(f"slow/wait-{n}" in junit for n in range(6) if f"slow/wait-{n}" in reported)
+    assert "mine/bad" in (reports / "matrix.md").read_text(encoding="utf-8")
+    by_story = _attachments_by_story(allure)
+    assert set(by_story) == set(reported) and all(ATTACHED <= kinds for kinds in by_story.values()), by_story
+
+
+def test_last_failed_under_xdist_reruns_the_failed_scenario_only(tmp_path):
+    scenarios = _library(tmp_path)  # mine/bad fails (its expectation says 2), mine/good passes
+    first = _run("-m", "pytest", str(scenarios), "-v", "-n", "2", cwd=tmp_path)
+    assert first.returncode == 1 and _reported(first.stdout) == {"mine/bad": "FAILED", "mine/good": "PASSED"}, (
+        first.stdout + first.stderr)
+    reports = tmp_path / "reports"
+    again = _run("-m", "pytest", str(scenarios), "-v", "-n", "2", "--lf", "--conformance-reports", str(reports),
+                 cwd=tmp_path)
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert _reported(again.stdout) == {"mine/bad": "FAILED"}, again.stdout
+    assert sorted(_finished(reports / "events.jsonl")) == ["mine/bad"]
+    # Fixed, it passes on the rerun; then --lf has nothing left that failed and runs everything.
+    (scenarios / "mine" / "bad.yaml").write_text(BAD.replace("output: 2", "output: 1"), encoding="utf-8")
+    fixed = _run("-m", "pytest", str(scenarios), "-v", "-n", "2", "--lf", cwd=tmp_path)
+    assert fixed.returncode == 0 and _reported(fixed.stdout) == {"mine/bad": "PASSED"}, fixed.stdout + fixed.stderr
+
+
+LONG = """title: waits long {n}
+requirements: [TMR-FIRE-001]
+programs: {{main: {{steps: [{{timer: 120s}}, {{return: {n}}}]}}}}
+start: {{workflow: main}}
+expect: {{status: COMPLETED, output: {n}}}
+"""
+
+
+def _descendants(pid: int) -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, command line) of every process under `pid` (from /proc, Linux)."""
+    parent: dict[int, tuple[int, str]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            command = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        parent[int(entry)] = (int(stat.rsplit(")", 1)[1].split()[1]), command)
+    found, todo = {}, [pid]
+    while todo:
+        at = todo.pop()
+        for child, (ppid, command) in parent.items():
+            if ppid == at and child not in found:
+                found[child] = (ppid, command)
+                todo.append(child)
+    return found
+
+
+def _alive(pid: int, command: str) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        same = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode() == command
+    except OSError:
+        return False
+    return same and stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_ctrl_c_under_xdist_ends_every_worker_and_target_process_and_exits_2(tmp_path):
+    import signal
+    import time
+
+    folder = tmp_path / "scenarios" / "long"
+    folder.mkdir(parents=True)
+    for n in range(4):
+        (folder / f"wait-{n}.yaml").write_text(LONG.format(n=n), encoding="utf-8")
+    # A worker process per scenario (the reference worker as a command), so there are target processes to end.
+    worker = f"{sys.executable} -m fake_worker --sidecar {{address}} --programs {{programs}}"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "pytest", str(tmp_path / "scenarios"), "-p", "no:cacheprovider", "-q", "-n", "2",
+         "--conformance-worker", "command", "--conformance-worker-command", worker],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path, env=_clean_env())
+    seen: dict[int, tuple[int, str]] = {}
+    try:
+        deadline = time.monotonic() + 300
+        # Until both xdist workers run scenarios: target workers under two different xdist workers.
+        while len({ppid for ppid, command in seen.values() if "-m fake_worker" in command}) < 2:
+            assert run.poll() is None and time.monotonic() < deadline, (seen, run.stdout.read() if run.poll() else "")
+            seen.update(_descendants(run.pid))
+            time.sleep(0.1)
+        run.send_signal(signal.SIGINT)
+        out, _ = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+    assert run.returncode == 2, out
+    assert "KeyboardInterrupt" in out and "Traceback" not in out, out
+    deadline = time.monotonic() + 30  # reparented orphans would live on; the ended ones are reaped by now
+    while (left := {p: c for p, (_, c) in seen.items() if _alive(p, c)}) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not left, left  # the xdist workers and every target worker they started
+    assert len([p for p, (ppid, _) in seen.items() if ppid == run.pid]) >= 2, seen
