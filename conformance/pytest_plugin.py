@@ -51,6 +51,7 @@ _EVENTS_OUTPUT = "conformance_events"
 _AHEAD = pytest.StashKey[Any]()
 _SHARED_OUT = pytest.StashKey[bool]()
 _SHARES_INPUT = "conformance_shares"
+_AUTO_IN_PROCESS = pytest.StashKey[bool]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -91,16 +92,26 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.loadgroup = True
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_sessionstart(session: pytest.Session) -> None:
+@pytest.hookimpl(wrapper=True)
+def pytest_sessionstart(session: pytest.Session) -> Any:
     """Check the options and prepare the targets (an SDK checkout's environment) once, in the controller,
-    before pytest-xdist starts its workers (which then find them ready)."""
+    before pytest-xdist starts its workers (which then find them ready); after the header, say what
+    `-n auto` did."""
     config = session.config
     if not hasattr(config, "workerinput") and _wants_conformance(config):
         _pairs(config)
         _selection(config)
         if getattr(config.option, "numprocesses", None):
             _share_scenarios(config)
+    result = yield
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if config.stash.get(_AUTO_IN_PROCESS, False) and reporter is not None:
+        # Once, at the top: the user asked xdist for workers and gets none.
+        reporter.write_line(
+            f"-n auto: running in this process: no xdist worker; {_options(config).jobs} scenarios in flight at "
+            "once (--conformance-jobs), as `conformance run` does by default. Scenarios wait on the engine, and "
+            "each worker is one more Python process to start (docs/pytest.md); -n N starts N workers.")
+    return result
 
 
 def _share_scenarios(config: pytest.Config) -> None:
@@ -226,7 +237,10 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     default. Scenarios wait on the engine, so one process keeps --conformance-jobs of them in flight in
     threads; a worker is one more whole Python process to start (imports, assertion rewriting,
     collection: ~1.7 s of CPU each, docs/pytest.md), which a 2-core machine pays in wall time."""
-    return 0 if _only_scenarios(config) else None
+    if not _only_scenarios(config):
+        return None
+    config.stash[_AUTO_IN_PROCESS] = True
+    return 0
 
 
 def _scenario_root(path: Path) -> Path | None:

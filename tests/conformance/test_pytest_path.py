@@ -349,6 +349,10 @@ def test_a_run_that_also_collects_other_tests_keeps_xdists_own_scheduling(tmp_pa
     auto = _run("-m", "pytest", "scenarios", "-p", "no:cacheprovider", "-v", "-n", "auto", cwd=tmp_path)
     assert auto.returncode == 0, auto.stdout + auto.stderr
     assert "1 passed" in auto.stdout and "created:" not in auto.stdout and "[gw" not in auto.stdout, auto.stdout
+    # ... and says so once, at the top, before the items.
+    note = "-n auto: running in this process: no xdist worker"
+    assert auto.stdout.count(note) == 1 and auto.stdout.index(note) < auto.stdout.index("collected"), auto.stdout
+    assert note not in only.stdout and note not in mixed.stdout
 
 
 ATTACHED = {"protocol transcript", "protocol transcript (JSON)", "timeline"}
