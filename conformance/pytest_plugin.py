@@ -133,7 +133,8 @@ def _share_scenarios(config: pytest.Config) -> None:
             if root is None or not file.is_file() or not _named(config, file.resolve()):
                 continue
             try:
-                loaded[str(file.resolve())] = load_scenario(file.resolve(), root=root)
+                loaded[str(file.resolve())] = load_scenario(_as_given(config, file.resolve()),
+                                                            root=_as_given(config, root))
             except InputError:
                 continue
     handle, name = tempfile.mkstemp(prefix="conformance-scenarios-", suffix=".pickle")
@@ -243,6 +244,21 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     return 0
 
 
+def _as_given(config: pytest.Config, path: Path) -> Path:
+    """`path` (absolute, as pytest collects it) as `conformance run --scenarios ARG` names it for the same
+    ARG: relative to where pytest started when the user's argument covering it was relative, so the
+    failure text's `[scenarios/x.yaml:5]` reads the same either way."""
+    here = config.invocation_params.dir
+    for arg in config.args:
+        given = Path(str(arg).split("::")[0])
+        if given.is_absolute():
+            continue
+        base = (here / given).resolve()
+        if (path == base or base in path.parents) and path.is_relative_to(here):
+            return path.relative_to(here)
+    return path
+
+
 def _scenario_root(path: Path) -> Path | None:
     for parent in path.parents:
         if parent.name == "scenarios":
@@ -302,7 +318,7 @@ class ScenarioFile(pytest.File):
         assert root is not None
         scenario = _shared_scenario(self.config, self.path)
         try:
-            scenario = scenario or load_scenario(self.path, root=root)
+            scenario = scenario or load_scenario(_as_given(self.config, self.path), root=_as_given(self.config, root))
         except InputError as exc:
             raise CollectError(exc.render()) from None
         if not _selection(self.config).selects(scenario):

@@ -64,14 +64,15 @@ def _finished(path: Path) -> dict[str, ScenarioFinished]:
 def test_both_paths_give_the_same_verdicts_text_reproduce_lines_and_reports(tmp_path):
     scenarios = _library(tmp_path)
     reports = tmp_path / "reports"  # one folder for both, as a user switching paths has: the same reproduce lines
-    cli = _run("-m", "conformance", "run", "--scenarios", str(scenarios), "--reports", str(reports),
+    # Relative paths, as a user types them: the failure text names the file as given (`[scenarios/mine/bad.yaml:5]`).
+    cli = _run("-m", "conformance", "run", "--scenarios", "scenarios", "--reports", str(reports),
                "--jobs", "2", cwd=tmp_path)
     assert cli.returncode == 1, cli.stdout + cli.stderr
     by_cli = _finished(reports / "events.jsonl")
     cli_files = {name: (reports / name).is_file() for name in ("junit.xml", "summary.json", "matrix.md", "matrix.html")}
     for name in cli_files:
         (reports / name).unlink()
-    py = _run("-m", "pytest", str(scenarios), "-p", "no:cacheprovider", "-q", "-n", "2",
+    py = _run("-m", "pytest", "scenarios", "-p", "no:cacheprovider", "-q", "-n", "2",
               "--conformance-reports", str(reports), "--alluredir", str(tmp_path / "allure"), cwd=tmp_path)
     assert py.returncode == 1, py.stdout + py.stderr
     by_py = _finished(reports / "events.jsonl")
@@ -81,6 +82,7 @@ def test_both_paths_give_the_same_verdicts_text_reproduce_lines_and_reports(tmp_
         assert (a.outcome, a.verdicts, a.broken, a.reproduce) == (b.outcome, b.verdicts, b.broken, b.reproduce)
         assert _same_run(a.message) == _same_run(b.message)
     assert by_py["mine/bad"].outcome is Outcome.FAILED and by_py["mine/good"].outcome is Outcome.PASSED
+    assert "[scenarios/mine/bad.yaml:5]" in by_py["mine/bad"].message, by_py["mine/bad"].message
     assert f"--scenarios {scenarios.resolve()}" in by_py["mine/bad"].reproduce
     # The failure text pytest prints is the one the CLI prints, "Reproduce with:" line included.
     assert by_py["mine/bad"].reproduce.split(" --reports ")[0] in py.stdout and "Reproduce with:" in py.stdout
