@@ -31,6 +31,7 @@ failure of a requirement the target claims.
 from __future__ import annotations
 
 import os
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -50,6 +51,7 @@ _EVENTS_OUTPUT = "conformance_events"
 _AHEAD = pytest.StashKey[Any]()
 _SHARED_OUT = pytest.StashKey[bool]()
 _SHARES_INPUT = "conformance_shares"
+_AUTO_IN_PROCESS = pytest.StashKey[bool]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -64,6 +66,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "requirement(id): the requirement ids a scenario covers")
+    _XDIST_NODES.clear()
+    if "conformance.stopping" in sys.modules:  # an earlier session in this process was interrupted
+        sys.modules["conformance.stopping"].reset()
     config.stash[_EVENTS] = []
     config.stash[_STARTED] = time.time()
     if config.getoption("conformance_library", default=False):
@@ -87,16 +92,26 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.loadgroup = True
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_sessionstart(session: pytest.Session) -> None:
+@pytest.hookimpl(wrapper=True)
+def pytest_sessionstart(session: pytest.Session) -> Any:
     """Check the options and prepare the targets (an SDK checkout's environment) once, in the controller,
-    before pytest-xdist starts its workers (which then find them ready)."""
+    before pytest-xdist starts its workers (which then find them ready); after the header, say what
+    `-n auto` did."""
     config = session.config
     if not hasattr(config, "workerinput") and _wants_conformance(config):
         _pairs(config)
         _selection(config)
         if getattr(config.option, "numprocesses", None):
             _share_scenarios(config)
+    result = yield
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if config.stash.get(_AUTO_IN_PROCESS, False) and reporter is not None:
+        # Once, at the top: the user asked xdist for workers and gets none.
+        reporter.write_line(
+            f"-n auto: running in this process: no xdist worker; {_options(config).jobs} scenarios in flight at "
+            "once (--conformance-jobs), as `conformance run` does by default. Scenarios wait on the engine, and "
+            "each worker is one more Python process to start (docs/pytest.md); -n N starts N workers.")
+    return result
 
 
 def _share_scenarios(config: pytest.Config) -> None:
@@ -118,7 +133,8 @@ def _share_scenarios(config: pytest.Config) -> None:
             if root is None or not file.is_file() or not _named(config, file.resolve()):
                 continue
             try:
-                loaded[str(file.resolve())] = load_scenario(file.resolve(), root=root)
+                loaded[str(file.resolve())] = load_scenario(_as_given(config, file.resolve()),
+                                                            root=_as_given(config, root))
             except InputError:
                 continue
     handle, name = tempfile.mkstemp(prefix="conformance-scenarios-", suffix=".pickle")
@@ -222,7 +238,25 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     default. Scenarios wait on the engine, so one process keeps --conformance-jobs of them in flight in
     threads; a worker is one more whole Python process to start (imports, assertion rewriting,
     collection: ~1.7 s of CPU each, docs/pytest.md), which a 2-core machine pays in wall time."""
-    return 0 if _only_scenarios(config) else None
+    if not _only_scenarios(config):
+        return None
+    config.stash[_AUTO_IN_PROCESS] = True
+    return 0
+
+
+def _as_given(config: pytest.Config, path: Path) -> Path:
+    """`path` (absolute, as pytest collects it) as `conformance run --scenarios ARG` names it for the same
+    ARG: relative to where pytest started when the user's argument covering it was relative, so the
+    failure text's `[scenarios/x.yaml:5]` reads the same either way."""
+    here = config.invocation_params.dir
+    for arg in config.args:
+        given = Path(str(arg).split("::")[0])
+        if given.is_absolute():
+            continue
+        base = (here / given).resolve()
+        if (path == base or base in path.parents) and path.is_relative_to(here):
+            return path.relative_to(here)
+    return path
 
 
 def _scenario_root(path: Path) -> Path | None:
@@ -284,7 +318,7 @@ class ScenarioFile(pytest.File):
         assert root is not None
         scenario = _shared_scenario(self.config, self.path)
         try:
-            scenario = scenario or load_scenario(self.path, root=root)
+            scenario = scenario or load_scenario(_as_given(self.config, self.path), root=_as_given(self.config, root))
         except InputError as exc:
             raise CollectError(exc.render()) from None
         if not _selection(self.config).selects(scenario):
@@ -461,8 +495,19 @@ def _allure_active(config: pytest.Config) -> bool:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
+    if exitstatus == pytest.ExitCode.INTERRUPTED and not config.pluginmanager.has_plugin("dsession"):
+        # Ctrl-C: the scenarios still running give up now and the processes they started are ended by
+        # pid (they lead sessions of their own, which the terminal's SIGINT does not reach); without
+        # this the run waited for them, and xdist SIGKILLed a worker that waited, leaving them behind.
+        from conformance.stopping import stop_now
+
+        stop_now()
     if _AHEAD in config.stash:  # items run ahead that pytest never reached (-x, an interrupt)
         config.stash[_AHEAD].close()
+    if exitstatus == pytest.ExitCode.INTERRUPTED and _shares_out(config) and _stopped_for_failures(config):
+        # xdist stops a run for -x/--maxfail by raising its Interrupted, a KeyboardInterrupt, so pytest
+        # would exit 2 (interrupted) where a plain run (and `conformance run`) exits 1 for the failure.
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
     results = config.stash.get(_EVENTS, [])
     if hasattr(config, "workerinput"):  # an xdist worker: hand its results to the controller
         from conformance.events import to_json
@@ -476,6 +521,44 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         _write_reports(config, results, out_dir=options.reports)
     if _allure_active(config):
         _write_allure_run_files(config, results)
+
+
+def _stopped_for_failures(config: pytest.Config) -> bool:
+    """Whether xdist's controller stopped the run for -x/--maxfail (its message), not for a Ctrl-C."""
+    dsession = config.pluginmanager.getplugin("dsession")
+    return str(getattr(dsession, "shouldstop", "") or "").startswith("stopping after")
+
+
+# The xdist controller's workers (pytest_keyboard_interrupt is given no config to find them by).
+_XDIST_NODES: list[Any] = []
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodeready(node: Any) -> None:
+    _XDIST_NODES.append(node)
+
+
+def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+    """Ctrl-C in the controller of an xdist run: pass it on to every worker at once (each then stops its
+    scenarios as above). A terminal's Ctrl-C reaches them anyway; a SIGINT to the pytest process alone
+    would reach them only after execnet's own wait (5 s, then it SIGINTs the worker; xdist SIGKILLs a
+    worker still running 10 s after the shutdown)."""
+    import signal
+
+    try:
+        from xdist.dsession import Interrupted
+    except ImportError:
+        return
+    if isinstance(excinfo.value, Interrupted):  # -x/--maxfail, not a Ctrl-C
+        return
+    for node in _XDIST_NODES:
+        popen = getattr(getattr(node.gateway, "_io", None), "popen", None)  # execnet's popen gateway
+        pid = getattr(popen, "pid", None)
+        if isinstance(pid, int):
+            try:
+                os.kill(pid, signal.SIGINT)
+            except ProcessLookupError:
+                pass
 
 
 @pytest.hookimpl(optionalhook=True)

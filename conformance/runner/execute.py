@@ -101,7 +101,7 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
         h: Harness | None = None
         try:
             if scenario.kind is ScenarioKind.VECTOR:
-                obs = run_vector(run, stack)
+                obs = run_vector(run, stack, transcript=transcript)
             else:
                 early = replay_early(run, stack)  # its worker starts while the engine and first worker do
                 h = Harness(run, stack)

@@ -27,6 +27,7 @@ from conformance.reporting.logs import adopt
 from conformance.scenario.basics import MISSING, ErrorExpect, StartSpec
 from conformance.scenario.model import Scenario
 from conformance.scenario.placeholders import substitute
+from conformance import stopping
 from conformance.runner.isolation import claimer
 from conformance.runner.slots import around_waits, waiting
 from conformance.targets.base import CannotExpress, Pair, WorkerStart
@@ -82,6 +83,7 @@ class Client:
         self.lock = threading.Lock()
 
     def call(self, rpc: str, request: Any, *, timeout: float) -> Any:
+        stopping.check()  # an interrupted run: every scenario gives up at its next call
         t = time.monotonic() - self.began
         self.claim(request)
         try:

@@ -13,6 +13,7 @@ from taskhub_wire import pb
 from taskhub_wire.rpc import DAPR_WORKFLOW, TASKHUB
 
 from conformance.failures import TargetMisbehaved
+from conformance import stopping
 from conformance.scenario import steps
 from conformance.scenario.basics import MISSING
 from conformance.scenario.steps import Step
@@ -119,7 +120,7 @@ def _on_advance_clock(at: At, a: steps.AdvanceClock) -> None:
 
 def _on_sleep(at: At, a: steps.Sleep) -> None:
     with waiting():  # the scenario's slot is free meanwhile (conformance/runner/slots.py)
-        time.sleep(a.seconds)  # the step's point is to let real time pass
+        stopping.sleep(a.seconds)  # the step's point is to let real time pass; an interrupt ends it
 
 def _on_call(at: At, a: steps.Call) -> None:
     run, h = at.run, at.h

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from contextlib import ExitStack
 from typing import Any
@@ -11,13 +12,15 @@ from taskhub_core.history import is_optional_timer
 from taskhub_wire.kinds import PRODUCED_FIELDS, ActionKind, event_kind
 
 from conformance.checks import VectorObservation
+from conformance.events import Channel, MessageDirection, TranscriptEntry
 from conformance.scenario.model import Compare, Reach
 from conformance.scenario.wire import event_dict
 from conformance.runner.harness import Run
 from conformance.runner.observe import replayer
 
-def run_vector(run: Run, stack: ExitStack) -> VectorObservation:
-    """A turn-level vector: the reference sidecar hands the turn, in the worker's dialect, to the worker under test."""
+def run_vector(run: Run, stack: ExitStack, *, transcript: list[TranscriptEntry]) -> VectorObservation:
+    """A turn-level vector: the reference sidecar hands the turn, in the worker's dialect, to the worker under test.
+    The turn sent and the worker's answer are appended to `transcript` (no proxy stands between them)."""
     vec = run.scenario.vector
     assert vec is not None
     from taskhub_programs import parse_bundle
@@ -29,7 +32,10 @@ def run_vector(run: Run, stack: ExitStack) -> VectorObservation:
     turn = in_dialect(vec, capabilities=run.pair.worker.capabilities, programs=run.scenario.programs_doc)
     replay = replayer(run, bundle, stack)
     assert replay is not None
-    answer = turn.to_reference(replay(turn.instance_id, list(turn.past), list(turn.new)))
+    transcript.append(_turn_item(run, turn.instance_id, turn.past, turn.new))
+    raw = replay(turn.instance_id, list(turn.past), list(turn.new))
+    transcript.append(_answer_entry(run, turn.instance_id, raw))
+    answer = turn.to_reference(raw)
     # Only what an engine applies is compared (default child ids, first completion wins, ...).
     expected = tuple(engine_view(list(turn.expected), vec.instance_id, wire=False))
     if answer is not None:
@@ -59,6 +65,36 @@ def run_vector(run: Run, stack: ExitStack) -> VectorObservation:
     return VectorObservation(scenario=run.scenario, reproduce=run.reproduce, answer=answer, expected=expected,
                              note=turn.note, foreign=foreign, overridden=terminated, held=held,
                              recorded=_recorded_actions(vec.past + vec.new))
+
+
+def _turn_item(run: Run, instance_id: str, past: Any, new: Any) -> TranscriptEntry:
+    """The turn as the worker receives it: a GetWorkItems stream item, described as the proxy describes one."""
+    from taskhub_wire import pb
+
+    from conformance.proxy.describe import summarize, to_dict
+
+    item = pb.WorkItem(workflowRequest=pb.WorkflowRequest(instanceId=instance_id, pastEvents=list(past),
+                                                          newEvents=list(new)))
+    return TranscriptEntry(t=round(time.monotonic() - run.began, 6), channel=Channel.WORKER,
+                           direction=MessageDirection.ITEM, rpc="GetWorkItems",
+                           summary=summarize("GetWorkItems", "item", item, 0), message=to_dict(item))
+
+
+def _answer_entry(run: Run, instance_id: str, answer: Mapping[str, Any] | None) -> TranscriptEntry:
+    """The worker's answer in its own numbering (None: none in time), as plain data."""
+    from conformance.proxy.describe import short, truncate
+
+    t = round(time.monotonic() - run.began, 6)
+    if answer is None:
+        return TranscriptEntry(t=t, channel=Channel.WORKER, direction=MessageDirection.REQUEST,
+                               rpc="CompleteOrchestratorTask", summary=f"no answer for {instance_id} in time",
+                               status="DEADLINE_EXCEEDED")
+    actions = ", ".join(f"{kind}#{body.get('id', '?')}" for a in answer.get("actions", ()) for kind, body in a.items())
+    status = answer.get("custom_status")
+    extra = f" status={short(str(status))}" if status is not None else ""
+    return TranscriptEntry(t=t, channel=Channel.WORKER, direction=MessageDirection.REQUEST,
+                           rpc="CompleteOrchestratorTask", summary=f"CompleteOrchestratorTask {instance_id} [{actions}]{extra}",
+                           message=truncate(dict(answer)))
 
 
 def _recorded_actions(events: Any) -> dict[int, tuple[str, str]]:

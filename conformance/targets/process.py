@@ -12,6 +12,7 @@ import shlex
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections import deque
 from collections.abc import Mapping
@@ -22,12 +23,16 @@ from typing import BinaryIO, Self
 
 import grpc
 
+from conformance import stopping
 from conformance.reporting.logs import adopt_files
 
 HELLO_METHOD = "/TaskHubSidecarService/Hello"
 _POLL_INTERVAL_S = 0.02
 _STDERR_TAIL_LINES = 20
 _STDERR_TAIL_BYTES = 64 * 1024
+# Processes started and not yet reaped, for `end_live_processes` (a run stopped at once).
+_LIVE: set[ManagedProcess] = set()
+_LIVE_LOCK = threading.Lock()
 
 
 class ProcessError(RuntimeError):
@@ -68,6 +73,7 @@ class ManagedProcess:
     """
 
     def __init__(self, *, spec: ProcessSpec) -> None:
+        stopping.check()  # a stopped run starts nothing more
         self.spec = spec
         self.stdout_path, self.stderr_path, out, err = _create_log_files(spec.log_dir, spec.name)
         try:
@@ -84,6 +90,10 @@ class ManagedProcess:
             # The child holds its own copies of the descriptors.
             out.close()
             err.close()
+        with _LIVE_LOCK:
+            _LIVE.add(self)
+        if stopping.stopping():  # stopped while this one started: end_live_processes may have missed it
+            self._kill_group()
         adopt_files(self.stdout_path, self.stderr_path)  # into the scenario's log when it ends
         # wait_for_line resumes after the last line it matched.
         self._stdout_pos = 0
@@ -138,6 +148,7 @@ class ManagedProcess:
                     returncode=returncode,
                     stderr_tail=tail,
                 )
+            stopping.check()
             if time.monotonic() >= deadline:
                 raise ProcessTimeoutError(
                     self._describe(f"did not print a line matching {regex.pattern!r} within"
@@ -215,7 +226,10 @@ class ManagedProcess:
         # unreaped leader still reserves the group id; only then is the zombie collected.
         self._wait_exited(timeout=float("inf"))
         self._kill_group()
-        return self._popen.wait()
+        code = self._popen.wait()
+        with _LIVE_LOCK:
+            _LIVE.discard(self)
+        return code
 
     def _read_new_stdout_lines(self) -> None:
         with open(self.stdout_path, "rb") as f:
@@ -285,3 +299,12 @@ def _create_log_files(log_dir: Path, name: str) -> tuple[Path, Path, BinaryIO, B
             continue
         stderr_path = log_dir / f"{name}-{n}.stderr.log"
         return stdout_path, stderr_path, out, open(stderr_path, "wb")
+
+
+def end_live_processes() -> None:
+    """SIGKILL the group of every process started here and not yet reaped (a run stopped at once). Not
+    reaped here: the unreaped leader keeps its pid and group id reserved until its owner's stop()."""
+    with _LIVE_LOCK:
+        live = list(_LIVE)
+    for process in live:
+        process._kill_group()

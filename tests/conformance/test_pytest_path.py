@@ -64,14 +64,15 @@ def _finished(path: Path) -> dict[str, ScenarioFinished]:
 def test_both_paths_give_the_same_verdicts_text_reproduce_lines_and_reports(tmp_path):
     scenarios = _library(tmp_path)
     reports = tmp_path / "reports"  # one folder for both, as a user switching paths has: the same reproduce lines
-    cli = _run("-m", "conformance", "run", "--scenarios", str(scenarios), "--reports", str(reports),
+    # Relative paths, as a user types them: the failure text names the file as given (`[scenarios/mine/bad.yaml:5]`).
+    cli = _run("-m", "conformance", "run", "--scenarios", "scenarios", "--reports", str(reports),
                "--jobs", "2", cwd=tmp_path)
     assert cli.returncode == 1, cli.stdout + cli.stderr
     by_cli = _finished(reports / "events.jsonl")
     cli_files = {name: (reports / name).is_file() for name in ("junit.xml", "summary.json", "matrix.md", "matrix.html")}
     for name in cli_files:
         (reports / name).unlink()
-    py = _run("-m", "pytest", str(scenarios), "-p", "no:cacheprovider", "-q", "-n", "2",
+    py = _run("-m", "pytest", "scenarios", "-p", "no:cacheprovider", "-q", "-n", "2",
               "--conformance-reports", str(reports), "--alluredir", str(tmp_path / "allure"), cwd=tmp_path)
     assert py.returncode == 1, py.stdout + py.stderr
     by_py = _finished(reports / "events.jsonl")
@@ -81,6 +82,7 @@ def test_both_paths_give_the_same_verdicts_text_reproduce_lines_and_reports(tmp_
         assert (a.outcome, a.verdicts, a.broken, a.reproduce) == (b.outcome, b.verdicts, b.broken, b.reproduce)
         assert _same_run(a.message) == _same_run(b.message)
     assert by_py["mine/bad"].outcome is Outcome.FAILED and by_py["mine/good"].outcome is Outcome.PASSED
+    assert "[scenarios/mine/bad.yaml:5]" in by_py["mine/bad"].message, by_py["mine/bad"].message
     assert f"--scenarios {scenarios.resolve()}" in by_py["mine/bad"].reproduce
     # The failure text pytest prints is the one the CLI prints, "Reproduce with:" line included.
     assert by_py["mine/bad"].reproduce.split(" --reports ")[0] in py.stdout and "Reproduce with:" in py.stdout
@@ -349,3 +351,174 @@ def test_a_run_that_also_collects_other_tests_keeps_xdists_own_scheduling(tmp_pa
     auto = _run("-m", "pytest", "scenarios", "-p", "no:cacheprovider", "-v", "-n", "auto", cwd=tmp_path)
     assert auto.returncode == 0, auto.stdout + auto.stderr
     assert "1 passed" in auto.stdout and "created:" not in auto.stdout and "[gw" not in auto.stdout, auto.stdout
+    # ... and says so once, at the top, before the items.
+    note = "-n auto: running in this process: no xdist worker"
+    assert auto.stdout.count(note) == 1 and auto.stdout.index(note) < auto.stdout.index("collected"), auto.stdout
+    assert note not in only.stdout and note not in mixed.stdout
+
+
+ATTACHED = {"protocol transcript", "protocol transcript (JSON)", "timeline"}
+
+
+def _attachments_by_story(out: Path) -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for path in out.glob("*-result.json"):
+        result = json.loads(path.read_text(encoding="utf-8"))
+        [story] = [label["value"] for label in result["labels"] if label["name"] == "story"]
+        for a in result.get("attachments", []):
+            assert (out / a["source"]).is_file(), (story, a)
+        found[story] = {a["name"] for a in result.get("attachments", [])}
+    return found
+
+
+def test_every_scenario_result_of_a_run_carries_its_attachments_both_ways(tmp_path):
+    """A vector scenario (one hand-made turn, no proxy) used to have no transcript, so its allure result
+    had none of the three attachments, in either path (3 of the 25 timers items of the tox recipe)."""
+    scenarios = _library(tmp_path)
+    vectors = scenarios / "vectors"
+    vectors.mkdir()
+    (vectors / "timer-fire-at.yaml").write_bytes((ROOT / "scenarios/vectors/timer-fire-at.yaml").read_bytes())
+    names = {"mine/good", "mine/bad", "vectors/timer-fire-at"}
+    py_out = tmp_path / "allure-py"
+    py = _run("-m", "pytest", str(scenarios), "-p", "no:cacheprovider", "-q", "-n", "2", "--alluredir", str(py_out),
+              cwd=tmp_path)
+    assert py.returncode == 1 and "1 failed, 2 passed" in py.stdout, py.stdout + py.stderr
+    reports = tmp_path / "reports"
+    cli = _run("-m", "conformance", "run", "--scenarios", str(scenarios), "--reports", str(reports), cwd=tmp_path)
+    assert cli.returncode == 1, cli.stdout + cli.stderr
+    for found in (_attachments_by_story(py_out), _attachments_by_story(reports / "allure-results")):
+        assert set(found) == names, found
+        assert all(ATTACHED <= kinds for kinds in found.values()), found
+    vector = _finished(reports / "events.jsonl")["vectors/timer-fire-at"]
+    assert [(e.direction.value, e.rpc) for e in vector.transcript] == [
+        ("item", "GetWorkItems"), ("request", "CompleteOrchestratorTask")]
+    assert "CreateTimer#2" in vector.transcript[1].summary
+
+
+def _reported(stdout: str) -> dict[str, str]:
+    """scenario id -> outcome of each item pytest -v reported (under xdist: `[gwN] [ 50%] PASSED path::pair`)."""
+    found = re.findall(r"\b(PASSED|FAILED|SKIPPED|ERROR) scenarios/(\S+)\.yaml::", stdout)
+    return {name: outcome for outcome, name in found}
+
+
+def test_x_under_xdist_stops_at_the_first_failure_and_every_report_holds_what_ran(tmp_path):
+    scenarios = _library(tmp_path)
+    (scenarios / "mine" / "good.yaml").unlink()
+    slow = scenarios / "slow"
+    slow.mkdir()
+    for n in range(6):
+        (slow / f"wait-{n}.yaml").write_text(SLOW.format(n=n), encoding="utf-8")
+    reports, allure = tmp_path / "reports", tmp_path / "allure"
+    # Shares: gw0 gets mine/bad (first), wait-1, wait-3, wait-5; gw1 wait-0, wait-2, wait-4.
+    done = _run("-m", "pytest", str(scenarios), "-p", "no:cacheprovider", "-v", "-x", "-n", "2",
+                "--conformance-jobs", "2", "--conformance-reports", str(reports), "--alluredir", str(allure),
+                cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "stopping after 1 failures" in done.stdout, done.stdout
+    reported = _reported(done.stdout)
+    assert reported["mine/bad"] == "FAILED" and "slow/wait-5" not in reported, reported
+    assert len(reported) < 7, reported
+    # What ran and only that, in every report: items run ahead and never reached are dropped.
+    finished = _finished(reports / "events.jsonl")
+    assert {k: v.outcome.value for k, v in finished.items()} == reported
+    summary = json.loads((reports / "summary.json").read_text(encoding="utf-8"))
+    assert summary["counts"]["total"] == len(reported) and summary["counts"]["FAILED"] == 1, summary["counts"]
+    junit = (reports / "junit.xml").read_text(encoding="utf-8")
+    assert junit.count("<testcase ") == len(reported), junit
+    assert all(f"slow/wait-{n}" in junit for n in range(6) if f"slow/wait-{n}" in reported)
+    assert "mine/bad" in (reports / "matrix.md").read_text(encoding="utf-8")
+    by_story = _attachments_by_story(allure)
+    assert set(by_story) == set(reported) and all(ATTACHED <= kinds for kinds in by_story.values()), by_story
+
+
+def test_last_failed_under_xdist_reruns_the_failed_scenario_only(tmp_path):
+    scenarios = _library(tmp_path)  # mine/bad fails (its expectation says 2), mine/good passes
+    first = _run("-m", "pytest", str(scenarios), "-v", "-n", "2", cwd=tmp_path)
+    assert first.returncode == 1 and _reported(first.stdout) == {"mine/bad": "FAILED", "mine/good": "PASSED"}, (
+        first.stdout + first.stderr)
+    reports = tmp_path / "reports"
+    again = _run("-m", "pytest", str(scenarios), "-v", "-n", "2", "--lf", "--conformance-reports", str(reports),
+                 cwd=tmp_path)
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert _reported(again.stdout) == {"mine/bad": "FAILED"}, again.stdout
+    assert sorted(_finished(reports / "events.jsonl")) == ["mine/bad"]
+    # Fixed, it passes on the rerun; then --lf has nothing left that failed and runs everything.
+    (scenarios / "mine" / "bad.yaml").write_text(BAD.replace("output: 2", "output: 1"), encoding="utf-8")
+    fixed = _run("-m", "pytest", str(scenarios), "-v", "-n", "2", "--lf", cwd=tmp_path)
+    assert fixed.returncode == 0 and _reported(fixed.stdout) == {"mine/bad": "PASSED"}, fixed.stdout + fixed.stderr
+
+
+LONG = """title: waits long {n}
+requirements: [TMR-FIRE-001]
+programs: {{main: {{steps: [{{timer: 120s}}, {{return: {n}}}]}}}}
+start: {{workflow: main}}
+expect: {{status: COMPLETED, output: {n}}}
+"""
+
+
+def _descendants(pid: int) -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, command line) of every process under `pid` (from /proc, Linux)."""
+    parent: dict[int, tuple[int, str]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            command = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        parent[int(entry)] = (int(stat.rsplit(")", 1)[1].split()[1]), command)
+    found, todo = {}, [pid]
+    while todo:
+        at = todo.pop()
+        for child, (ppid, command) in parent.items():
+            if ppid == at and child not in found:
+                found[child] = (ppid, command)
+                todo.append(child)
+    return found
+
+
+def _alive(pid: int, command: str) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        same = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode() == command
+    except OSError:
+        return False
+    return same and stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_ctrl_c_under_xdist_ends_every_worker_and_target_process_and_exits_2(tmp_path):
+    import signal
+    import time
+
+    folder = tmp_path / "scenarios" / "long"
+    folder.mkdir(parents=True)
+    for n in range(4):
+        (folder / f"wait-{n}.yaml").write_text(LONG.format(n=n), encoding="utf-8")
+    # A worker process per scenario (the reference worker as a command), so there are target processes to end.
+    worker = f"{sys.executable} -m fake_worker --sidecar {{address}} --programs {{programs}}"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "pytest", str(tmp_path / "scenarios"), "-p", "no:cacheprovider", "-q", "-n", "2",
+         "--conformance-worker", "command", "--conformance-worker-command", worker],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path, env=_clean_env())
+    seen: dict[int, tuple[int, str]] = {}
+    try:
+        deadline = time.monotonic() + 300
+        # Until both xdist workers run scenarios: target workers under two different xdist workers.
+        while len({ppid for ppid, command in seen.values() if "-m fake_worker" in command}) < 2:
+            assert run.poll() is None and time.monotonic() < deadline, (seen, run.stdout.read() if run.poll() else "")
+            seen.update(_descendants(run.pid))
+            time.sleep(0.1)
+        run.send_signal(signal.SIGINT)
+        out, _ = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+    assert run.returncode == 2, out
+    assert "KeyboardInterrupt" in out and "Traceback" not in out, out
+    deadline = time.monotonic() + 30  # reparented orphans would live on; the ended ones are reaped by now
+    while (left := {p: c for p, (_, c) in seen.items() if _alive(p, c)}) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not left, left  # the xdist workers and every target worker they started
+    assert len([p for p, (ppid, _) in seen.items() if ppid == run.pid]) >= 2, seen
