@@ -162,6 +162,9 @@ def test_a_bad_traced_file_is_named(tmp_path: Path, text: str, says: str) -> Non
 def test_the_library_traced_file_names_known_releases() -> None:
     from conformance.versions.traced import load_traced
 
+    library = Path(__file__).resolve().parents[2] / "scenarios"
     for t in load_traced():
         assert t.sdk in RELEASES.sdks, t
         assert set(t.releases) <= {r.version for r in RELEASES.sdks[t.sdk]}, t
+        for s in t.scenarios:  # each names scenarios of the library
+            assert list(library.glob(f"{s}.yaml")), f"{s}: no such scenario"
