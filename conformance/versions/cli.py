@@ -39,10 +39,12 @@ def run_versions(args: argparse.Namespace) -> int:
     from conformance.library import find_library
     from conformance.versions.catalogue import ReleasesError, load_releases
     from conformance.versions.run import Plan, run_matrix, write_reports
+    from conformance.versions.traced import TracedError, load_traced
 
     root = find_library().root
     try:
         releases = load_releases()
+        traces = load_traced()
         if args.list:
             for name, rs in releases.sdks.items():
                 print(f"sdk {name}: " + ", ".join(f"{r.version} ({r.worker})" for r in rs))
@@ -51,7 +53,7 @@ def run_versions(args: argparse.Namespace) -> int:
             return EXIT_OK
         sdks = tuple(r for s in (args.sdk or list(releases.sdks)) for r in releases.select_sdk(s))
         engines = tuple(e for s in (args.engine or ["reference"]) for e in releases.select_engine(s))
-    except ReleasesError as exc:
+    except (ReleasesError, TracedError) as exc:
         print(f"conformance versions: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.jobs < 1:
@@ -64,7 +66,7 @@ def run_versions(args: argparse.Namespace) -> int:
     command = shlex.join(["conformance", "versions", *sys.argv[2:]]) if sys.argv[1:2] == ["versions"] else \
         "conformance versions"
     results = run_matrix(plan, root=root, log=lambda m: print(m, flush=True))
-    written = write_reports(results, reports=reports, command=command)
+    written = write_reports(results, reports=reports, command=command, traces=traces)
     print((reports / "versions.md").read_text(encoding="utf-8"))
     print("reports: " + ", ".join(str(p) for p in written))
     bad = any(r.failed or r.errors or not r.ran for r in results)

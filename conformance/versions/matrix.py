@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from conformance.versions.cells import CellResult
+from conformance.versions.traced import Trace, trace_for
 
 SHOWN = ("PASSED", "FAILED", "KNOWN_FAILURE", "WARNING", "OBSERVATION", "NOT_APPLICABLE", "ERROR")
 SHORT = {"PASSED": "pass", "FAILED": "FAILED", "KNOWN_FAILURE": "known", "WARNING": "warn",
@@ -74,13 +75,27 @@ def _why(setup_error: str) -> str:
     return f"{step}: {first}" if first else (lines[0] if lines else "")
 
 
-def _counts(r: CellResult) -> str:
+def traced_in(r: CellResult, traces: Sequence[Trace]) -> dict[str, int]:
+    """The cell's FAILED scenarios that traced.yaml explains -> the entry's index."""
+    found = {s: trace_for(traces, sdk=r.sdk.sdk, release=r.sdk.version, scenario=s) for s in r.failed}
+    return {s: i for s, i in found.items() if i is not None}
+
+
+def stale(results: Sequence[CellResult], traces: Sequence[Trace]) -> list[tuple[int, str, str]]:
+    """(entry, cell, scenario) for a traced scenario that PASSED on a cell of a release the entry names."""
+    return [(i, f"{r.sdk.label} on {r.engine.label}", s) for r in results for s, o in sorted(r.outcomes.items())
+            if o == "PASSED" for i, t in enumerate(traces) if t.covers(sdk=r.sdk.sdk, release=r.sdk.version, scenario=s)]
+
+
+def _counts(r: CellResult, traces: Sequence[Trace] = ()) -> str:
     if not r.ran:
         return "not run"
-    return " ".join(f"{r.counts[k]} {SHORT[k]}" for k in SHOWN if r.counts.get(k))
+    n = len(traced_in(r, traces))
+    return " ".join(f"{r.counts[k]} {SHORT[k]}" + (f" ({n} traced)" if k == "FAILED" and n else "")
+                    for k in SHOWN if r.counts.get(k))
 
 
-def render_markdown(results: Sequence[CellResult], *, command: str) -> str:
+def render_markdown(results: Sequence[CellResult], *, command: str, traces: Sequence[Trace] = ()) -> str:
     engines = list(dict.fromkeys(r.engine.label for r in results))
     sdks = list(dict.fromkeys(r.sdk.label for r in results))
     by = {(r.sdk.label, r.engine.label): r for r in results}
@@ -92,7 +107,7 @@ def render_markdown(results: Sequence[CellResult], *, command: str) -> str:
     out.append("| SDK release | " + " | ".join(engines) + " |")
     out.append("|---|" + "---|" * len(engines))
     for s in sdks:
-        row = [f"{_counts(by[s, e])} ({by[s, e].wall_s:.0f} s)" if (s, e) in by else "" for e in engines]
+        row = [f"{_counts(by[s, e], traces)} ({by[s, e].wall_s:.0f} s)" if (s, e) in by else "" for e in engines]
         out.append(f"| {s} | " + " | ".join(row) + " |")
     out += ["", "## MUSTs broken (FAILED scenarios, undeclared)", ""]
     any_broken = False
@@ -104,13 +119,26 @@ def render_markdown(results: Sequence[CellResult], *, command: str) -> str:
         if not r.failed and not r.errors:
             continue
         any_broken = True
-        out.append(f"- **{r.sdk.label} on {r.engine.label}** ({len(r.failed)} FAILED, {len(r.errors)} ERROR):")
+        traced = traced_in(r, traces)
+        out.append(f"- **{r.sdk.label} on {r.engine.label}** ({len(r.failed)} FAILED, {len(traced)} of them traced, "
+                   f"{len(r.errors)} ERROR):")
         for sc, reqs in sorted(r.failed.items()):
-            out.append(f"  - FAILED `{sc}`: {', '.join(reqs)}")
+            why = f"traced [T{traced[sc] + 1}]" if sc in traced else "**untraced**"
+            out.append(f"  - FAILED `{sc}`: {', '.join(reqs)}; {why}")
         for sc, why in sorted(r.errors.items()):
             out.append(f"  - ERROR `{sc}`: {why}")
     if not any_broken:
         out.append("None.")
+    used = sorted({i for r in results for i in traced_in(r, traces).values()})
+    if used:
+        out += ["", "## Traces (conformance/versions/traced.yaml)", ""]
+        for i in used:
+            t = traces[i]
+            out.append(f"- [T{i + 1}] {t.sdk} {', '.join(t.releases)}: {t.cause} Trace: {t.trace} Fixed: {t.fixed_by}")
+    old = stale(results, traces)
+    if old:
+        out += ["", "## Traced but PASSED here (stale: the fix reached the release, or the scenario changed)", ""]
+        out += [f"- [T{i + 1}] `{s}` PASSED on {cell}" for i, cell, s in old]
     out += ["", "## Where each FAILED scenario appears or disappears", "",
             "Releases oldest first along one axis, the other held fixed. `always`: FAILED on every release of "
             "the line; `appears at V`: first FAILED at V after passing (or another outcome) before; "
@@ -126,13 +154,16 @@ def render_markdown(results: Sequence[CellResult], *, command: str) -> str:
     return "\n".join(out)
 
 
-def to_json(results: Sequence[CellResult], *, command: str) -> str:
+def to_json(results: Sequence[CellResult], *, command: str, traces: Sequence[Trace] = ()) -> str:
     cells = [{"sdk": r.sdk.sdk, "sdkVersion": r.sdk.version, "worker": r.sdk.worker,
               "engine": r.engine.engine, "engineVersion": r.engine.version, "sidecar": r.engine.sidecar,
               "counts": r.counts, "failed": {k: list(v) for k, v in sorted(r.failed.items())},
+              "traced": {s: {"cause": traces[i].cause, "trace": traces[i].trace, "fixedBy": traces[i].fixed_by}
+                         for s, i in sorted(traced_in(r, traces).items())},
               "errors": r.errors, "mustBroken": list(r.broken), "knownGaps": list(r.known),
               "wallSeconds": round(r.wall_s, 1), "setupError": r.setup_error, "reports": r.reports}
              for r in results]
     ch = [{"axis": c.axis, "line": c.line, "scenario": c.scenario, "kind": c.kind, "at": c.at,
            "requirements": list(c.requirements)} for c in changes(results)]
-    return json.dumps({"command": command, "cells": cells, "changes": ch}, indent=1) + "\n"
+    old = [{"cell": cell, "scenario": s, "cause": traces[i].cause} for i, cell, s in stale(results, traces)]
+    return json.dumps({"command": command, "cells": cells, "changes": ch, "staleTraces": old}, indent=1) + "\n"

@@ -23,6 +23,7 @@ from conformance.versions.catalogue import EngineRelease, SdkRelease
 from conformance.versions.cells import CellResult, read_cell
 from conformance.versions.corpus import RECORD_ENV, Recorded, assemble
 from conformance.versions.envs import Env, EnvError, cache_root, ensure
+from conformance.versions.traced import Trace
 
 PINNED_ENGINES = {"durabletask-go": "v0.14.0", "daprd": "v1.18.2"}  # what .tools/ holds (install scripts)
 CELL_TIMEOUT_S = 3 * 3600
@@ -153,11 +154,12 @@ def _run_cell(plan: Plan, *, root: Path, sdk: SdkRelease, engine: EngineRelease,
     return cell
 
 
-def write_reports(results: Sequence[CellResult], *, reports: Path, command: str) -> list[Path]:
+def write_reports(results: Sequence[CellResult], *, reports: Path, command: str,
+                  traces: Sequence[Trace] = ()) -> list[Path]:
     from conformance.versions.matrix import render_markdown, to_json
 
     reports.mkdir(parents=True, exist_ok=True)
     md, js = reports / "versions.md", reports / "versions.json"
-    md.write_text(render_markdown(results, command=command), encoding="utf-8")
-    js.write_text(to_json(results, command=command), encoding="utf-8")
+    md.write_text(render_markdown(results, command=command, traces=traces), encoding="utf-8")
+    js.write_text(to_json(results, command=command, traces=traces), encoding="utf-8")
     return [md, js]

@@ -27,6 +27,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"syscall"
@@ -44,8 +45,24 @@ const (
 	exitUsage   = 2
 	exitGap     = 3
 	exitConnect = 4
-	sdkVersion  = "github.com/dapr/durabletask-go v0.14.0"
+	sdkModule   = "github.com/dapr/durabletask-go"
 )
+
+// sdkVersion names the durabletask-go release this binary links (the version matrix builds the driver
+// against older releases too), read from the build's module list rather than assumed to be the pin.
+func sdkVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, m := range bi.Deps {
+			if m.Path == sdkModule {
+				if m.Replace != nil {
+					return sdkModule + " " + m.Version + " (replaced by " + m.Replace.Path + ")"
+				}
+				return sdkModule + " " + m.Version
+			}
+		}
+	}
+	return sdkModule + " (version unknown: no build info)"
+}
 
 func die(code int, format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "durabletask-go-driver: error: "+format+"\n", args...)
@@ -155,7 +172,7 @@ func main() {
 	}
 	if gaps := capabilityGaps(programs); len(gaps) > 0 {
 		die(exitGap, "the programs use steps %s cannot express (declared capability gap; refusing to start):\n%s",
-			sdkVersion, indent(gaps))
+			sdkVersion(), indent(gaps))
 	}
 
 	tracker := newInstanceTracker()
@@ -164,7 +181,7 @@ func main() {
 	if err != nil {
 		die(exitUsage, "cannot register the programs: %v", err)
 	}
-	info("%s; registered %s", sdkVersion, strings.Join(names, ", "))
+	info("%s; registered %s", sdkVersion(), strings.Join(names, ", "))
 
 	dialOpts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	streamInterceptors := []grpc.StreamClientInterceptor{tracker.streamInterceptor}

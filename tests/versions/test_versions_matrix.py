@@ -120,3 +120,51 @@ def test_each_release_is_a_worker_target_of_its_own(tmp_path: Path) -> None:
     declared = load_targets().workers["dapr-ext-workflow"]
     assert target.version == "1.18.1" and target.capabilities == declared.capabilities
     assert target.gaps == declared.gaps
+
+
+def test_a_traced_failure_names_its_trace_an_untraced_one_says_so_and_a_passing_one_is_stale(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from conformance.versions.traced import load_traced
+
+    path = tmp_path / "traced.yaml"
+    path.write_text("traced:\n  - sdk: durabletask-dapr\n    releases: [0.17.3]\n    scenarios: ['a/x*', a/p]\n"
+                    "    cause: a retry reuses its action id.\n    trace: worker.py:1445\n    fixed_by: 'in 0.17.4'\n")
+    traces = load_traced(path)
+    cell = _cell("durabletask-dapr", "0.17.3", "reference", {"a/x1": ("R-1",), "a/y": ("R-2",)})
+    cell = replace(cell, outcomes={"a/x1": "FAILED", "a/y": "FAILED", "a/p": "PASSED"})
+    other = _cell("durabletask-dapr", "0.17.4", "reference", {"a/x1": ("R-1",)})  # not a release it names
+    text = render_markdown([cell, other], command="c", traces=traces)
+    assert "2 FAILED (1 traced)" in text
+    assert "FAILED `a/x1`: R-1; traced [T1]" in text and "FAILED `a/y`: R-2; **untraced**" in text
+    assert "- [T1] durabletask-dapr 0.17.3: a retry reuses its action id. Trace: worker.py:1445 Fixed: in 0.17.4" in text
+    assert "[T1] `a/p` PASSED on durabletask-dapr 0.17.3 on reference" in text
+    assert text.count("traced [T1]") == 1  # 0.17.4's a/x1 is not covered
+    doc = json.loads(matrix_json([cell, other], command="c", traces=traces))
+    assert list(doc["cells"][0]["traced"]) == ["a/x1"] and doc["cells"][1]["traced"] == {}
+    assert doc["staleTraces"] == [{"cell": "durabletask-dapr 0.17.3 on reference", "scenario": "a/p",
+                                   "cause": "a retry reuses its action id."}]
+
+
+@pytest.mark.parametrize("text, says", [("traced: {}\n", "'traced:' list"),
+                                        ("traced:\n  - {sdk: x}\n", "needs exactly the keys"),
+                                        ("traced:\n  - {sdk: x, releases: [], scenarios: [a], cause: c, trace: t, "
+                                         "fixed_by: f}\n", "releases must be a non-empty list")])
+def test_a_bad_traced_file_is_named(tmp_path: Path, text: str, says: str) -> None:
+    from conformance.versions.traced import TracedError, load_traced
+
+    path = tmp_path / "traced.yaml"
+    path.write_text(text)
+    with pytest.raises(TracedError, match=says):
+        load_traced(path)
+
+
+def test_the_library_traced_file_names_known_releases() -> None:
+    from conformance.versions.traced import load_traced
+
+    library = Path(__file__).resolve().parents[2] / "scenarios"
+    for t in load_traced():
+        assert t.sdk in RELEASES.sdks, t
+        assert set(t.releases) <= {r.version for r in RELEASES.sdks[t.sdk]}, t
+        for s in t.scenarios:  # each names scenarios of the library
+            assert list(library.glob(f"{s}.yaml")), f"{s}: no such scenario"
