@@ -81,6 +81,14 @@ def traced_in(r: CellResult, traces: Sequence[Trace]) -> dict[str, int]:
     return {s: i for s, i in found.items() if i is not None}
 
 
+def needs_attention(results: Sequence[CellResult], traces: Sequence[Trace]) -> bool:
+    """Whether the matrix turns a version-skew job red: a FAILED scenario traced.yaml does not trace, an ERROR, or
+    a cell that could not be set up. A traced FAILED scenario (an SDK defect of that release, with its source and
+    fix) does not, as explained.yaml does not for the corpus; a stale trace is listed, not judged, because some
+    traced defects show at random (a Go release's map-ordered actions, T5)."""
+    return any(set(r.failed) - set(traced_in(r, traces)) or r.errors or not r.ran for r in results)
+
+
 def stale(results: Sequence[CellResult], traces: Sequence[Trace]) -> list[tuple[int, str, str]]:
     """(entry, cell, scenario) for a traced scenario that PASSED on a cell of a release the entry names."""
     return [(i, f"{r.sdk.label} on {r.engine.label}", s) for r in results for s, o in sorted(r.outcomes.items())

@@ -168,3 +168,23 @@ def test_the_library_traced_file_names_known_releases() -> None:
         assert set(t.releases) <= {r.version for r in RELEASES.sdks[t.sdk]}, t
         for s in t.scenarios:  # each names scenarios of the library
             assert list(library.glob(f"{s}.yaml")), f"{s}: no such scenario"
+
+
+def test_only_an_untraced_failure_an_error_or_a_cell_not_run_needs_attention(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from conformance.versions.matrix import needs_attention
+    from conformance.versions.traced import load_traced
+
+    path = tmp_path / "traced.yaml"
+    path.write_text("traced:\n  - sdk: durabletask-dapr\n    releases: [0.17.3]\n    scenarios: ['a/x*']\n"
+                    "    cause: a retry reuses its action id.\n    trace: worker.py:1445\n    fixed_by: 'in 0.17.4'\n")
+    traces = load_traced(path)
+    traced = _cell("durabletask-dapr", "0.17.3", "reference", {"a/x1": ("R-1",)})
+    clean = _cell("durabletask-dapr", "0.17.4", "reference", {})
+    assert not needs_attention([traced, clean], traces)
+    assert needs_attention([_cell("durabletask-dapr", "0.17.3", "reference", {"a/x1": ("R-1",), "a/y": ("R-2",)})],
+                           traces)
+    assert needs_attention([_cell("durabletask-dapr", "0.17.4", "reference", {"a/x1": ("R-1",)})], traces)  # not its release
+    assert needs_attention([replace(clean, errors={"a/z": "boom"})], traces)
+    assert needs_attention([replace(clean, setup_error="pip: error")], traces)
