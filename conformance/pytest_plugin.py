@@ -500,8 +500,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         # pid (they lead sessions of their own, which the terminal's SIGINT does not reach); without
         # this the run waited for them, and xdist SIGKILLed a worker that waited, leaving them behind.
         from conformance.stopping import stop_now
+        from conformance.targets.process import end_live_processes
 
         stop_now()
+        end_live_processes()
     if _AHEAD in config.stash:  # items run ahead that pytest never reached (-x, an interrupt)
         config.stash[_AHEAD].close()
     if exitstatus == pytest.ExitCode.INTERRUPTED and _shares_out(config) and _stopped_for_failures(config):

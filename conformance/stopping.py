@@ -1,10 +1,10 @@
 """Stopping a run at once (an interrupt of the pytest path, conformance/pytest_plugin.py).
 
 `stop_now` makes every scenario still running in this process give up at its next call to an engine
-or its next wait (`Stopped`, an exception the runner reports like any other), refuses new processes
-and ends, by their pids, the processes the harness started here and has not yet stopped
-(conformance/targets/process.py: each leads its own session, so an interrupt sent to this process's
-group never reaches them)."""
+or its next wait (`Stopped`, an exception the runner reports like any other) and refuses new processes;
+conformance.targets.process.end_live_processes then ends, by their pids, the processes the harness
+started here and has not yet stopped (each leads its own session, so an interrupt sent to this process's
+group never reaches them; a process that starts meanwhile ends itself on seeing the flag)."""
 
 from __future__ import annotations
 
@@ -18,10 +18,9 @@ class Stopped(Exception):
 
 
 def stop_now() -> None:
-    from conformance.targets.process import end_live_processes
-
+    """Every scenario gives up at its next call or wait, and no process starts any more; the caller then
+    ends the live ones (conformance.targets.process.end_live_processes, which imports this module)."""
     _STOP.set()
-    end_live_processes()
 
 
 def reset() -> None:

@@ -14,14 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from conformance.errors import InputError
 from conformance.replay.judge import Verdict
-from conformance.yamlload import safe_load
+from conformance.versions.entries import read_entries
 
 EXPLAINED = "explained.yaml"
-_FIELDS = {"sdk", "releases", "histories", "verdict", "trace", "fixed_by"}
+_FIELDS = frozenset({"sdk", "releases", "histories", "verdict", "trace", "fixed_by"})
 
 
 class ExplainedError(InputError):
@@ -47,21 +45,8 @@ class Explanation:
 
 def load_explained(corpus: Path) -> tuple[Explanation, ...]:
     """The corpus's explained.yaml (none: nothing is expected to fail)."""
-    path = corpus / EXPLAINED
-    if not path.is_file():
-        return ()
-    try:
-        doc = safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise ExplainedError(f"{path}: not YAML: {exc}") from None
-    entries = doc.get("explained") if isinstance(doc, dict) else None
-    if not isinstance(entries, list):
-        raise ExplainedError(f"{path}: expected a mapping with an 'explained:' list")
     out = []
-    for n, e in enumerate(entries, 1):
-        where = f"{path}: entry {n}"
-        if not isinstance(e, dict) or set(e) != _FIELDS:
-            raise ExplainedError(f"{where}: needs exactly the keys {', '.join(sorted(_FIELDS))}")
+    for where, e in read_entries(corpus / EXPLAINED, key="explained", fields=_FIELDS, error=ExplainedError):
         if not all(isinstance(e[k], str) and e[k].strip() for k in ("sdk", "histories", "trace", "fixed_by")):
             raise ExplainedError(f"{where}: sdk, histories, trace and fixed_by must be non-empty text")
         if not isinstance(e["verdict"], str) or e["verdict"] not in Verdict.__members__ \

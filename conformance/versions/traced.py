@@ -14,13 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from conformance.errors import InputError
-from conformance.yamlload import safe_load
+from conformance.versions.entries import read_entries
 
 TRACED_PATH = Path(__file__).with_name("traced.yaml")
-_FIELDS = {"sdk", "releases", "scenarios", "cause", "trace", "fixed_by"}
+_FIELDS = frozenset({"sdk", "releases", "scenarios", "cause", "trace", "fixed_by"})
 
 
 class TracedError(InputError):
@@ -42,20 +40,8 @@ class Trace:
 
 
 def load_traced(path: Path = TRACED_PATH) -> tuple[Trace, ...]:
-    if not path.is_file():
-        return ()
-    try:
-        doc = safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise TracedError(f"{path}: not YAML: {exc}") from None
-    entries = doc.get("traced") if isinstance(doc, dict) else None
-    if not isinstance(entries, list):
-        raise TracedError(f"{path}: expected a mapping with a 'traced:' list")
     out = []
-    for n, e in enumerate(entries, 1):
-        where = f"{path}: entry {n}"
-        if not isinstance(e, dict) or set(e) != _FIELDS:
-            raise TracedError(f"{where}: needs exactly the keys {', '.join(sorted(_FIELDS))}")
+    for where, e in read_entries(path, key="traced", fields=_FIELDS, error=TracedError):
         if not all(isinstance(e[k], str) and e[k].strip() for k in ("sdk", "cause", "trace", "fixed_by")):
             raise TracedError(f"{where}: sdk, cause, trace and fixed_by must be non-empty text")
         for k in ("releases", "scenarios"):
