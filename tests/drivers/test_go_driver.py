@@ -14,15 +14,13 @@ import os
 import shutil
 import signal
 import subprocess
-import textwrap
 from pathlib import Path
 
 import pytest
 
-from conformance.events import Outcome
-from conformance.runner.execute import run_scenario
-from conformance.scenario.loader import load_scenario
 from conformance.targets.registry import load_targets
+from tests.drivers.driving import (RETRY_TIMEOUT, assert_passed, canonical_bundle, run_on_reference,
+                                  write_scenario)
 
 pytestmark = pytest.mark.sdk
 
@@ -30,6 +28,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 BINARY = REPO_ROOT / ".tools" / "bin" / "durabletask-go-driver"
 WORKER = "durabletask-go-worker"
 EXIT_USAGE, EXIT_GAP = 2, 3
+FOLDER = "go-driver"  # where a test's own scenarios are written
 
 
 def _driver() -> Path:
@@ -41,22 +40,7 @@ def _driver() -> Path:
 
 
 def _run(scenario_path: Path, root: Path, tmp_path: Path):
-    scenario = load_scenario(scenario_path, root=root)
-    pair = load_targets().pair("reference", WORKER)
-    return run_scenario(scenario, pair, work_root=tmp_path,
-                        reproduce=f"conformance run --worker {WORKER} --scenario {scenario.id}")
-
-
-def _assert_passed(result) -> None:
-    assert result.outcome == Outcome.PASSED, f"{result.scenario}: {result.outcome.value}\n{result.message}"
-
-
-def _write(tmp_path: Path, name: str, text: str) -> tuple[Path, Path]:
-    root = tmp_path / "scenarios"
-    path = root / "go-driver" / f"{name}.yaml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text), encoding="utf-8")
-    return path, root
+    return run_on_reference(scenario_path, root, tmp_path, worker=WORKER)
 
 
 def test_target_is_declared() -> None:
@@ -74,7 +58,7 @@ def test_target_is_declared() -> None:
 def test_library_chain_passes(tmp_path: Path) -> None:
     _driver()
     root = REPO_ROOT / "scenarios"
-    _assert_passed(_run(root / "activities" / "chain.yaml", root, tmp_path))
+    assert_passed(_run(root / "activities" / "chain.yaml", root, tmp_path))
 
 
 @pytest.mark.parametrize("scenario", ["crossapp/activity-and-child-on-other-app", "propagation/own-and-lineage-across-apps",
@@ -84,7 +68,7 @@ def test_apps_and_propagation(scenario: str, tmp_path: Path) -> None:
     `propagated` value read from the SDK's ActivityContext.GetPropagatedHistory()."""
     _driver()
     root = REPO_ROOT / "scenarios"
-    _assert_passed(_run(root / f"{scenario}.yaml", root, tmp_path))
+    assert_passed(_run(root / f"{scenario}.yaml", root, tmp_path))
 
 
 FEATURES = """\
@@ -151,7 +135,7 @@ FEATURES = """\
 
 def test_program_language_features(tmp_path: Path) -> None:
     _driver()
-    _assert_passed(_run(*_write(tmp_path, "features", FEATURES), tmp_path))
+    assert_passed(_run(*write_scenario(tmp_path, folder=FOLDER, name="features", text=FEATURES), tmp_path))
 
 
 CONTINUE_AND_VERSIONS = """\
@@ -204,21 +188,12 @@ CONTINUE_AND_VERSIONS = """\
 
 def test_continue_as_new_and_versions(tmp_path: Path) -> None:
     _driver()
-    _assert_passed(_run(*_write(tmp_path, "continue-and-versions", CONTINUE_AND_VERSIONS), tmp_path))
-
-
-def _bundle(tmp_path: Path, programs: dict) -> Path:
-    """The programs as the harness hands them to the driver: the canonical form ({canonical})."""
-    from taskhub_programs import canonical_form
-
-    path = tmp_path / "programs.canonical.json"
-    path.write_text(json.dumps(canonical_form(programs)), encoding="utf-8")
-    return path
+    assert_passed(_run(*write_scenario(tmp_path, folder=FOLDER, name="continue-and-versions", text=CONTINUE_AND_VERSIONS), tmp_path))
 
 
 def test_refuses_a_step_the_sdk_cannot_express(tmp_path: Path) -> None:
     driver = _driver()
-    bundle = _bundle(tmp_path, {"main": {"steps": [
+    bundle = canonical_bundle(tmp_path, {"main": {"steps": [
         {"call_activity": {"name": "echo", "input": 1}},
         {"if": {"cond": True, "then": [{"any": [{"wait_event": "go"}, {"timer": "1s"}], "as": "first"}]}},
     ]}})
@@ -230,33 +205,12 @@ def test_refuses_a_step_the_sdk_cannot_express(tmp_path: Path) -> None:
     assert proc.stdout == ""
 
 
-RETRY_TIMEOUT = """\
-    title: A retry timeout the SDK measures on the workflow's clock stops the retries
-    requirements: [ACT-RETRY-001]
-    requires: [retries, retry_timeout]
-    # The second failure comes after a 100 ms retry timer, so at least 100 ms after the first attempt:
-    # past the timeout on the SDK's rule, whatever the machine's load. Without the timeout the third
-    # attempt would succeed (COMPLETED).
-    programs:
-      main:
-        steps:
-          - call_activity: {name: fail, input: {times: 2}, retry: {max_attempts: 4, first_delay: 100ms, timeout: 100ms}}
-          - return: unreachable
-    start: {workflow: main}
-    expect:
-      status: FAILED
-      history:
-        count: {TaskCompleted: 0}
-    timeout: 20s
-"""
-
-
 def test_retry_timeout_is_passed_and_zero_is_refused(tmp_path: Path) -> None:
     """`retry.timeout` is task.RetryPolicy.RetryTimeout; a zero one, which the SDK reads as no limit, is a gap."""
     driver = _driver()
     assert "retry_timeout" in load_targets().worker(WORKER).capabilities
-    _assert_passed(_run(*_write(tmp_path, "retry-timeout", RETRY_TIMEOUT), tmp_path))
-    bundle = _bundle(tmp_path, {"main": {"steps": [
+    assert_passed(_run(*write_scenario(tmp_path, folder=FOLDER, name="retry-timeout", text=RETRY_TIMEOUT), tmp_path))
+    bundle = canonical_bundle(tmp_path, {"main": {"steps": [
         {"call_activity": {"name": "fail", "input": 1, "retry": {"max_attempts": 3, "first_delay": "1s", "timeout": 0}}}]}})
     proc = subprocess.run([str(driver), "--sidecar", "127.0.0.1:1", "--canonical", str(bundle)],
                           capture_output=True, text=True, timeout=30)
@@ -266,7 +220,7 @@ def test_retry_timeout_is_passed_and_zero_is_refused(tmp_path: Path) -> None:
 
 def test_refuses_an_unknown_language_extension(tmp_path: Path) -> None:
     driver = _driver()
-    bundle = _bundle(tmp_path, {"main": {"steps": [{"return": 1}]}})
+    bundle = canonical_bundle(tmp_path, {"main": {"steps": [{"return": 1}]}})
     doc = json.loads(bundle.read_text(encoding="utf-8"))
     doc["programs"]["main"]["versions"][0]["steps"].insert(0, {"step": "teleport", "as": None})
     bundle.write_text(json.dumps(doc), encoding="utf-8")
@@ -280,7 +234,7 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
     driver = _driver()
     raw = tmp_path / "bundle.json"  # the bundle as written is not the canonical form
     raw.write_text(json.dumps({"programs": {"m": {"steps": []}}}), encoding="utf-8")
-    for argv in ([], ["--sidecar", "nonsense", "--canonical", str(_bundle(tmp_path, {"m": {"steps": []}}))],
+    for argv in ([], ["--sidecar", "nonsense", "--canonical", str(canonical_bundle(tmp_path, {"m": {"steps": []}}))],
                  ["--sidecar", "127.0.0.1:1", "--canonical", str(tmp_path / "missing.json")],
                  ["--sidecar", "127.0.0.1:1", "--canonical", str(raw)]):
         proc = subprocess.run([str(driver), *argv], capture_output=True, text=True, timeout=30)
@@ -311,7 +265,7 @@ def test_connects_and_stops_on_sigterm(tmp_path: Path) -> None:
 
     sidecar = start_reference_sidecar(options={}, work_dir=tmp_path)
     try:
-        bundle = _bundle(tmp_path, {"main": {"steps": [{"return": 1}]}})
+        bundle = canonical_bundle(tmp_path, {"main": {"steps": [{"return": 1}]}})
         proc = subprocess.Popen([str(driver), "--sidecar", sidecar.address, "--canonical", str(bundle)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:

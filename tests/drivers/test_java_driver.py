@@ -16,15 +16,14 @@ import os
 import random
 import signal
 import subprocess
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from conformance.events import Outcome
-from conformance.runner.execute import run_scenario
-from conformance.scenario.loader import load_scenario
 from conformance.targets.registry import load_targets
+from tests.drivers.driving import (RETRY_TIMEOUT, assert_passed, canonical_bundle, run_on_reference,
+                                  write_scenario)
 import taskhub_programs as P
 
 pytestmark = pytest.mark.sdk
@@ -34,6 +33,7 @@ JAR = REPO_ROOT / ".tools" / "java-driver" / "durabletask-java-driver.jar"
 LAUNCHER = REPO_ROOT / ".tools" / "java-driver" / "bin" / "durabletask-java-driver"
 WORKER = "durabletask-java"
 EXIT_USAGE, EXIT_GAP = 2, 3
+FOLDER = "java-driver"  # where a test's own scenarios are written
 
 
 def _driver() -> Path:
@@ -49,33 +49,11 @@ def _drive(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(_driver()), *args], capture_output=True, text=True, timeout=60)
 
 
-def _run(scenario_path: Path, root: Path, tmp_path: Path):
-    scenario = load_scenario(scenario_path, root=root)
-    pair = load_targets().pair("reference", WORKER)
-    return run_scenario(scenario, pair, work_root=tmp_path,
-                        reproduce=f"conformance run --worker {WORKER} --scenario {scenario.id}")
-
-
-def _assert_passed(result) -> None:
-    assert result.outcome == Outcome.PASSED, f"{result.scenario}: {result.outcome.value}\n{result.message}"
-
-
-def _write(tmp_path: Path, name: str, text: str) -> tuple[Path, Path]:
-    root = tmp_path / "scenarios"
-    path = root / "java-driver" / f"{name}.yaml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text), encoding="utf-8")
-    return path, root
-
-
-def _bundle(tmp_path: Path, programs: dict) -> Path:
-    """The programs as the harness hands them to the driver: the canonical form ({canonical})."""
-    path = tmp_path / "programs.canonical.json"
-    path.write_text(json.dumps(P.canonical_form(programs)), encoding="utf-8")
-    return path
-
-
 # ------------------------------------------------------------------ the target
+
+
+def _run(scenario_path: Path, root: Path, tmp_path: Path):
+    return run_on_reference(scenario_path, root, tmp_path, worker=WORKER)
 
 
 def test_target_is_declared() -> None:
@@ -101,7 +79,7 @@ def test_target_is_declared() -> None:
 def test_library_scenarios_pass(scenario_id: str, tmp_path: Path) -> None:
     _driver()
     root = REPO_ROOT / "scenarios"
-    _assert_passed(_run(root / f"{scenario_id}.yaml", root, tmp_path))
+    assert_passed(_run(root / f"{scenario_id}.yaml", root, tmp_path))
 
 
 FEATURES = """\
@@ -174,7 +152,7 @@ FEATURES = """\
 
 def test_program_language_features(tmp_path: Path) -> None:
     _driver()
-    _assert_passed(_run(*_write(tmp_path, "features", FEATURES), tmp_path))
+    assert_passed(_run(*write_scenario(tmp_path, folder=FOLDER, name="features", text=FEATURES), tmp_path))
 
 
 FAILURES = """\
@@ -206,7 +184,7 @@ FAILURES = """\
 
 def test_failure_types_and_expression_errors(tmp_path: Path) -> None:
     _driver()
-    _assert_passed(_run(*_write(tmp_path, "failures", FAILURES), tmp_path))
+    assert_passed(_run(*write_scenario(tmp_path, folder=FOLDER, name="failures", text=FAILURES), tmp_path))
 
 
 CONTINUE_AND_VERSIONS = """\
@@ -259,7 +237,7 @@ CONTINUE_AND_VERSIONS = """\
 
 def test_continue_as_new_and_versions(tmp_path: Path) -> None:
     _driver()
-    _assert_passed(_run(*_write(tmp_path, "continue-and-versions", CONTINUE_AND_VERSIONS), tmp_path))
+    assert_passed(_run(*write_scenario(tmp_path, folder=FOLDER, name="continue-and-versions", text=CONTINUE_AND_VERSIONS), tmp_path))
 
 
 INEXPRESSIBLE = """\
@@ -278,7 +256,7 @@ INEXPRESSIBLE = """\
 
 def test_harness_reports_a_refused_scenario_as_not_applicable(tmp_path: Path) -> None:
     _driver()
-    result = _run(*_write(tmp_path, "inexpressible", INEXPRESSIBLE), tmp_path)
+    result = _run(*write_scenario(tmp_path, folder=FOLDER, name="inexpressible", text=INEXPRESSIBLE), tmp_path)
     assert result.outcome == Outcome.NOT_APPLICABLE, f"{result.outcome.value}\n{result.message}"
     assert "$.programs.main.steps[0].call_activity.retry.first_delay" in result.gap_reason
 
@@ -287,13 +265,13 @@ def test_harness_reports_a_refused_scenario_as_not_applicable(tmp_path: Path) ->
 
 
 def test_refuses_a_step_the_sdk_cannot_express(tmp_path: Path) -> None:
-    bundle = _bundle(tmp_path, {"main": {"steps": [
+    bundle = canonical_bundle(tmp_path, {"main": {"steps": [
         {"call_activity": {"name": "echo", "input": 1}},
         {"if": {"cond": True, "then": [
             {"call_activity": {"name": "fail", "input": 1, "retry": {"max_attempts": 2, "first_delay": 0}}}]}},
         {"fail": {"message": "x", "type": "java.lang.Boom"}},
     ]}})
-    # _bundle() made its canonical form, so the language accepts it; only the Java SDK cannot express it.
+    # canonical_bundle() made its canonical form, so the language accepts it; only the Java SDK cannot express it.
     # The sidecar address is never dialled: the bundle is refused first.
     proc = _drive("--sidecar", "127.0.0.1:1", "--canonical", str(bundle))
     assert proc.returncode == EXIT_GAP, proc.stderr
@@ -302,33 +280,12 @@ def test_refuses_a_step_the_sdk_cannot_express(tmp_path: Path) -> None:
     assert proc.stdout == ""
 
 
-RETRY_TIMEOUT = """\
-    title: A retry timeout the SDK measures on the workflow's clock stops the retries
-    requirements: [ACT-RETRY-001]
-    requires: [retries, retry_timeout]
-    # The second failure comes after a 100 ms retry timer, so at least 100 ms after the first attempt:
-    # past the timeout on the SDK's rule, whatever the machine's load. Without the timeout the third
-    # attempt would succeed (COMPLETED).
-    programs:
-      main:
-        steps:
-          - call_activity: {name: fail, input: {times: 2}, retry: {max_attempts: 4, first_delay: 100ms, timeout: 100ms}}
-          - return: unreachable
-    start: {workflow: main}
-    expect:
-      status: FAILED
-      history:
-        count: {TaskCompleted: 0}
-    timeout: 20s
-"""
-
-
 def test_retry_timeout_is_passed_and_one_below_first_delay_is_refused(tmp_path: Path) -> None:
     """`retry.timeout` is RetryPolicy.setRetryTimeout; one below first_delay, which the SDK refuses, is a gap."""
     _driver()
     assert "retry_timeout" in load_targets().worker(WORKER).capabilities
-    _assert_passed(_run(*_write(tmp_path, "retry-timeout", RETRY_TIMEOUT), tmp_path))
-    bundle = _bundle(tmp_path, {"main": {"steps": [
+    assert_passed(_run(*write_scenario(tmp_path, folder=FOLDER, name="retry-timeout", text=RETRY_TIMEOUT), tmp_path))
+    bundle = canonical_bundle(tmp_path, {"main": {"steps": [
         {"call_activity": {"name": "fail", "input": 1, "retry": {"max_attempts": 3, "first_delay": "1s", "timeout": "500ms"}}}]}})
     proc = _drive("--sidecar", "127.0.0.1:1", "--canonical", str(bundle))
     assert proc.returncode == EXIT_GAP, proc.stderr
@@ -336,7 +293,7 @@ def test_retry_timeout_is_passed_and_one_below_first_delay_is_refused(tmp_path: 
 
 
 def test_refuses_propagation_but_not_app(tmp_path: Path) -> None:
-    bundle = _bundle(tmp_path, {"main": {"steps": [
+    bundle = canonical_bundle(tmp_path, {"main": {"steps": [
         {"call_activity": {"name": "echo", "input": 1, "app": "other"}},
         {"call_child": {"workflow": "c", "app": "other", "propagation": "lineage"}},
         {"call_activity": {"name": "echo", "propagation": "own"}},
@@ -351,7 +308,7 @@ def test_refuses_propagation_but_not_app(tmp_path: Path) -> None:
 
 
 def test_refuses_an_unknown_language_extension(tmp_path: Path) -> None:
-    bundle = _bundle(tmp_path, {"main": {"steps": [{"return": 1}]}})
+    bundle = canonical_bundle(tmp_path, {"main": {"steps": [{"return": 1}]}})
     doc = json.loads(bundle.read_text(encoding="utf-8"))
     doc["programs"]["main"]["versions"][0]["steps"].insert(0, {"step": "sleep_until", "as": None})
     bundle.write_text(json.dumps(doc), encoding="utf-8")
@@ -361,7 +318,7 @@ def test_refuses_an_unknown_language_extension(tmp_path: Path) -> None:
 
 
 def test_usage_and_bundle_errors_exit_2(tmp_path: Path) -> None:
-    good = str(_bundle(tmp_path, {"m": {"steps": []}}))
+    good = str(canonical_bundle(tmp_path, {"m": {"steps": []}}))
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"programs": {"m": {"steps": [{"timer": "1s"}]}}}), encoding="utf-8")  # not canonical
     for argv in ([], ["--sidecar", "nonsense", "--canonical", good],
@@ -378,7 +335,7 @@ def test_connects_and_stops_on_sigterm(tmp_path: Path) -> None:
 
     sidecar = start_reference_sidecar(options={}, work_dir=tmp_path)
     try:
-        bundle = _bundle(tmp_path, {"main": {"steps": [{"return": 1}]}})
+        bundle = canonical_bundle(tmp_path, {"main": {"steps": [{"return": 1}]}})
         proc = subprocess.Popen([str(driver), "--sidecar", sidecar.address, "--canonical", str(bundle)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
@@ -396,7 +353,7 @@ def test_connects_and_stops_on_sigterm(tmp_path: Path) -> None:
 
 
 def test_cannot_connect_exits_4(tmp_path: Path) -> None:
-    bundle = _bundle(tmp_path, {"main": {"steps": [{"return": 1}]}})
+    bundle = canonical_bundle(tmp_path, {"main": {"steps": [{"return": 1}]}})
     proc = _drive("--sidecar", "127.0.0.1:1", "--canonical", str(bundle), "--ready-timeout", "1")
     assert proc.returncode == 4, proc.stderr
     assert proc.stdout == ""
