@@ -63,6 +63,15 @@ IMPOSSIBLE = MappingProxyType({
     **{Cell(c, _A.LATE): _ONE_RESOLVER for c in (_C.ACTIVITY, _C.CHILD, _C.TIMER)},
     Cell(_C.RETRY, _A.LATE): "only its attempts resolve it (a late attempt result is a duplicate, a late retry "
                              "timer a late timer)",
+    # No engine delivers it: a retry timer is made only after an attempt failed and the next attempt
+    # only when it fires (durabletask-go v0.14.0 task/orchestrator.go:556-564, :504-512 at daprd
+    # v1.18.2's pin 79042da; the Python SDKs' worker.py the same), so the call waits on its timer
+    # until it fires; a second TimerFired is a duplicate both engines drop (R2.7).
+    Cell(_C.RETRY, _A.LATE_TIMER): "a retried call waits on its retry timer until it fires, and only the next "
+                                   "attempt resolves it (durabletask-go v0.14.0 task/orchestrator.go:556-564); a "
+                                   "second TimerFired is a duplicate engines drop (runtimestate.go:81-89, daprd "
+                                   "v1.18.2 orchestrator/add.go:69); a retry timer outliving its call is one of "
+                                   "an all/any member (inner in all/any x late timer)",
     Cell(_C.CARRY, _A.LATER_TURN): "an event raised after the continue-as-new is an arrival of the next "
                                    "generation, with no carry involved",
     Cell(_C.CARRY, _A.LATE): "a carried event waits in the next generation like any other; nothing resolves "
@@ -72,8 +81,10 @@ IMPOSSIBLE = MappingProxyType({
 # The late timers: the reference engine deletes a timeout timer pending when its event commits
 # (R6.3; only a timer made in the event's own turn survives and fires late) unless the engine
 # setting late_timeout_timers asks it to deliver them as durabletask-go's backend does
-# (`generate.LATE_OPTION`, `generate.late_recipes`); it forgets a retry timer with its call.
-LATE_ENGINE = frozenset(Cell(c, _A.LATE_TIMER) for c in (_C.EVENT, _C.RETRY, _C.INNER_IN_ALL, _C.INNER_IN_ANY))
+# (`generate.LATE_OPTION`, `generate.late_recipes`). A retry timer no engine deletes (daprd
+# orchestrator/timer.go:75 eventTimerName): a retried member's timer fires late after its all/any
+# was decided on every engine, the reference included (engine-rules R6.11).
+LATE_ENGINE = frozenset(Cell(c, _A.LATE_TIMER) for c in (_C.EVENT, _C.INNER_IN_ALL, _C.INNER_IN_ANY))
 
 ALL_CELLS = tuple(Cell(c, a) for c in Construct for a in Arrival)
 TARGETS = tuple(c for c in ALL_CELLS if c not in IMPOSSIBLE)

@@ -334,6 +334,11 @@ def duplicate_vectors() -> list[VectorRecipe]:
                         {"WorkflowStarted": {}}, done(3, fail_in)])
     vec("retry-failure", "a retried activity's failed attempt", [Cell(_C.RETRY, _A.DUPLICATE)], _then_wait(retried),
         _turns(*retried_history, 4, failed), ["retries"])
+    # The only retry timer that can come after its own call succeeded (cells.IMPOSSIBLE, retry x late
+    # timer): one fired twice, which durabletask-go and daprd drop (R2.7).
+    vec("retry-timer", "a retry timer's TimerFired after its retried activity succeeded",
+        [Cell(_C.RETRY, _A.DUPLICATE)], _then_wait(retried),
+        _turns(*retried_history, 4, {"TimerFired": {"timerId": 2, "fireAt": "2026-01-01T00:00:04Z"}}), ["retries"])
     vec("all-member", "an all member's result", [Cell(_C.ALL, _A.DUPLICATE)], _then_wait({"all": [echo, echo]}),
         _turns([sched(1), sched(2)], [done(1), done(2)], 3, done(1)))
     vec("any-member", "an any member's result", [Cell(_C.ANY, _A.DUPLICATE)],

@@ -85,9 +85,10 @@ def render(reaches: Sequence[ScenarioReach], *, fuzz: Mapping[Cell, int], fuzz_e
              "Written by `conformance coverage arrival` (conformance/arrival/report.py; docs/arrival-order.md).",
              "Each cell: hand-written scenarios / generated scenarios (scenarios/arrival/) / fuzzer schedules "
              f"(of {fuzz_examples}, seed {seed}) reaching it. `n/a`: no history can reach it (the reason is "
-             "below); `†`: a late timer, which the reference engine delivers by default only for a timeout "
-             "timer made in the turn its event arrived, and with `engine: {late_timeout_timers: true}` for any "
-             "(docs/arrival-order.md).",
+             "below); `†`: a late timer: a wait's timeout timer, which the reference engine delivers after "
+             "its event won by default only when made in the turn the event arrived, and with "
+             "`engine: {late_timeout_timers: true}` always; or a retried member's retry timer after its "
+             "all/any was decided, which every engine delivers (docs/arrival-order.md).",
              "",
              "| construct | " + " | ".join(a.value for a in Arrival) + " |",
              "|---|" + "---:|" * len(Arrival)]

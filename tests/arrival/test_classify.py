@@ -75,3 +75,42 @@ def test_timeout_timer_after_its_event_is_a_late_timer():
     assert Cell(Construct.EVENT, Arrival.LATE_TIMER) not in classify(bundle, instance_id="i", history=on_time).cells
     assert Cell(Construct.EVENT, Arrival.LATER_TURN) in classify(bundle, instance_id="i", history=on_time).cells
     assert Cell(Construct.EVENT, Arrival.LATE_TIMER) in classify(bundle, instance_id="i", history=late).cells
+
+
+RETRIED = {"call_activity": {"name": "fail", "input": 1, "retry": {"max_attempts": 2, "first_delay": "1s"}}}
+FAILED_1 = {"TaskFailed": {"taskScheduledId": 1, "failureDetails": {"errorType": "E", "errorMessage": "no"}}}
+
+
+def test_retry_timer_of_a_member_after_its_any_was_decided_is_a_late_timer():
+    """What every engine delivers (engine-rules R6.11): the loser's retry timer fires after the race."""
+    bundle = parse_bundle({"programs": {"main": {"steps": [
+        {"any": [RETRIED, {"call_activity": {"name": "echo", "input": 2}}], "as": "r"}, {"wait_event": "c"}]}}})
+    history = _history({"WorkflowStarted": {}}, {"ExecutionStarted": {"name": "main"}},
+                       {"TaskScheduled": {"name": "fail", "input": "1"}, "eventId": 1},
+                       {"TaskScheduled": {"name": "echo", "input": "2"}, "eventId": 2},
+                       {"WorkflowStarted": {}}, {"TaskCompleted": {"taskScheduledId": 2, "result": "2"}}, FAILED_1,
+                       {"TimerCreated": {"fireAt": "2026-01-01T00:00:04Z", "activityRetry": {}}, "eventId": 3},
+                       {"TimerCreated": {"fireAt": "9999-12-31T23:59:59.999999999Z", "externalEvent": {"name": "c"}},
+                        "eventId": 4},
+                       {"WorkflowStarted": {}}, {"TimerFired": {"timerId": 3, "fireAt": "2026-01-01T00:00:04Z"}})
+    cells = classify(bundle, instance_id="i", history=history).cells
+    assert Cell(Construct.INNER_IN_ANY, Arrival.LATE_TIMER) in cells
+
+
+def test_retry_timer_fired_again_after_its_call_succeeded_is_a_duplicate():
+    """retry x late timer is n/a: the call's own retry timer can only come again (R2.7), not late."""
+    bundle = parse_bundle({"programs": {"main": {"steps": [RETRIED, {"wait_event": "c"}]}}})
+    fired = {"TimerFired": {"timerId": 2, "fireAt": "2026-01-01T00:00:04Z"}}
+    history = _history({"WorkflowStarted": {}}, {"ExecutionStarted": {"name": "main"}},
+                       {"TaskScheduled": {"name": "fail", "input": "1"}, "eventId": 1},
+                       {"WorkflowStarted": {}}, FAILED_1,
+                       {"TimerCreated": {"fireAt": "2026-01-01T00:00:04Z", "activityRetry": {}}, "eventId": 2},
+                       {"WorkflowStarted": {}}, fired, {"TaskScheduled": {"name": "fail", "input": "1"}, "eventId": 3},
+                       {"WorkflowStarted": {}}, {"TaskCompleted": {"taskScheduledId": 3, "result": "1"}},
+                       {"TimerCreated": {"fireAt": "9999-12-31T23:59:59.999999999Z", "externalEvent": {"name": "c"}},
+                        "eventId": 4},
+                       {"WorkflowStarted": {}}, fired)
+    cells = classify(bundle, instance_id="i", history=history).cells
+    assert Cell(Construct.RETRY, Arrival.DUPLICATE) in cells
+    assert Cell(Construct.RETRY, Arrival.LATE_TIMER) in IMPOSSIBLE
+    assert not any(c.arrival is Arrival.LATE_TIMER for c in cells)
