@@ -188,3 +188,20 @@ def test_only_an_untraced_failure_an_error_or_a_cell_not_run_needs_attention(tmp
     assert needs_attention([_cell("durabletask-dapr", "0.17.4", "reference", {"a/x1": ("R-1",)})], traces)  # not its release
     assert needs_attention([replace(clean, errors={"a/z": "boom"})], traces)
     assert needs_attention([replace(clean, setup_error="pip: error")], traces)
+
+
+def test_a_release_environment_is_keyed_by_what_its_driver_build_reads(tmp_path: Path) -> None:
+    from conformance.versions.envs import _sources_hash
+
+    go = load_releases().select_sdk("durabletask-go@v0.12.1")[0]
+    src = tmp_path / "drivers" / "durabletask_go"
+    src.mkdir(parents=True)
+    (src / "main.go").write_text("package main\n", encoding="utf-8")
+    (src / "target.yaml").write_text("workers: {}\n", encoding="utf-8")
+    before = _sources_hash(tmp_path, go)
+    # A capability or gap edited in the target file is read at run time: the cached build stays.
+    (src / "target.yaml").write_text("workers: {x: {capabilities: [events]}}\n", encoding="utf-8")
+    (src / "README.md").write_text("notes\n", encoding="utf-8")
+    assert _sources_hash(tmp_path, go) == before
+    (src / "main.go").write_text("package main\n// edited\n", encoding="utf-8")
+    assert _sources_hash(tmp_path, go) != before
