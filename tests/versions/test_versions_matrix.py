@@ -205,3 +205,21 @@ def test_a_release_environment_is_keyed_by_what_its_driver_build_reads(tmp_path:
     assert _sources_hash(tmp_path, go) == before
     (src / "main.go").write_text("package main\n// edited\n", encoding="utf-8")
     assert _sources_hash(tmp_path, go) != before
+
+
+def test_a_replay_takes_any_release_made_like_the_nearest_listed_one() -> None:
+    releases = load_releases()
+    listed = releases.one_sdk_release("durabletask-go@v0.12.1")
+    assert listed == releases.select_sdk("durabletask-go@v0.12.1")[0]
+    # Not listed: the worker and requirements of the nearest listed release not newer, its version replaced.
+    between = releases.one_sdk_release("dapr-python@1.18.2")
+    assert (between.worker, between.spec, between.key) == (
+        "dapr-ext-workflow", ("dapr-ext-workflow==1.18.2", "dapr==1.18.2"), "dapr-python-1.18.2")
+    assert releases.one_sdk_release("dapr-python@1.19.1").spec == ("dapr==1.19.1",)
+    assert releases.one_sdk_release("dapr-python@1.16.3").worker == "dapr-ext-workflow"  # older than every listed
+    assert releases.one_sdk_release("dapr-python@0.5.0").spec[-1] == "durabletask==0.1.1a1"  # its `older:` entry
+    assert releases.one_sdk_release("durabletask-java@1.17.0-rc-3").spec == ("io.dapr:durabletask-client:1.17.0-rc-3",)
+    for bad, says in (("nosuch@1.0", "unknown SDK"), ("durabletask-go@v0.14.0,v0.12.1", "name one release"),
+                      ("durabletask-go@", "name one release"), ("durabletask-go@a/b", "not a release number")):
+        with pytest.raises(ReleasesError, match=says):
+            releases.one_sdk_release(bad)
