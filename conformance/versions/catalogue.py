@@ -37,6 +37,9 @@ class SdkRelease:
     worker: str  # the worker target whose capabilities and gaps apply
     toolchain: Toolchain
     spec: tuple[str, ...]  # what the toolchain installs: pip requirements, one npm spec, one module@version...
+    # Why today's driver cannot be built against this release (it is compiled against the pinned API), where
+    # that is known: the cell is still tried and reported "not run", but does not fail the matrix.
+    unbuildable: str = ""
 
     @property
     def label(self) -> str:
@@ -168,5 +171,6 @@ def _sdk_releases(raw: Any, *, name: str, where: str) -> tuple[SdkRelease, ...]:
                                 f"{', '.join(t.value for t in Toolchain)}")
         spec = r[tools[0].value]
         out.append(SdkRelease(sdk=name, version=str(r["version"]), worker=str(r["worker"]),
-                              toolchain=tools[0], spec=tuple(spec) if isinstance(spec, list) else (str(spec),)))
+                              toolchain=tools[0], spec=tuple(spec) if isinstance(spec, list) else (str(spec),),
+                              unbuildable=" ".join(str(r.get("unbuildable") or "").split())))
     return tuple(out)

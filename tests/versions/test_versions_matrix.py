@@ -188,6 +188,12 @@ def test_only_an_untraced_failure_an_error_or_a_cell_not_run_needs_attention(tmp
     assert needs_attention([_cell("durabletask-dapr", "0.17.4", "reference", {"a/x1": ("R-1",)})], traces)  # not its release
     assert needs_attention([replace(clean, errors={"a/z": "boom"})], traces)
     assert needs_attention([replace(clean, setup_error="pip: error")], traces)
+    # A release declared unbuildable in releases.yaml is reported as not run, and keeps the exit.
+    old = replace(clean, sdk=replace(clean.sdk, unbuildable="before the rename"), setup_error="go build: undefined")
+    assert not needs_attention([traced, old], traces)
+    assert "(declared in releases.yaml: before the rename)" in render_markdown([old], command="c", traces=traces)
+    go = load_releases().select_sdk("durabletask-go")
+    assert [r.version for r in go if r.unbuildable] == ["v0.11.0"]
 
 
 def test_a_release_environment_is_keyed_by_what_its_driver_build_reads(tmp_path: Path) -> None:
