@@ -80,7 +80,7 @@ class Releases:
     def one_sdk_release(self, text: str) -> SdkRelease:
         """`NAME@V`, one release to replay a corpus on: the listed one, else any release a registry serves, made
         as `--sdk-version` makes it for the worker of the nearest listed release not newer than V (the oldest
-        listed when every one is newer): dapr-python@1.18.2 is dapr-ext-workflow 1.18.2 with dapr 1.18.2."""
+        listed when every one is newer): dapr-python@1.18.0 is dapr-ext-workflow 1.18.0 with dapr 1.18.0."""
         name, _, version = text.partition("@")
         if name not in self.sdks:
             raise ReleasesError(f"--sdk {text!r}: unknown SDK {name!r}; known: {', '.join(self.sdks)}")
