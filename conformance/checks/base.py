@@ -52,7 +52,7 @@ class VectorObservation:
     answer: Mapping[str, Any] | None  # None: no answer in time
     expected: tuple[Any, ...] | None = None  # the vector's actions in the worker's dialect (dialects/vectors.py)
     note: str = ""  # how the vector was rewritten for the worker's dialect
-    foreign: bool = False  # a fuzz finding's history, which no engine writes for this worker (docs/verdicts.md)
+    foreign: str = ""  # why no engine writes this history for this worker ("": one does; docs/verdicts.md)
     overridden: bool = False  # the turn delivers ExecutionTerminated: the engine applies none of the answer
     held: bool = False  # the turn leaves the instance suspended: an answer may hold its actions (EVT-SUSP-001)
     # Ids the turn's history already holds for an action, in the answer's numbering: id -> (action kind,

@@ -163,8 +163,7 @@ def vector(obs: VectorObservation) -> None:
     if vec.version is not None:
         out += [Mismatch(text=x, field="version", subject=Subject.VERSION)
                 for x in m.match(dict(vec.version), answer.get("version") or {}, "version")]
-    why = ("a history no engine writes for this worker (built from the reference worker's answers, which it numbers "
-           "differently, or impossible for any worker)" if obs.foreign else
+    why = (f"a history no engine writes for this worker ({obs.foreign})" if obs.foreign else
            "the turn delivers ExecutionTerminated: the engine terminates the instance and applies none of the "
            "answer (R3.16)" if obs.overridden else "")
     if why and out:

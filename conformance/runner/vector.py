@@ -12,6 +12,7 @@ from taskhub_core.history import is_optional_timer
 from taskhub_wire.kinds import PRODUCED_FIELDS, ActionKind, event_kind
 
 from conformance.checks import VectorObservation
+from conformance.dialects.resume import AT_ONCE, waits_between_released
 from conformance.events import Channel, MessageDirection, TranscriptEntry
 from conformance.scenario.model import Compare, Reach
 from conformance.scenario.wire import event_dict
@@ -55,7 +56,14 @@ def run_vector(run: Run, stack: ExitStack, *, transcript: list[TranscriptEntry])
     own_wait_ids = "event_wait_ids" in run.pair.worker.capabilities
     waits_in_past = _has_wait(run.scenario.programs_doc) and any(
         e.WhichOneof("eventType") in PRODUCED_FIELDS and not e.HasField("executionCompleted") for e in turn.past)
-    foreign = (own_wait_ids and (vec.compare is Compare.FUZZ or waits_in_past)) or vec.history is Reach.IMPOSSIBLE
+    # And a worker that applies the events held while suspended all at once on resume never makes the wait
+    # timers the reference recorded between them (conformance/dialects/resume.py).
+    between = waits_between_released(turn.past) if AT_ONCE in run.pair.worker.capabilities else ()
+    foreign = ("built from the reference worker's answers, which it numbers differently"
+               if own_wait_ids and (vec.compare is Compare.FUZZ or waits_in_past) else
+               "impossible for any worker" if vec.history is Reach.IMPOSSIBLE else
+               f"its past records wait timers for {', '.join(repr(n) for n in between)} made between events held "
+               "while suspended, which this worker applies at once on resume" if between else "")
     # A turn that delivers ExecutionTerminated ends the instance whatever the answer: the engine drops the
     # turn's actions and the termination wins over a continue-as-new (R3.16), so no answer differs there.
     terminated = terminates(turn.new)

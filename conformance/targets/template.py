@@ -27,6 +27,8 @@ WORKER_CAPABILITIES: dict[str, str] = {
     "event_wait_timer": "an indefinite wait_event reserves an action id with a far-future timer (dapr-ext-workflow)",
     "timer_origins": "CreateTimer carries its origin (createTimer, externalEvent, activityRetry, ...)",
     "event_wait_ids": "each event wait takes an action id of its own without a timer (durabletask-java)",
+    "resume_releases_at_once": "on resume, every event held while suspended is applied before the code runs again "
+                               "(durabletask-go, durabletask-java): a wait reached then makes no timer for a held event",
     "patch_after_past": "a patch first met while the turn's new events are processed is taken (the Python SDKs)",
     "all_fails_fast": "an `all` fails as soon as one of its tasks fails (not only once the earlier ones are done)",
     "stateful_history": "announces WORKER_CAPABILITY_STATEFUL_HISTORY and takes cachedHistory deltas",

@@ -6,6 +6,7 @@ Pure: reading the YAML is the only I/O, and errors name the file and the entry.
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,9 @@ class SdkRelease:
     worker: str  # the worker target whose capabilities and gaps apply
     toolchain: Toolchain
     spec: tuple[str, ...]  # what the toolchain installs: pip requirements, one npm spec, one module@version...
+    # Why today's driver cannot be built against this release (it is compiled against the pinned API), where
+    # that is known: the cell is still tried and reported "not run", but does not fail the matrix.
+    unbuildable: str = ""
 
     @property
     def label(self) -> str:
@@ -73,6 +77,23 @@ class Releases:
             raise ReleasesError(f"--sdk {text!r}: unknown SDK {name!r}; known: {', '.join(self.sdks)}")
         return _pick(self.sdks[name], versions, f"--sdk {text!r}")
 
+    def one_sdk_release(self, text: str) -> SdkRelease:
+        """`NAME@V`, one release to replay a corpus on: the listed one, else any release a registry serves, made
+        as `--sdk-version` makes it for the worker of the nearest listed release not newer than V (the oldest
+        listed when every one is newer): dapr-python@1.18.0 is dapr-ext-workflow 1.18.0 with dapr 1.18.0."""
+        name, _, version = text.partition("@")
+        if name not in self.sdks:
+            raise ReleasesError(f"--sdk {text!r}: unknown SDK {name!r}; known: {', '.join(self.sdks)}")
+        if not version.strip() or "," in version:
+            raise ReleasesError(f"--sdk {text!r}: name one release (NAME@VERSION)")
+        listed = self.sdks[name]
+        found = [r for r in (*listed, *self.older.get(name, ())) if r.version == version]
+        if found:
+            return found[0]
+        older = [r for r in listed if _version_key(r.version) <= _version_key(version)]
+        model = max(older, key=lambda r: _version_key(r.version)) if older else listed[-1]
+        return self.for_worker(model.worker, version)
+
     def for_worker(self, worker: str, version: str) -> SdkRelease:
         """The release `version` of the SDK a worker target runs (`conformance run --worker W --sdk-version V`):
         the listed one, else one made like the newest listed release of that worker, its version
@@ -97,6 +118,14 @@ class Releases:
         if name not in self.engines:
             raise ReleasesError(f"--engine {text!r}: unknown engine {name!r}; known: {', '.join(self.engines)}")
         return _pick(self.engines[name], versions, f"--engine {text!r}")
+
+
+def _version_key(version: str) -> tuple[tuple[int, ...], int, str]:
+    """Release order within one line: numbers first, a pre-release (0.2.0a9, 1.17.0-rc-4) before its release."""
+    m = re.match(r"v?(\d+(?:\.\d+)*)(.*)", version)
+    if not m:
+        return ((), 0, version)
+    return tuple(int(x) for x in m.group(1).split(".")), 0 if m.group(2) else 1, m.group(2)
 
 
 def _pick(releases: tuple[Any, ...], versions: str, where: str) -> tuple[Any, ...]:
@@ -142,5 +171,6 @@ def _sdk_releases(raw: Any, *, name: str, where: str) -> tuple[SdkRelease, ...]:
                                 f"{', '.join(t.value for t in Toolchain)}")
         spec = r[tools[0].value]
         out.append(SdkRelease(sdk=name, version=str(r["version"]), worker=str(r["worker"]),
-                              toolchain=tools[0], spec=tuple(spec) if isinstance(spec, list) else (str(spec),)))
+                              toolchain=tools[0], spec=tuple(spec) if isinstance(spec, list) else (str(spec),),
+                              unbuildable=" ".join(str(r.get("unbuildable") or "").split())))
     return tuple(out)

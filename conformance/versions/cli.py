@@ -93,9 +93,7 @@ def run_corpus_replay(args: argparse.Namespace) -> int:
     root = find_library().root
     try:
         explanations = load_explained(args.corpus)
-        releases = load_releases().select_sdk(args.sdk)
-        if len(releases) != 1:
-            raise ReleasesError(f"--sdk {args.sdk}: name one release")
+        releases = (load_releases().one_sdk_release(args.sdk),)
     except (ReleasesError, ExplainedError) as exc:
         print(f"conformance replay: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

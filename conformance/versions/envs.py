@@ -30,6 +30,7 @@ GO_MODULE = "github.com/dapr/durabletask-go"
 # The driver files each toolchain builds from (a change rebuilds the cached environment).
 DRIVER_DIRS = {Toolchain.NPM: "drivers/durabletask_js", Toolchain.GO: "drivers/durabletask_go",
                Toolchain.MAVEN: "drivers/durabletask_java"}
+_NOT_BUILT = frozenset({"target.yaml", "README.md"})
 
 
 class EnvError(InputError):
@@ -75,8 +76,11 @@ def _sources_hash(root: Path, release: SdkRelease) -> str:
     if sub:
         base = root / sub
         for p in sorted(base.rglob("*")):
+            # The target file and README are read at run time, never built: an edit of a capability or a gap
+            # there must not rebuild every release's driver (nor make worktrees that differ only there take
+            # turns rebuilding the shared cache).
             if p.is_file() and "node_modules" not in p.parts and not p.name.endswith("_test.go") \
-                    and "test" not in p.relative_to(base).parts[:1]:
+                    and "test" not in p.relative_to(base).parts[:1] and p.name not in _NOT_BUILT:
                 h.update(str(p.relative_to(base)).encode())
                 h.update(p.read_bytes())
     return h.hexdigest()[:16]

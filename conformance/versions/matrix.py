@@ -83,10 +83,11 @@ def traced_in(r: CellResult, traces: Sequence[Trace]) -> dict[str, int]:
 
 def needs_attention(results: Sequence[CellResult], traces: Sequence[Trace]) -> bool:
     """Whether the matrix turns a version-skew job red: a FAILED scenario traced.yaml does not trace, an ERROR, or
-    a cell that could not be set up. A traced FAILED scenario (an SDK defect of that release, with its source and
+    a cell that could not be set up (unless releases.yaml declares the release unbuildable). A traced FAILED scenario (an SDK defect of that release, with its source and
     fix) does not, as explained.yaml does not for the corpus; a stale trace is listed, not judged, because some
     traced defects show at random (a Go release's map-ordered actions, T5)."""
-    return any(set(r.failed) - set(traced_in(r, traces)) or r.errors or not r.ran for r in results)
+    return any(set(r.failed) - set(traced_in(r, traces)) or r.errors or (not r.ran and not r.sdk.unbuildable)
+               for r in results)
 
 
 def stale(results: Sequence[CellResult], traces: Sequence[Trace]) -> list[tuple[int, str, str]]:
@@ -122,7 +123,8 @@ def render_markdown(results: Sequence[CellResult], *, command: str, traces: Sequ
     for r in results:
         if r.setup_error:
             any_broken = True
-            out.append(f"- **{r.sdk.label} on {r.engine.label}**: not run: {_why(r.setup_error)}")
+            declared = f" (declared in releases.yaml: {r.sdk.unbuildable})" if r.sdk.unbuildable else ""
+            out.append(f"- **{r.sdk.label} on {r.engine.label}**: not run: {_why(r.setup_error)}{declared}")
             continue
         if not r.failed and not r.errors:
             continue

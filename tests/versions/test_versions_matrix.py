@@ -188,3 +188,44 @@ def test_only_an_untraced_failure_an_error_or_a_cell_not_run_needs_attention(tmp
     assert needs_attention([_cell("durabletask-dapr", "0.17.4", "reference", {"a/x1": ("R-1",)})], traces)  # not its release
     assert needs_attention([replace(clean, errors={"a/z": "boom"})], traces)
     assert needs_attention([replace(clean, setup_error="pip: error")], traces)
+    # A release declared unbuildable in releases.yaml is reported as not run, and keeps the exit.
+    old = replace(clean, sdk=replace(clean.sdk, unbuildable="before the rename"), setup_error="go build: undefined")
+    assert not needs_attention([traced, old], traces)
+    assert "(declared in releases.yaml: before the rename)" in render_markdown([old], command="c", traces=traces)
+    go = load_releases().select_sdk("durabletask-go")
+    assert [r.version for r in go if r.unbuildable] == ["v0.11.0"]
+
+
+def test_a_release_environment_is_keyed_by_what_its_driver_build_reads(tmp_path: Path) -> None:
+    from conformance.versions.envs import _sources_hash
+
+    go = load_releases().select_sdk("durabletask-go@v0.12.1")[0]
+    src = tmp_path / "drivers" / "durabletask_go"
+    src.mkdir(parents=True)
+    (src / "main.go").write_text("package main\n", encoding="utf-8")
+    (src / "target.yaml").write_text("workers: {}\n", encoding="utf-8")
+    before = _sources_hash(tmp_path, go)
+    # A capability or gap edited in the target file is read at run time: the cached build stays.
+    (src / "target.yaml").write_text("workers: {x: {capabilities: [events]}}\n", encoding="utf-8")
+    (src / "README.md").write_text("notes\n", encoding="utf-8")
+    assert _sources_hash(tmp_path, go) == before
+    (src / "main.go").write_text("package main\n// edited\n", encoding="utf-8")
+    assert _sources_hash(tmp_path, go) != before
+
+
+def test_a_replay_takes_any_release_made_like_the_nearest_listed_one() -> None:
+    releases = load_releases()
+    listed = releases.one_sdk_release("durabletask-go@v0.12.1")
+    assert listed == releases.select_sdk("durabletask-go@v0.12.1")[0]
+    # Not listed: the worker and requirements of the nearest listed release not newer, its version replaced.
+    between = releases.one_sdk_release("dapr-python@1.18.2")
+    assert (between.worker, between.spec, between.key) == (
+        "dapr-ext-workflow", ("dapr-ext-workflow==1.18.2", "dapr==1.18.2"), "dapr-python-1.18.2")
+    assert releases.one_sdk_release("dapr-python@1.19.1").spec == ("dapr==1.19.1",)
+    assert releases.one_sdk_release("dapr-python@1.16.3").worker == "dapr-ext-workflow"  # older than every listed
+    assert releases.one_sdk_release("dapr-python@0.5.0").spec[-1] == "durabletask==0.1.1a1"  # its `older:` entry
+    assert releases.one_sdk_release("durabletask-java@1.17.0-rc-3").spec == ("io.dapr:durabletask-client:1.17.0-rc-3",)
+    for bad, says in (("nosuch@1.0", "unknown SDK"), ("durabletask-go@v0.14.0,v0.12.1", "name one release"),
+                      ("durabletask-go@", "name one release"), ("durabletask-go@a/b", "not a release number")):
+        with pytest.raises(ReleasesError, match=says):
+            releases.one_sdk_release(bad)
