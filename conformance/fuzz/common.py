@@ -115,10 +115,12 @@ class Timeline:
     seconds: dict[Stage, float] = field(default_factory=dict)
     turns: dict[Stage, int] = field(default_factory=dict)
     costs: dict[str, float] = field(default_factory=dict)
+    cpu: dict[Stage, float] = field(default_factory=dict)  # this process's CPU seconds (all its threads)
 
-    def add(self, phase: Stage, *, seconds: float, turns: int = 0) -> None:
+    def add(self, phase: Stage, *, seconds: float, turns: int = 0, cpu: float = 0.0) -> None:
         self.seconds[phase] = self.seconds.get(phase, 0.0) + seconds
         self.turns[phase] = self.turns.get(phase, 0) + turns
+        self.cpu[phase] = self.cpu.get(phase, 0.0) + cpu
 
     def rate(self) -> float:
         """Turns checked per second of search."""
@@ -128,6 +130,10 @@ class Timeline:
     def describe(self) -> str:
         parts = [f"{self.turns.get(Stage.SEARCH, 0)} turns checked in {self.seconds.get(Stage.SEARCH, 0.0):.1f}s of "
                  f"search ({self.rate():.0f}/s)"]
+        if self.turns.get(Stage.SEARCH) and self.cpu.get(Stage.SEARCH):
+            # The harness's own cost (its sidecars' gRPC edge included, the drivers' processes not):
+            # what bounds the rate on a busy machine, where waits stretch but CPU per turn does not.
+            parts.append(f"harness CPU {1000 * self.cpu[Stage.SEARCH] / self.turns[Stage.SEARCH]:.2f} ms per turn")
         for phase in (Stage.STARTUP, Stage.WARMUP, Stage.SHRINK):
             if phase in self.seconds:
                 turns = self.turns.get(phase, 0)

@@ -308,20 +308,31 @@ def sample_pool(seed: int, n: int, features: Features = ALL_FEATURES) -> dict[st
 
 
 def _draw_pool(seed: int, n: int, features: Features) -> dict[str, Any]:
-    from hypothesis import HealthCheck, Phase, given, seed as hseed, settings
+    from hypothesis import HealthCheck, Phase, Verbosity, given, seed as hseed, settings
 
     found: list[dict[str, Any]] = []
     seen: set[str] = set()
 
     @hseed(seed)
     @settings(max_examples=max(n * 3, 10), database=None, phases=[Phase.generate], deadline=None,
-              suppress_health_check=list(HealthCheck), derandomize=False)
+              suppress_health_check=list(HealthCheck), derandomize=False, verbosity=Verbosity.quiet)
     @given(program_docs(features))
     def collect(doc: dict[str, Any]) -> None:
         key = digest(doc)
         if len(found) < n and key not in seen:
             seen.add(key)
             found.append(doc)
+        if len(found) >= n:
+            # Full: the run ends here instead of drawing the rest of max_examples for nothing (the
+            # same draws up to this one, so the same pool; two thirds of the drawing saved).
+            raise _PoolFull
 
-    collect()
+    try:
+        collect()
+    except _PoolFull:
+        pass
     return bundle_doc({f"p{i}": d for i, d in enumerate(found)}, features)
+
+
+class _PoolFull(Exception):
+    """Ends `_draw_pool`'s Hypothesis run once the pool has its programs."""

@@ -154,6 +154,18 @@ def ends_suspended(case: TurnCase) -> bool:
     return state
 
 
+def same_bytes(a: pb.WorkflowResponse, b: pb.WorkflowResponse) -> bool:
+    """`a` and `b` are the same answer byte for byte, but for their completion tokens (each echoes
+    its own work item's). Then `compare` finds them equal under any profile, and is not needed: it
+    turns both into JSON, which costs more than the rest of a turn's checks."""
+    if a.completionToken != b.completionToken:
+        c = pb.WorkflowResponse()
+        c.CopyFrom(b)
+        c.completionToken = a.completionToken
+        b = c
+    return a.SerializeToString(deterministic=True) == b.SerializeToString(deterministic=True)
+
+
 def _replay(case: TurnCase) -> TurnCase:
     return TurnCase(case.instance_id, case.past, case.new, case.form)
 
@@ -302,6 +314,8 @@ class SelfOracleCampaign(WorkerCampaign):
         results = [(x, ctx, kind, f.result()) for x, ctx, kind, f in sent]
         results += [(x, ctx, kind, got) for (x, ctx, kind), got in zip(recorded, again)]
         for x, ctx, kind, got in results:
+            if got is not None and same_bytes(x.got, got):  # type: ignore[arg-type]
+                continue
             cmp = compare(x.got, got, profile=self.profile)  # type: ignore[arg-type]
             if not cmp.equal:
                 self._finding(kind, cmp, x, **ctx)
@@ -315,8 +329,8 @@ class SelfOracleCampaign(WorkerCampaign):
         ref = self.dialect.reference(raw, case)
         got = dense(x.got, x) if case is not x else x.got
         self.differential.compared(sdk=self.target)
-        diff = compare(ref, got, profile=EXACT)
-        if not diff.equal:
+        diff = None if same_bytes(ref, got) else compare(ref, got, profile=EXACT)
+        if diff is not None and not diff.equal:
             self.differential.add_comparison(sdk=self.target, comparison=diff, source=f"fuzz seed {self.seed}",
                                              example={"program": ctx["workflow"], "example": ctx["note"]})
         if any(e.HasField("executionTerminated") for e in x.new):

@@ -121,7 +121,7 @@ class WorkerCampaign:
             self.timeline.add(Stage.STARTUP, seconds=self.clock.began - self.began)
             self.clock.began = self.began
         self._warm = False  # the first example of a round runs on freshly started processes
-        self._first_finding: tuple[float, int] | None = None  # (when, turns by then) in the current chunk
+        self._first_finding: tuple[float, int, float] | None = None  # (when, turns, CPU by then) in this chunk
         self._pending: dict[str, Finding] = {}
         self.refused: dict[str, str] = {}
         self._sample: list[tuple[TurnCase, pb.WorkflowResponse | None, str]] = []
@@ -183,7 +183,7 @@ class WorkerCampaign:
         reference = ReferenceWorker(bundle)
 
         self._first_finding = None
-        chunk_began, turns_before = time.monotonic(), self._turns()
+        chunk_began, turns_before, cpu_before = time.monotonic(), self._turns(), time.process_time()
 
         # One finding ends the search of a chunk: it is shrunk, then the next chunk searches on (its
         # kind now known). Time after the first finding is then shrinking only, reported apart.
@@ -192,16 +192,17 @@ class WorkerCampaign:
             if self.clock.hard_stop() or self._shrunk_enough():
                 return  # passes at once: Hypothesis ends its shrink with what it has
             self.clock.examples += 1
-            began, turns = time.monotonic(), self._turns()
+            began, turns, cpu = time.monotonic(), self._turns(), time.process_time()
             try:
                 self._example(DataChooser(data), data, bundle, pool_doc, pool, worker, reference, rnd)
             finally:
                 if not self._warm:  # the first example on fresh processes: warm-up, not search
                     self._warm = True
-                    self.timeline.add(Stage.WARMUP, seconds=time.monotonic() - began, turns=self._turns() - turns)
-                    self.timeline.add(Stage.SEARCH, seconds=began - time.monotonic(), turns=turns - self._turns())
+                    took, done, used = time.monotonic() - began, self._turns() - turns, time.process_time() - cpu
+                    self.timeline.add(Stage.WARMUP, seconds=took, turns=done, cpu=used)
+                    self.timeline.add(Stage.SEARCH, seconds=-took, turns=-done, cpu=-used)
                 if self._pending and self._first_finding is None:
-                    self._first_finding = (time.monotonic(), self._turns())
+                    self._first_finding = (time.monotonic(), self._turns(), time.process_time())
             self.progress.tick(self.clock, findings=len(self.findings), extra=f"round {rnd}")
 
         share = key("worker", self.target, self.profile.name, P.digest(pool_doc), self.features, self.mutations,
@@ -220,7 +221,7 @@ class WorkerCampaign:
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # noqa: BLE001 - Hypothesis' report; the findings are in _pending
-            self._chunk_time(chunk_began, turns_before)
+            self._chunk_time(chunk_began, turns_before, cpu_before)
             flaky = "Flaky" in type(exc).__name__ or "flaky" in str(exc).lower()[:200]
             if not self._pending and flaky:
                 # A worker whose answers drive the schedule (self_oracle) answered one choice sequence
@@ -237,7 +238,7 @@ class WorkerCampaign:
             for f in self._pending.values():
                 f.flaky = f.flaky or flaky
         else:
-            self._chunk_time(chunk_began, turns_before)
+            self._chunk_time(chunk_began, turns_before, cpu_before)
         for f in sorted(self._pending.values(), key=lambda f: len(f.signature)):
             if f.flaky and not self._judge_flaky(f, worker):
                 continue
@@ -299,14 +300,14 @@ class WorkerCampaign:
     def _turns(self) -> int:
         return self.progress.counters.get("turns", 0)
 
-    def _chunk_time(self, began: float, turns_before: int) -> None:
+    def _chunk_time(self, began: float, turns_before: int, cpu_before: float) -> None:
         """A chunk's wall time (Hypothesis included) as search, up to its first finding; after it
         (shrinking, Hypothesis' search around it) on its own. Warm-up was already moved out."""
-        end, turns = time.monotonic(), self._turns()
-        cut, cut_turns = self._first_finding or (end, turns)
-        self.timeline.add(Stage.SEARCH, seconds=cut - began, turns=cut_turns - turns_before)
+        end, turns, cpu = time.monotonic(), self._turns(), time.process_time()
+        cut, cut_turns, cut_cpu = self._first_finding or (end, turns, cpu)
+        self.timeline.add(Stage.SEARCH, seconds=cut - began, turns=cut_turns - turns_before, cpu=cut_cpu - cpu_before)
         if self._first_finding is not None:
-            self.timeline.add(Stage.SHRINK, seconds=end - cut, turns=turns - cut_turns)
+            self.timeline.add(Stage.SHRINK, seconds=end - cut, turns=turns - cut_turns, cpu=cpu - cut_cpu)
 
     def _is_known(self, f: "Finding") -> bool:
         """Known when this exact kind of difference was found, or when every part of it was (a

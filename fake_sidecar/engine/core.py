@@ -86,6 +86,16 @@ class Engine(Management, Completions, Rerun):
         return channel.inject(instance_id=instance_id, past=past, new=new, timeout=timeout,
                               check_open=self.check_open)
 
+    def claim_vector_answer(self, resp: pb.WorkflowResponse) -> bool:
+        """If `resp` answers an injected turn, hand it to its injector and return True (what
+        `complete_turn` does first). Cheap enough for the gRPC event loop: an engine that never
+        injected takes no lock here."""
+        if self.vectors is None:
+            return False
+        with self.lock:
+            self.check_open()
+            return self.vectors.claim_answer(resp)
+
     # ----------------------------------------------------------------- time
 
     def run_due(self, now: int) -> None:

@@ -227,3 +227,22 @@ def test_perturbed_turns_are_recognised():
     twice = TurnCase("i", (ev("executionSuspended"),), (ev("executionSuspended"),), "dispatched")
     stray = TurnCase("i", (ev("executionStarted"),), (ev("executionResumed"),), "dispatched")
     assert not perturbed(plain) and perturbed(twice) and perturbed(stray)
+
+
+def test_same_bytes_skips_only_answers_compare_finds_equal():
+    """The replays' fast path: answers equal but for their completion tokens need no compare();
+    any other difference still goes to it, and compare() tells them apart."""
+    from conformance.dialects.compare import compare
+    from conformance.fuzz.self_oracle import same_bytes
+
+    a = pb.WorkflowResponse(instanceId="i", completionToken="vector-1")
+    a.actions.add(id=1).scheduleTask.name = "echo"
+    b = pb.WorkflowResponse()
+    b.CopyFrom(a)
+    b.completionToken = "vector-2"
+    assert same_bytes(a, b) and compare(a, b).equal
+    assert b.completionToken == "vector-2"  # the answer itself is left as it came
+    c = pb.WorkflowResponse()
+    c.CopyFrom(b)
+    c.actions[0].scheduleTask.name = "other"
+    assert not same_bytes(a, c) and not compare(a, c).equal
