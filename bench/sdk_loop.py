@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shlex
 import statistics
 import subprocess
@@ -53,18 +54,24 @@ EDITED = {"dapr-ext-workflow": "ext/dapr-ext-workflow/dapr/ext/workflow/__init__
           "dapr": "dapr/ext/workflow/__init__.py",
           "durabletask-dapr": "durabletask/__init__.py", "durabletask-go-worker": "task/orchestrator.go",
           "durabletask-js": "src/index.ts", "durabletask-java": "client/src/main/java/io/dapr/durabletask/Task.java"}
+CPU: list[float] = []  # the CPU seconds of each timed() call, in order
 COMMENT = {".py": "# sdk_loop bench edit\n", ".go": "// sdk_loop bench edit\n", ".ts": "// sdk_loop bench edit\n",
            ".java": "// sdk_loop bench edit\n"}
 
 
 def timed(argv: list[str], *, log: Path, cwd: Path = ROOT, extra_env: dict[str, str] | None = None) -> tuple[float, int]:
+    """(wall seconds, exit status or -1 without a verdict); the CPU seconds it used go to `CPU` (a loaded
+    machine stretches the wall time, not the CPU time: CPU / cores is the wall time on an idle machine)."""
     began = time.monotonic()
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
     with open(log, "ab") as out:
         out.write(f"\n$ {shlex.join(argv)}\n".encode())
         out.flush()
         env = {**os.environ, "PYTHONPATH": str(cwd), **(extra_env or {})}  # the suite of `cwd` (this one, or --baseline)
         start = out.tell()
         rc = subprocess.run(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT).returncode
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU.append(after.ru_utime + after.ru_stime - used.ru_utime - used.ru_stime)
     with open(log, "rb") as back:  # a run that printed no verdict (a traceback, a broken build) is no loop time
         back.seek(start)
         verdict = b" finished in " in back.read() or argv[0].endswith(".sh")
@@ -88,6 +95,7 @@ def main() -> int:
     ap.add_argument("--library", action="store_true", help="also time the whole library on the checkout (warm)")
     ap.add_argument("--baseline", type=Path, default=None,
                     help="a checkout of this suite whose `conformance run --sdk-path` is the loop before")
+    ap.add_argument("--no-before", action="store_true", help="time today's loop alone")
     ap.add_argument("--log", type=Path, default=Path("/tmp") / "sdk_loop.log")
     args = ap.parse_args()
 
@@ -110,15 +118,16 @@ def main() -> int:
         before_bytes = edit(edited, mark=f"{os.getpid()}-{n}")
         try:
             seconds, rc = timed(now, log=args.log)
-            rows.append((f"today  round {n + 1}{' (cold: creates the environment)' if cold and n == 0 else ''}",
-                         seconds, rc))
+            rows.append((f"today  round {n + 1}{' (cold: creates the environment)' if cold and n == 0 else ''}"
+                         f" [cpu {CPU[-1]:.0f} s]", seconds, rc))
             if args.baseline is not None:
                 # Its own cache: a stamp of either suite must not send the other to recreate the environment.
                 t0, rc0 = timed(now, log=args.log, cwd=args.baseline.resolve(),
                                 extra_env={CACHE_ENV: str(cache_root() / "bench-baseline")})
                 rows.append((f"before round {n + 1} ({args.baseline.name})"
-                             f"{' (cold: creates the environment)' if cold_before and n == 0 else ''}", t0, rc0))
-            elif c.worker in BEFORE:
+                             f"{' (cold: creates the environment)' if cold_before and n == 0 else ''}"
+                             f" [cpu {CPU[-1]:.0f} s]", t0, rc0))
+            elif c.worker in BEFORE and not args.no_before:
                 install, command = BEFORE[c.worker]
                 ext = c.root / "ext" / "dapr-ext-workflow"
                 install_argv = shlex.split(install.format(path=c.root, ext=ext))
@@ -143,7 +152,9 @@ def main() -> int:
     if args.library:
         seconds, rc = timed([*python, "--sdk-path", str(c.root), "--worker", c.worker, "--jobs", str(args.jobs),
                              "--no-reports"], log=args.log)
-        print(f"whole library on the checkout, warm: {seconds:.1f} s, exit {rc} (goal <= 180 s)")
+        print(f"whole library on the checkout, warm: {seconds:.1f} s, exit {rc} (goal <= 180 s); CPU {CPU[-1]:.0f} s, "
+              f"so at least {CPU[-1] / (os.cpu_count() or 1):.0f} s on {os.cpu_count()} idle cores; load average "
+              f"{os.getloadavg()[0]:.1f}")
     return 0
 
 

@@ -172,13 +172,19 @@ def expect_error(exc: grpc.RpcError, want: ErrorExpect, where: Where) -> None:
         raise step_failed(where, f"{where}: status details {exc.details()!r} do not match /{want.details}/")
 
 def call_rpc(run: Run, client: Client, rpc: str, request: Any, *, expect: ErrorExpect | None, where: Where,
-         timeout: float) -> Any:
+         timeout: float, without_worker: bool = False) -> Any:
+    """`without_worker`: the sidecar answers this call without the worker (StartInstance), so no answer
+    within `timeout` is the sidecar or the machine being too slow, an ERROR, not the worker's failure."""
     try:
         resp = client.call(rpc, request, timeout=timeout)
     except grpc.RpcError as exc:
         if expect is not None:
             expect_error(exc, expect, where)
             return None
+        if without_worker and exc.code() is grpc.StatusCode.DEADLINE_EXCEEDED:
+            raise HarnessError(f"{where}: the sidecar did not answer {rpc} within {timeout:g} s (DEADLINE_EXCEEDED); "
+                               f"it answers {rpc} without the worker, so this is no verdict on the worker: the "
+                               "sidecar or the machine is too slow (a loaded machine: rerun with fewer --jobs)") from None
         raise step_failed(where, f"{where}: {rpc} failed: {exc.code().name}: {exc.details()}") from None
     if expect is not None:
         raise step_failed(where, f"{where}: expected {rpc} to fail ({'/'.join(expect.codes) or 'non-OK'}"
@@ -467,4 +473,4 @@ def do_start(run: Run, h: Harness, spec: StartSpec) -> None:
     if spec.scheduled_in is not None:
         req.scheduledStartTimestamp.FromNanoseconds(time.time_ns() + int(spec.scheduled_in * 1e9))
     call_rpc(run, h.app_client(spec.app), "StartInstance", req, expect=spec.expect_error,
-         where=Where(spec.span, f"start {spec.name}"), timeout=run.scenario.timeout)
+         where=Where(spec.span, f"start {spec.name}"), timeout=run.scenario.timeout, without_worker=True)

@@ -14,7 +14,7 @@ import os
 import re
 import shutil
 import zipfile
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -118,7 +118,8 @@ def _launcher(c: Checkout, *, project: Path, tools: Path, build_client: Any) -> 
     time and whenever a file was added or removed or a build file changed; after an edit to .java files
     only, those files compiled by javac into an overlay ahead of the client jar on the driver's classpath
     (the edits since the last Maven build, all of them, so a revert drops out); nothing when none changed.
-    The launcher maps a class-data archive of that classpath, made here when there is none (java_cds.py)."""
+    The launcher maps a class-data archive of the driver and its dependencies, which an edit leaves valid
+    (java_cds.py)."""
     from conformance.targets.sources import compare, load, save, snapshot
 
     env = c.env_dir
@@ -171,7 +172,7 @@ def _launcher(c: Checkout, *, project: Path, tools: Path, build_client: Any) -> 
 def _compile_overlay(c: Checkout, *, files: tuple[str, ...], overlay: Path, lib: Path, table: dict[str, str],
                      java_home: str, log: Path) -> bool:
     """`files` (relative to the checkout) compiled into `overlay` against the last Maven build's classpath, as
-    one jar (a class-data archive takes classes from jars only); no overlay when there are none; nothing done
+    one jar; no overlay when there are none; nothing done
     when the overlay was made from the same sources. Whether javac ran."""
     from conformance.targets.sources import load, save
 
@@ -198,51 +199,91 @@ def _compile_overlay(c: Checkout, *, files: tuple[str, ...], overlay: Path, lib:
 _OVERLAY_JAR = "classes.jar"
 
 
-def _main_class(jar: Path) -> str:
+def _manifest(jar: Path) -> dict[str, str]:
+    """The main attributes of `jar`'s manifest (continuation lines joined)."""
     with zipfile.ZipFile(jar) as z:
-        manifest = z.read("META-INF/MANIFEST.MF").decode("utf-8", errors="replace")
-    if m := re.search(r"^Main-Class:\s*(\S+)", manifest, re.M):
-        return m.group(1)
-    raise CheckoutError(f"{jar} names no Main-Class")
+        text = z.read("META-INF/MANIFEST.MF").decode("utf-8", errors="replace")
+    joined = re.sub(r"\r?\n ", "", text)
+    return {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in joined.splitlines()) if v}
+
+
+# As scripts/install-java-driver.sh's launcher; the static archive is dumped with the same flags.
+_JVM_FLAGS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Classpath:
+    base: tuple[Path, ...]  # the dependencies' jars, then the driver's classes: what the archive holds
+    sdk: tuple[Path, ...]  # the overlay (when there is one), then the client jar: loaded from the jars
+    main: str
+
+
+def _classpath(env: Path, *, jar: Path, overlay: Path) -> _Classpath:
+    """The driver's classpath spelled out, the SDK's jars last: the driver jar's manifest names its dependencies
+    (the client jar among them) in lib/; its classes are copied into a jar of their own without that manifest,
+    so that the client jar comes only after them."""
+    manifest = _manifest(jar)
+    main = manifest.get("Main-Class")
+    if not main:
+        raise CheckoutError(f"{jar} names no Main-Class")
+    named = [jar.parent / entry for entry in manifest.get("Class-Path", "").split()]
+    client = [p for p in named if p.name.startswith("durabletask-client-")]
+    if len(client) != 1:
+        raise CheckoutError(f"{jar}: its manifest names {len(client)} durabletask-client jars, not one")
+    classes = env / "driver-classes.jar"
+    # Rewritten only after a driver build: the JVM checks each archived jar's size and time.
+    if not classes.is_file() or classes.stat().st_mtime_ns < jar.stat().st_mtime_ns:
+        partial = classes.with_name(classes.name + ".partial")
+        with zipfile.ZipFile(jar) as src, zipfile.ZipFile(partial, "w") as out:
+            for item in src.infolist():
+                if item.filename != "META-INF/MANIFEST.MF":
+                    out.writestr(item, src.read(item))
+        os.replace(partial, classes)
+    extra = overlay / _OVERLAY_JAR
+    return _Classpath(base=(*(p for p in named if p not in client), classes),
+                      sdk=(*((extra,) if extra.is_file() else ()), client[0]), main=main)
 
 
 def _ready(env: Path, *, java_home: str, jar: Path, overlay: Path, step: BuildStep,
            log: Path) -> tuple[Path, BuildStep]:
-    """The launcher, mapping the class-data archive of its classpath (made now when missing: one training run),
-    and `step` with a note of what became of the archive."""
+    """The launcher, mapping the class-data archive of the driver and its dependencies (made now when missing:
+    one training run and a dump), and `step` with a note of what became of the archive. The SDK's classes are
+    not in it, so an edit (a new overlay) keeps the archive: only a Maven build, which writes new jars,
+    makes another."""
     from conformance.targets import java_cds
 
     java = Path(java_home) / "bin" / "java"
-    # The overlay's classes come before the client jar (the jar's manifest Class-Path, lib/) so they win.
-    classpath = [p for p in (overlay / _OVERLAY_JAR, jar) if p.is_file()]
+    cp = _classpath(env, jar=jar, overlay=overlay)
     archives = env / "cds"
-    archive = archives / f"{java_cds.key(java=java, classpath=[*classpath, jar.parent / 'lib'])[:24]}.jsa"
-    launcher = _write_launcher(env, java=java, classpath=classpath, main=_main_class(jar), archive=archive)
+    archive = archives / f"{java_cds.key(java=java, classpath=[cp.base[-1], jar.parent / 'lib'])[:24]}.jsa"
+    launcher = _write_launcher(env, java=java, cp=cp, archive=archive)
     refused = archive.with_suffix(".refused")  # a classpath whose training failed is not tried every run
     if archive.is_file() or refused.is_file():
         return launcher, step
-    # The last few classpaths' archives stay (an edit reverted finds its archive again); older ones go.
+    # The last few builds' archives stay (a build reverted finds its archive again); older ones go.
     for old in sorted(archives.glob("*.jsa"), key=lambda p: p.stat().st_mtime)[:-2]:
         old.unlink()
-    why = java_cds.create(launcher=launcher, archive=archive)
+    why = java_cds.create_static(launcher=launcher, java=java, jvm_flags=_JVM_FLAGS, classpath=cp.base,
+                                 leave_out=cp.sdk, archive=archive)
     with open(log, "a", encoding="utf-8") as out:
         out.write(f"class-data archive {archive}: {'made' if why is None else 'not made, ' + why}\n")
     if why is not None:
         refused.write_text(why + "\n", encoding="utf-8")
     step = replace(step, notes=(*step.notes, "class-data archive made" if why is None
                                 else f"no class-data archive ({why}; {log})"))
-    return _write_launcher(env, java=java, classpath=classpath, main=_main_class(jar), archive=archive), step
+    return _write_launcher(env, java=java, cp=cp, archive=archive), step
 
 
-def _write_launcher(env: Path, *, java: Path, classpath: list[Path], main: str, archive: Path) -> Path:
+def _write_launcher(env: Path, *, java: Path, cp: _Classpath, archive: Path) -> Path:
     from conformance.targets.java_cds import flag
 
     launcher = env / "durabletask-java-driver"
     cds = flag(archive)
-    # As scripts/install-java-driver.sh's launcher: exec, so the harness's SIGTERM reaches the JVM.
+    # exec, so the harness's SIGTERM reaches the JVM.
     launcher.write_text("#!/bin/sh\n"
-                        f'exec "{java}" -XX:TieredStopAtLevel=1 -XX:+UseSerialGC {cds + " " if cds else ""}'
-                        f'${{JAVA_OPTS:-}} -cp "{":".join(map(str, classpath))}" {main} "$@"\n', encoding="utf-8")
+                        f'exec "{java}" {" ".join(_JVM_FLAGS)} {cds + " " if cds else ""}'
+                        f'${{JAVA_OPTS:-}} -cp "{":".join(map(str, (*cp.base, *cp.sdk)))}" {cp.main} "$@"\n',
+                        encoding="utf-8")
     launcher.chmod(0o755)
     return launcher
 

@@ -2,17 +2,23 @@
 
 Every scenario starts a driver JVM (and a flow scenario a second one for its replays); on a loaded
 machine most of its start-up is loading and verifying gRPC, Netty, protobuf and the SDK's classes from
-their jars. A dynamic archive (`-XX:ArchiveClassesAtExit`, JDK >= 13) holds those classes parsed and
-verified; a JVM given it (`-XX:SharedArchiveFile`) maps them instead.
+their jars. A class-data archive holds those classes parsed and verified; a JVM given it
+(`-XX:SharedArchiveFile`) maps them instead.
 
-The archive is made once per driver build and JDK: by scripts/install-java-driver.sh for the pinned driver
-(`driver.jsa` beside its jar) and by the checkout build (checkout_java.py) for each overlay classpath, the
-key then being the classpath's bytes and the JDK. It is made by one training run of the launcher itself
-(so its JVM flags and classpath are those every later run has, which the JVM requires of an archive):
-the driver starts, runs its in-process warm-up turn, connects to a reference sidecar, prints its ready
-line, and is stopped; the JVM writes the archive as it exits. A JVM whose archive no longer matches its
-classpath runs without it (the JDK checks the jars' sizes and times), so a stale archive costs time, not
-correctness.
+Two kinds, each made by one training run of the launcher itself (so its JVM flags and classpath are those
+every later run has, which the JVM requires of an archive): the driver starts, runs its in-process warm-up
+turn, connects to a reference sidecar, prints its ready line, and is stopped.
+
+- `create`: a dynamic archive (`-XX:ArchiveClassesAtExit`, JDK >= 13) of every class the run loaded, written as the JVM exits. The pinned driver's
+  (`driver.jsa` beside its jar, by scripts/install-java-driver.sh), whose jars never change between builds.
+- `create_static`: a static archive (`-Xshare:dump` over the run's class list) of every class except the
+  SDK's, for a classpath that starts with the driver's dependencies and classes and ends with the SDK's
+  jars (checkout_java.py). The JVM accepts an archive whose classpath is a prefix of its own, so the jars
+  after that prefix (an overlay of the classes an author just edited, the SDK's client jar) can change
+  from run to run with the archive still mapped: an edit costs no new training run.
+
+A JVM whose archive no longer matches its classpath runs without it (the JDK checks the jars' sizes and
+times), so a stale archive costs time, not correctness.
 
     python -m conformance.targets.java_cds LAUNCHER ARCHIVE   (the install script's use)
 """
@@ -28,6 +34,7 @@ import sys
 import tempfile
 import threading
 import time
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -63,28 +70,95 @@ def flag(archive: Path | None) -> str:
 
 
 def create(*, launcher: Path, archive: Path, timeout: float = 120.0) -> str | None:
-    """Make `archive` by one training run of `launcher`; None when made, else why not (the driver runs
+    """Make `archive` (dynamic) by one training run of `launcher`; None when made, else why not (the driver runs
     without an archive, so a failure here is reported, not raised)."""
-    from conformance.targets.reference import start_reference_sidecar
-
     archive.parent.mkdir(parents=True, exist_ok=True)
     partial = archive.with_name(archive.name + ".partial")
     partial.unlink(missing_ok=True)
+    why, code = _train(launcher=launcher, timeout=timeout,
+                       java_opts=f"-XX:ArchiveClassesAtExit={partial} -Xlog:cds=off -Xlog:cds+dynamic=off")
+    return _publish(partial=partial, archive=archive, why=why, code=code)
+
+
+def create_static(*, launcher: Path, java: Path, jvm_flags: Sequence[str], classpath: Sequence[Path],
+                  leave_out: Sequence[Path], archive: Path, timeout: float = 120.0) -> str | None:
+    """Make `archive` (static) of the classes one training run of `launcher` loads, except those of the jars in
+    `leave_out`, for JVMs run with `jvm_flags` whose classpath starts with `classpath`; None when made, else
+    why not."""
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    partial = archive.with_name(archive.name + ".partial")
+    partial.unlink(missing_ok=True)
+    with tempfile.TemporaryDirectory(prefix="java-cds-") as tmp:
+        loaded = Path(tmp) / "loaded.classlist"
+        why, code = _train(launcher=launcher, timeout=timeout, java_opts=f"-XX:DumpLoadedClassList={loaded}")
+        if why is not None:
+            return why
+        if not loaded.is_file():
+            return f"the JVM wrote no class list (exit {code})"
+        kept = Path(tmp) / "kept.classlist"
+        kept.write_text(_without(loaded.read_text(encoding="utf-8", errors="replace"), jars=leave_out),
+                        encoding="utf-8")
+        try:
+            dump = subprocess.run([str(java), *jvm_flags, "-Xshare:dump", f"-XX:SharedClassListFile={kept}",
+                                   f"-XX:SharedArchiveFile={partial}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off",
+                                   "-cp", ":".join(map(str, classpath))],
+                                  stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            partial.unlink(missing_ok=True)
+            return f"-Xshare:dump did not finish in {timeout:.0f} s"
+    if dump.returncode != 0:
+        partial.unlink(missing_ok=True)
+        tail = (dump.stdout + dump.stderr).strip().splitlines()[-1:] or [""]
+        return f"-Xshare:dump failed (exit {dump.returncode}: {tail[0][:200]})"
+    return _publish(partial=partial, archive=archive, why=None, code=0)
+
+
+def _without(classlist: str, *, jars: Sequence[Path]) -> str:
+    """`classlist` (the JVM's -XX:DumpLoadedClassList format) without the classes of `jars`, nor the lambda
+    proxies those classes made (`@lambda-proxy CALLER ...`)."""
+    names: set[str] = set()
+    for jar in jars:
+        with zipfile.ZipFile(jar) as z:
+            names.update(n.removesuffix(".class") for n in z.namelist() if n.endswith(".class"))
+    kept = []
+    for line in classlist.splitlines():
+        words = line.split()
+        owner = words[1] if len(words) > 1 and words[0] == "@lambda-proxy" else (words[0] if words else "")
+        if owner.replace(".", "/") not in names:
+            kept.append(line)
+    return "\n".join(kept) + "\n"
+
+
+def _publish(*, partial: Path, archive: Path, why: str | None, code: int | None) -> str | None:
+    if why is not None:
+        partial.unlink(missing_ok=True)
+        return why
+    if not partial.is_file() or partial.stat().st_size == 0:
+        partial.unlink(missing_ok=True)
+        return f"the JVM wrote no archive (exit {code})"
+    os.replace(partial, archive)
+    return None
+
+
+def _train(*, launcher: Path, java_opts: str, timeout: float) -> tuple[str | None, int | None]:
+    """One run of `launcher` with `java_opts`, from start to its ready line, then stopped: (why it failed or None,
+    its exit status)."""
+    from conformance.targets.reference import start_reference_sidecar
+
     with tempfile.TemporaryDirectory(prefix="java-cds-") as tmp:
         bundle = Path(tmp) / "programs.json"
         bundle.write_text(json.dumps(_EMPTY_BUNDLE), encoding="utf-8")
         sidecar = start_reference_sidecar(options={}, work_dir=Path(tmp))
         try:
-            env = {**os.environ, "JAVA_OPTS": f"-XX:ArchiveClassesAtExit={partial} -Xlog:cds=off -Xlog:cds+dynamic=off"}
             proc = subprocess.Popen([str(launcher), "--sidecar", sidecar.address, "--canonical", str(bundle)],
-                                    env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.DEVNULL)
+                                    env={**os.environ, "JAVA_OPTS": java_opts}, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
             stuck = threading.Timer(timeout, proc.kill)  # a driver that neither connects nor exits
             stuck.start()
             try:
                 why = _until_ready(proc)
                 proc.send_signal(signal.SIGTERM)
-                proc.wait(timeout=timeout)  # the archive is written as the JVM exits
+                proc.wait(timeout=timeout)  # an archive or class list is written as the JVM exits
             finally:
                 stuck.cancel()
                 if proc.poll() is None:
@@ -92,13 +166,7 @@ def create(*, launcher: Path, archive: Path, timeout: float = 120.0) -> str | No
                     proc.wait()
         finally:
             sidecar.stop()
-    if why is not None:
-        partial.unlink(missing_ok=True)
-        return why
-    if not partial.is_file() or partial.stat().st_size == 0:
-        return f"the JVM wrote no archive (exit {proc.returncode})"
-    os.replace(partial, archive)
-    return None
+    return why, proc.returncode
 
 
 def _until_ready(proc: subprocess.Popen[bytes]) -> str | None:

@@ -48,7 +48,8 @@ class Targets:
             from conformance.targets.external import start_command_worker
 
             target = replace(target, starter=partial(start_command_worker, name=name, command=command),
-                             command=command, install="", installed="", probe=_probe_for(command, target.probe))
+                             command=command, install="", installed="", current="",  # not the pinned build
+                             probe=_probe_for(command, target.probe))
         if target.probe:
             from conformance.library import find_library
             from conformance.targets.probe import probed

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
+import logging
 import os
 import signal
 import sys
@@ -494,6 +495,11 @@ def run(make_adapter: Callable[[], Adapter], argv: Sequence[str] | None = None) 
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    # The SDK's own log lines at INFO (its loggers are named durabletask-*, with no level of their own, so
+    # WARNING): a failure's text ends with the worker's stderr, where "event buffered" or "replaying" says
+    # what the executor did in that turn.
+    for name in ("durabletask-worker", "durabletask-client"):
+        logging.getLogger(name).setLevel(logging.INFO)
     rt = adapter.runtime(address=args.sidecar, ready_timeout=args.ready_timeout)
     it = Interpreter(adapter=adapter, lang=lang)
     registered = register(rt, bundle, it, lang.A.ActivityRunner(ledger=args.ledger))

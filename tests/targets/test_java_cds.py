@@ -82,3 +82,71 @@ def test_the_key_follows_the_jars_bytes_and_a_folders_files(driver, tmp_path):
     assert second != first
     jar.write_bytes(jar.read_bytes() + b"\0")
     assert java_cds.key(java=java, classpath=[jar, lib]) != second
+
+
+DEP = "package d;\npublic class Dep { public static String word() { return \"dep\"; } }\n"
+SDK = "package s;\npublic class Sdk { public static String word() { return \"%s\"; } }\n"
+APP = """package p;
+public class App {
+  public static void main(String[] a) throws Exception {
+    System.out.println(d.Dep.word() + " " + s.Sdk.word());
+    if (a.length == 0) return;
+    java.util.concurrent.CountDownLatch stop = new java.util.concurrent.CountDownLatch(1);
+    sun.misc.Signal.handle(new sun.misc.Signal("TERM"), x -> stop.countDown());
+    System.out.println("connected to " + a[1]);
+    System.out.flush();
+    stop.await();
+  }
+}
+"""
+
+
+def _jar(tmp: Path, name: str, sources: dict[str, str], *, classpath: str = "") -> Path:
+    src = tmp / f"{name}-src"
+    for rel, text in sources.items():
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_text(text, encoding="utf-8")
+    out = tmp / f"{name}-classes"
+    subprocess.run([shutil.which("javac") or "javac", "-nowarn", "-XDignore.symbol.file", "-d", str(out),
+                    *(["-cp", classpath] if classpath else []), *map(str, src.rglob("*.java"))],
+                   check=True, capture_output=True)
+    jar = tmp / f"{name}.jar"
+    with zipfile.ZipFile(jar, "w") as z:
+        for f in sorted(out.rglob("*.class")):
+            z.write(f, f.relative_to(out).as_posix())
+    return jar
+
+
+def test_a_static_archive_leaves_the_sdk_out_and_stays_mapped_when_its_jars_change(driver, tmp_path):
+    java = driver[0]
+    sdk = _jar(tmp_path, "sdk", {"s/Sdk.java": SDK % "released"})
+    app = _jar(tmp_path, "app", {"d/Dep.java": DEP, "p/App.java": APP}, classpath=str(sdk))
+    flags = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]
+    launcher = tmp_path / "launch-app"
+    launcher.write_text(f'#!/bin/sh\nexec "{java}" {" ".join(flags)} ${{JAVA_OPTS:-}} -cp "{app}:{sdk}" p.App "$@"\n',
+                        encoding="utf-8")
+    launcher.chmod(0o755)
+    archive = tmp_path / "cds" / "base.jsa"
+    assert java_cds.create_static(launcher=launcher, java=java, jvm_flags=flags, classpath=[app], leave_out=[sdk],
+                                  archive=archive) is None
+    assert archive.is_file() and not archive.with_name("base.jsa.partial").exists()
+    # An edit: an overlay with the SDK's class changed, ahead of the SDK's jar, after the archive's classpath.
+    overlay = _jar(tmp_path, "overlay", {"s/Sdk.java": SDK % "edited"})
+    ran = subprocess.run([str(java), *flags, "-Xshare:on", java_cds.flag(archive), "-Xlog:class+load=info",
+                          "-cp", f"{app}:{overlay}:{sdk}", "p.App"], capture_output=True, text=True, check=True)
+    assert "dep edited" in ran.stdout  # the edited class runs, not an archived copy of the released one
+    assert "d.Dep source: shared objects file" in ran.stdout
+    assert f"s.Sdk source: file:{overlay}" in ran.stdout
+
+
+def test_a_class_list_loses_the_left_out_jars_classes_and_their_lambda_proxies(tmp_path):
+    sdk = tmp_path / "sdk.jar"
+    with zipfile.ZipFile(sdk, "w") as z:
+        z.writestr("s/Sdk.class", b"")
+        z.writestr("s/Sdk$Inner.class", b"")
+    listed = ("java/lang/Object id: 0\nd/Dep\ns/Sdk\ns/Sdk$Inner\n"
+              "@lambda-proxy s/Sdk run ()Ljava/lang/Runnable; ()V REF_invokeStatic s/Sdk lambda$0 ()V ()V\n"
+              "@lambda-proxy d/Dep run ()Ljava/lang/Runnable; ()V REF_invokeStatic d/Dep lambda$0 ()V ()V\n"
+              "@lambda-form-invoker [LF_RESOLVE] java.lang.invoke.Invokers$Holder invokeExact_MT L7_L\n")
+    kept = java_cds._without(listed, jars=[sdk]).splitlines()
+    assert kept == ["java/lang/Object id: 0", "d/Dep", listed.splitlines()[5], listed.splitlines()[6]]

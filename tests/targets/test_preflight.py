@@ -90,3 +90,13 @@ def test_a_driver_built_from_older_sources_is_refused_with_the_rebuild_command(t
     (problem,) = not_installed([pair], root=home, cwd=home)
     assert problem.startswith("worker durabletask-go-worker needs a rebuild (install-go-driver: out of date:"), problem
     assert problem.endswith("rebuild it with:\n    scripts/install-go-driver.sh"), problem
+
+
+def test_a_replaced_command_is_not_held_to_the_pinned_drivers_build(tmp_path):
+    # --sdk-path / --worker-command run another build of the driver: the pinned one's build check is not theirs.
+    home = _library_without_installs(tmp_path)
+    targets = load_targets()
+    for worker in ("durabletask-java", "durabletask-go-worker"):
+        assert targets.workers[worker].current, f"{worker} has no current: check to leave out"
+        pair = targets.pair("reference", worker, worker_command=f"{sys.executable} --sidecar {{address}}")
+        assert not_installed([pair], root=home, cwd=home) == []

@@ -93,13 +93,15 @@ def test_js_an_edited_source_is_transpiled_alone_and_a_failure_forgets_the_table
 
 def test_java_an_edited_client_source_is_compiled_alone_into_an_overlay_ahead_of_the_jar(tmp_path):
     """javac on the edited files against the last Maven build's classpath (here a one-class client jar);
-    the same sources again compile nothing; no edits, no overlay; the launcher puts the overlay first."""
+    the same sources again compile nothing; no edits, no overlay; the launcher puts the overlay ahead of the
+    client jar, and both after the driver's classes (the class-data archive's classpath, which the SDK's jars
+    stay out of)."""
     import subprocess
     import shutil
     import zipfile
 
     from conformance.targets.checkout import Checkout
-    from conformance.targets.checkout_java import _OVERLAY_JAR, _compile_overlay, _write_launcher
+    from conformance.targets.checkout_java import _OVERLAY_JAR, _classpath, _compile_overlay, _write_launcher
 
     javac = shutil.which("javac")
     if javac is None:
@@ -112,11 +114,15 @@ def test_java_an_edited_client_source_is_compiled_alone_into_an_overlay_ahead_of
     classes = tmp_path / "jar-classes"
     subprocess.run([javac, "-d", str(classes), str(src)], check=True)
     lib.mkdir(parents=True)
-    with zipfile.ZipFile(lib / "client.jar", "w") as z:
+    client = lib / "durabletask-client-1.0.jar"
+    with zipfile.ZipFile(client, "w") as z:
         z.write(classes / "p" / "A.class", "p/A.class")
+    (lib / "dep.jar").write_bytes((lib / "durabletask-client-1.0.jar").read_bytes())
     jar = tmp_path / "driver-build" / "driver.jar"
     with zipfile.ZipFile(jar, "w") as z:
-        z.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nMain-Class: p.Main\nClass-Path: lib/client.jar\n")
+        z.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nMain-Class: p.Main\nClass-Path: lib/dep.jar l\n"
+                                           " ib/durabletask-client-1.0.jar\n")  # a continuation line, as Maven wraps
+        z.writestr("p/Main.class", b"")
     c = Checkout(worker="durabletask-java", root=root, layout="java-sdk (durabletask-client module)", deps=())
     env = tmp_path / "env"
     overlay, log = env / "client-overlay", env / "build.log"
@@ -125,17 +131,20 @@ def test_java_an_edited_client_source_is_compiled_alone_into_an_overlay_ahead_of
     table = snapshot(root, patterns=("durabletask-client/src/main/java/**/*.java",))
 
     assert _compile_overlay(c, files=(rel,), overlay=overlay, lib=lib, table=table, java_home=java_home, log=log)
-    with zipfile.ZipFile(overlay / _OVERLAY_JAR) as z:  # a jar, so that a class-data archive can hold it
+    with zipfile.ZipFile(overlay / _OVERLAY_JAR) as z:
         assert z.namelist() == ["p/A.class"]
     java = Path(java_home) / "bin" / "java"
     archive = env / "cds" / "x.jsa"
-    launcher = _write_launcher(env, java=java, classpath=[overlay / _OVERLAY_JAR, jar], main="p.Main",
-                               archive=archive).read_text()
-    assert f'-cp "{overlay / _OVERLAY_JAR}:{jar}" p.Main' in launcher
+    cp = _classpath(env, jar=jar, overlay=overlay)
+    classes_jar = env / "driver-classes.jar"
+    assert cp.base == (lib / "dep.jar", classes_jar) and cp.sdk == (overlay / _OVERLAY_JAR, client)
+    with zipfile.ZipFile(classes_jar) as z:  # the driver's classes without the manifest naming the client jar
+        assert z.namelist() == ["p/Main.class"]
+    launcher = _write_launcher(env, java=java, cp=cp, archive=archive).read_text()
+    assert f'-cp "{lib / "dep.jar"}:{classes_jar}:{overlay / _OVERLAY_JAR}:{client}" p.Main' in launcher
     assert "SharedArchiveFile" not in launcher  # no archive made yet
     write(archive, "made")
-    assert f"-XX:SharedArchiveFile={archive} " in _write_launcher(env, java=java, classpath=[jar], main="p.Main",
-                                                                  archive=archive).read_text()
+    assert f"-XX:SharedArchiveFile={archive} " in _write_launcher(env, java=java, cp=cp, archive=archive).read_text()
     assert not _compile_overlay(c, files=(rel,), overlay=overlay, lib=lib, table=table, java_home=java_home, log=log)
     assert log.read_text().count("javac") == 1  # the same edit again: not recompiled
 
