@@ -52,6 +52,7 @@ _AHEAD = pytest.StashKey[Any]()
 _SHARED_OUT = pytest.StashKey[bool]()
 _SHARES_INPUT = "conformance_shares"
 _AUTO_IN_PROCESS = pytest.StashKey[bool]()
+_LOGS = pytest.StashKey[Any]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -103,6 +104,7 @@ def pytest_sessionstart(session: pytest.Session) -> Any:
         _selection(config)
         if getattr(config.option, "numprocesses", None):
             _share_scenarios(config)
+    _file_logs(config)
     result = yield
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if config.stash.get(_AUTO_IN_PROCESS, False) and reporter is not None:
@@ -112,6 +114,22 @@ def pytest_sessionstart(session: pytest.Session) -> Any:
             "once (--conformance-jobs), as `conformance run` does by default. Scenarios wait on the engine, and "
             "each worker is one more Python process to start (docs/pytest.md); -n N starts N workers.")
     return result
+
+
+def _file_logs(config: pytest.Config) -> None:
+    """With --conformance-reports: each scenario's log lines go to `<reports>/logs/<pair>/<scenario>.log`, as
+    in `conformance run` (its JUnit case's <system-err> reads them). The controller makes the folder before
+    xdist starts its workers, which write into it."""
+    if not _wants_conformance(config) and not hasattr(config, "workerinput"):
+        return
+    options = _options(config)
+    if options.reports is None or options.no_reports:
+        return
+    from conformance.reporting.logs import ScenarioLogs
+
+    logs = ScenarioLogs(out_dir=options.reports, fresh=not hasattr(config, "workerinput")).install()
+    config.stash[_LOGS] = logs
+    config.add_cleanup(logs.uninstall)
 
 
 def _share_scenarios(config: pytest.Config) -> None:
@@ -373,6 +391,7 @@ class ScenarioItem(pytest.Item):
 
     def execute(self) -> Any:
         """Run the scenario (in pytest's thread or ahead of time in another): its ScenarioFinished."""
+        from conformance.events import Outcome
         from conformance.reproduce import Invocation, installed_run_words, reproduce_command
         from conformance.runner.execute import run_scenario
         from conformance.runner.isolation import process_engine_turn
@@ -383,8 +402,23 @@ class ScenarioItem(pytest.Item):
                                 reports=None if options.no_reports else options.reports)
         reproduce = reproduce_command(self.scenario.id, sidecar=self.pair.sidecar.name, worker=self.pair.worker.name,
                                       invocation=invocation)
-        with process_engine_turn(self.pair, alone=self.alone, address=options.sidecar_address or ""):
-            return run_scenario(self.scenario, self.pair, reproduce=reproduce)
+        logs = self.config.stash.get(_LOGS, None)
+        if logs is None:
+            with process_engine_turn(self.pair, alone=self.alone, address=options.sidecar_address or ""):
+                return run_scenario(self.scenario, self.pair, reproduce=reproduce)
+        from conformance.events import ScenarioFinished, ScenarioStarted
+
+        # On this thread, as the CLI's runner says it: its log records (and its targets') are the scenario's.
+        logs.handle_event(ScenarioStarted(scenario=self.scenario.id, pair=self.pair.label))
+        result = None
+        try:
+            with process_engine_turn(self.pair, alone=self.alone, address=options.sidecar_address or ""):
+                result = run_scenario(self.scenario, self.pair, reproduce=reproduce)
+            return result
+        finally:
+            logs.handle_event(result if result is not None else ScenarioFinished(
+                scenario=self.scenario.id, pair=self.pair.label, sidecar=self.pair.sidecar.name,
+                worker=self.pair.worker.name, outcome=Outcome.ERROR, duration_s=0.0, requirements=()))
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         if isinstance(excinfo.value, (ScenarioFailed, ScenarioError)):

@@ -13,7 +13,7 @@ them) and compares, per scenario and pair:
   the failure text and the `Reproduce with:` line;
 - junit.xml: each testcase's element, attributes and texts (time aside);
 - summary.json: counts, per pair, the requirement cells, failures and passed gaps (ids and times aside);
-- matrix.md: line by line (the run's header aside);
+- matrix.md: line by line (the run's header aside); which scenarios have a log file (reports/logs/);
 - allure: each result's name, status, status message and trace, description, our labels, parameters,
   attachments (name, type, body), and start/stop against the scenario's own start and duration.
 
@@ -152,6 +152,9 @@ def compare(runs: Runs) -> Parity:
     diffs += [f"junit: {d}" for d in _junit_diffs(runs)]
     diffs += [f"summary.json: {d}" for d in _summary_diffs(runs)]
     diffs += [f"matrix.md: {d}" for d in _matrix_diffs(runs)]
+    logs = [{p.relative_to(r / "logs") for p in (r / "logs").rglob("*.log")} - {Path("run.log")}
+            for r in (runs.cli_reports, runs.py_reports)]
+    diffs += [f"logs: {p} only in {'conformance run' if p in logs[0] else 'pytest'}" for p in sorted(logs[0] ^ logs[1])]
     details: list[str] = []
     diffs += [f"allure: {d}" for d in _allure_diffs(runs, cli={k: cli[k] for k in both}, py={k: py[k] for k in both},
                                                     details=details)]
@@ -170,6 +173,8 @@ def _event_diffs(a, b, runs: Runs) -> Iterator[str]:
         x, y = getattr(a, name), getattr(b, name)
         if isinstance(x, str):
             x, y = masked(x, runs), masked(y, runs)
+        elif name == "observations":  # (field, text) pairs: the texts name instances
+            x, y = [(f, masked(t, runs)) for f, t in x], [(f, masked(t, runs)) for f, t in y]
         if x != y:
             yield f"{name}: {_show(x)} != {_show(y)}"
     if bool(a.transcript) != bool(b.transcript):
