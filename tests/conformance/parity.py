@@ -115,6 +115,7 @@ _MASKS = (
     (re.compile(r"-[0-9a-f]{6}\b"), "-<id>"),  # generated instance ids
     (re.compile(r"\b[0-9a-f]{32}\b"), "<hex32>"),  # instance ids of vectors, hashes
     (re.compile(r"127\.0\.0\.1:\d+"), "127.0.0.1:<port>"),
+    (re.compile(r"conformance-[a-z0-9_]{8}\b"), "conformance-<tmp>"),  # a scenario's temporary folder
     (re.compile(r"localhost:\d+"), "localhost:<port>"),
     (re.compile(r"\bpid \d+"), "pid <n>"),
     (re.compile(r"\b\d+(\.\d+)?\s?(ms|s)\b"), "<t>"),  # durations in text
@@ -194,6 +195,8 @@ def _junit_cases(path: Path, runs: Runs) -> dict[tuple[str, str], str]:
         case.tail = None  # the last case of a suite ends with less indentation
         for out in case.iter("system-out"):  # a transcript: its messages as a multiset, as in allure's
             out.text = "\n".join(sorted((out.text or "").splitlines()))
+        for err in case.iter("system-err"):  # the scenario's log: its file (its lines are the run's own)
+            err.text = (err.text or "").split("\n", 1)[0]
         ET.indent(case)
         cases[(case.get("classname", ""), case.get("name", ""))] = masked(ET.tostring(case, encoding="unicode"), runs)
     return cases
