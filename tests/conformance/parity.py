@@ -194,7 +194,7 @@ def _junit_cases(path: Path, runs: Runs) -> dict[tuple[str, str], str]:
         case.attrib.pop("time", None)
         case.tail = None  # the last case of a suite ends with less indentation
         for out in case.iter("system-out"):  # a transcript: its messages as a multiset, as in allure's
-            out.text = "\n".join(sorted((out.text or "").splitlines()))
+            out.text = "\n".join(sorted(masked(out.text or "", runs).splitlines()))
         for err in case.iter("system-err"):  # the scenario's log: its file (its lines are the run's own)
             err.text = (err.text or "").split("\n", 1)[0]
         ET.indent(case)
