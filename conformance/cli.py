@@ -216,7 +216,7 @@ def cmd_run(args: argparse.Namespace) -> int:
               "processes are ended; no reports written", file=sys.stderr)
         return 130
     if reports is not None:
-        written = write_reports(events=events, out_dir=reports, catalogue=prepared.catalogue)
+        written = write_reports(events=events, out_dir=reports, catalogue=prepared.catalogue, failing=options.failing)
         print("reports: " + ", ".join(str(p) for p in written.values()))
     bad = sum(1 for r in results if r.outcome in options.failing)
     return EXIT_FAILED if bad else EXIT_OK

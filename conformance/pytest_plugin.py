@@ -52,6 +52,7 @@ _AHEAD = pytest.StashKey[Any]()
 _SHARED_OUT = pytest.StashKey[bool]()
 _SHARES_INPUT = "conformance_shares"
 _AUTO_IN_PROCESS = pytest.StashKey[bool]()
+_LOGS = pytest.StashKey[Any]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -103,6 +104,7 @@ def pytest_sessionstart(session: pytest.Session) -> Any:
         _selection(config)
         if getattr(config.option, "numprocesses", None):
             _share_scenarios(config)
+    _file_logs(config)
     result = yield
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if config.stash.get(_AUTO_IN_PROCESS, False) and reporter is not None:
@@ -112,6 +114,22 @@ def pytest_sessionstart(session: pytest.Session) -> Any:
             "once (--conformance-jobs), as `conformance run` does by default. Scenarios wait on the engine, and "
             "each worker is one more Python process to start (docs/pytest.md); -n N starts N workers.")
     return result
+
+
+def _file_logs(config: pytest.Config) -> None:
+    """With --conformance-reports: each scenario's log lines go to `<reports>/logs/<pair>/<scenario>.log`, as
+    in `conformance run` (its JUnit case's <system-err> reads them). The controller makes the folder before
+    xdist starts its workers, which write into it."""
+    if not _wants_conformance(config) and not hasattr(config, "workerinput"):
+        return
+    options = _options(config)
+    if options.reports is None or options.no_reports:
+        return
+    from conformance.reporting.logs import ScenarioLogs
+
+    logs = ScenarioLogs(out_dir=options.reports, fresh=not hasattr(config, "workerinput")).install()
+    config.stash[_LOGS] = logs
+    config.add_cleanup(logs.uninstall)
 
 
 def _share_scenarios(config: pytest.Config) -> None:
@@ -336,6 +354,7 @@ class ScenarioItem(pytest.Item):
     def __init__(self, *, scenario: Any, pair: Any, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.scenario, self.pair = scenario, pair
+        self.allure_case: Any = None  # its AllureCase once run, with --alluredir
         for req in scenario.requirements:
             self.add_marker(pytest.mark.requirement(req))
         self.group = _alone_group(scenario, pair)
@@ -356,32 +375,50 @@ class ScenarioItem(pytest.Item):
         self.config.stash[_EVENTS].append(result)
         self.user_properties.append(("requirements", " ".join(self.scenario.requirements)))
         if _allure_active(self.config):
-            annotate_pytest_item(scenario_case(result, catalogue=load_catalogue(CATALOGUE)))
+            self.allure_case = scenario_case(result, catalogue=load_catalogue(CATALOGUE), failing=options.failing)
+            annotate_pytest_item(self.allure_case)
         outcome = result.outcome
+        from conformance.reporting.model import failure_text
+
+        # Before the skips: `--conformance-fail-on known` fails a known failure, as `--fail-on known` does.
+        if outcome in options.failing:
+            raise (ScenarioError if outcome is Outcome.ERROR else ScenarioFailed)(failure_text(result))
         if outcome in (Outcome.KNOWN_FAILURE, Outcome.NOT_APPLICABLE):
             pytest.skip(f"{'known failure' if outcome is Outcome.KNOWN_FAILURE else 'not applicable'}: "
                         f"{result.gap_reason}")
-        from conformance.reporting.model import failure_text
-
-        if outcome in options.failing:
-            raise (ScenarioError if outcome is Outcome.ERROR else ScenarioFailed)(failure_text(result))
         if outcome in (Outcome.WARNING, Outcome.OBSERVATION):  # shown, not failed (unless --conformance-fail-on)
             self.user_properties.append((outcome.value.lower(), result.message))
 
     def execute(self) -> Any:
         """Run the scenario (in pytest's thread or ahead of time in another): its ScenarioFinished."""
-        from conformance.reproduce import Invocation, reproduce_command, run_words
+        from conformance.events import Outcome
+        from conformance.reproduce import Invocation, installed_run_words, reproduce_command
         from conformance.runner.execute import run_scenario
         from conformance.runner.isolation import process_engine_turn
 
         options = _options(self.config)
         root = _scenario_root(self.path)
-        invocation = Invocation(run=run_words(), options=tuple(_reproduce_extra(options, scenarios=root)),
+        invocation = Invocation(run=installed_run_words(), options=tuple(_reproduce_extra(options, scenarios=root)),
                                 reports=None if options.no_reports else options.reports)
         reproduce = reproduce_command(self.scenario.id, sidecar=self.pair.sidecar.name, worker=self.pair.worker.name,
                                       invocation=invocation)
-        with process_engine_turn(self.pair, alone=self.alone, address=options.sidecar_address or ""):
-            return run_scenario(self.scenario, self.pair, reproduce=reproduce)
+        logs = self.config.stash.get(_LOGS, None)
+        if logs is None:
+            with process_engine_turn(self.pair, alone=self.alone, address=options.sidecar_address or ""):
+                return run_scenario(self.scenario, self.pair, reproduce=reproduce)
+        from conformance.events import ScenarioFinished, ScenarioStarted
+
+        # On this thread, as the CLI's runner says it: its log records (and its targets') are the scenario's.
+        logs.handle_event(ScenarioStarted(scenario=self.scenario.id, pair=self.pair.label))
+        result = None
+        try:
+            with process_engine_turn(self.pair, alone=self.alone, address=options.sidecar_address or ""):
+                result = run_scenario(self.scenario, self.pair, reproduce=reproduce)
+            return result
+        finally:
+            logs.handle_event(result if result is not None else ScenarioFinished(
+                scenario=self.scenario.id, pair=self.pair.label, sidecar=self.pair.sidecar.name,
+                worker=self.pair.worker.name, outcome=Outcome.ERROR, duration_s=0.0, requirements=()))
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         if isinstance(excinfo.value, (ScenarioFailed, ScenarioError)):
@@ -467,6 +504,27 @@ def _ahead_of(session: pytest.Session) -> _Ahead:
     groups = [getattr(i, "group", None) or group_of(i.nodeid) for i in session.items]
     share = shares(groups, workers=count)[k]
     return _Ahead(order=[session.items[i] for i in share], threads=max(1, -(-jobs // count)))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A scenario item's report without pytest's captured output and log records: scenarios run ahead of
+    time in threads, so what pytest captures while it runs an item is other scenarios' as much as its own
+    (the failure text already ends with the item's own log lines). Inside allure-pytest's wrapper (ours is
+    registered first), so its `log`/`stdout` attachments of other scenarios' lines go too."""
+    report = yield
+    if isinstance(item, ScenarioItem):
+        report.sections = [(title, text) for title, text in report.sections if not title.startswith("Captured ")]
+    return report
+
+
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    """Inside allure-pytest's teardown: the scenario's own times, status message and name on its result."""
+    case = getattr(item, "allure_case", None)
+    if isinstance(item, ScenarioItem) and case is not None:
+        from conformance.reporting.allure import finish_pytest_item
+
+        finish_pytest_item(item.config, case)
 
 
 class ScenarioFailed(AssertionError):

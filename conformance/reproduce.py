@@ -52,6 +52,16 @@ def run_words(*, environ: Mapping[str, str] | None = None, argv0: str | None = N
     return (*words, os.path.abspath(executable), "-m", "conformance", "run")
 
 
+def installed_run_words(*, environ: Mapping[str, str] | None = None, executable: str | None = None) -> tuple[str, ...]:
+    """From inside another program (the pytest path): the words `conformance run` has when the user runs it
+    from the same environment, i.e. through the console script installed beside this interpreter (what
+    an installed user types, and what `run_words` says in that run); `python -m conformance run` when
+    the package is not installed there (a checkout on PYTHONPATH)."""
+    executable = sys.executable if executable is None else executable
+    script = Path(executable).with_name("conformance")
+    return run_words(environ=environ, argv0=str(script) if script.is_file() else "", executable=executable)
+
+
 def reproduce_command(scenario_id: str, *, sidecar: str, worker: str, invocation: Invocation = Invocation()) -> str:
     """The command that runs `scenario_id` on the pair (sidecar, worker) again."""
     # `./dev sdk NAME` names the worker too; `run` takes a repeated --worker once.
@@ -66,4 +76,4 @@ def reproduce_command(scenario_id: str, *, sidecar: str, worker: str, invocation
     return " ".join([*("PYTHONPATH=" + shlex.quote(w.partition("=")[2]) for w in head), shlex.join(rest)])
 
 
-__all__ = ["Invocation", "REPRODUCE_FOLDER", "RUN_AS_ENV", "reproduce_command", "run_words"]
+__all__ = ["Invocation", "REPRODUCE_FOLDER", "RUN_AS_ENV", "installed_run_words", "reproduce_command", "run_words"]

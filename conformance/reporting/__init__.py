@@ -20,6 +20,7 @@ from conformance.reporting.matrix import write_matrix
 from conformance.reporting.summary import write_summary
 from conformance.reporting.terminal import TerminalReporter, summary_line
 from conformance.reporting.timeline import render_timeline
+from conformance.verdict import Outcome
 
 __all__ = [
     "AllureWriter",
@@ -78,14 +79,15 @@ def write_differential(events: Sequence[Event], out_dir: Path) -> tuple[Path, Pa
 
 
 def write_reports(*, events: Sequence[Event], out_dir: Path, catalogue: Catalogue,
-                  allure: bool = True) -> dict[str, Path]:
+                  allure: bool = True, failing: frozenset[Outcome] = frozenset()) -> dict[str, Path]:
     """Write every file report of a run into `out_dir`; returns report name -> path.
 
     Names: events (events.jsonl), junit (junit.xml), allure (allure-results/), summary
     (summary.json), matrix_md (matrix.md), matrix_html (matrix.html), differential_md and
     differential_json (differential.md/.json: the run's observations, differences from the
     reference the contract allows, by field and SDK; never a verdict). `allure=False` leaves allure's
-    results to allure-pytest (the pytest path).
+    results to allure-pytest (the pytest path); `failing`: the outcomes the run fails on (`--fail-on`),
+    which allure shows as failed.
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -102,5 +104,5 @@ def write_reports(*, events: Sequence[Event], out_dir: Path, catalogue: Catalogu
         "matrix_html": matrix_html,
     }
     if allure:
-        written["allure"] = write_allure(events, out_dir / "allure-results", catalogue=catalogue)
+        written["allure"] = write_allure(events, out_dir / "allure-results", catalogue=catalogue, failing=failing)
     return written

@@ -29,7 +29,6 @@ non-passing outcome), which allure reads beside the results.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import threading
@@ -94,19 +93,31 @@ class AllureCase:
 
     @property
     def history_id(self) -> str:
-        params = "|".join(v for _, v in self.parameters)
-        return _md5(f"{self.full_name}|{params}")
+        """allure-pytest's own history id of a test with these name and parameters, so a scenario's history
+        in allure runs on across both paths."""
+        from allure_pytest.utils import get_history_id
+
+        return get_history_id(self.full_name, self.allure_parameters(), original_values={})
+
+    def allure_parameters(self) -> list[Any]:
+        """The parameters as allure's API records them (`allure.dynamic.parameter` writes a value's repr)."""
+        from allure_commons.model2 import Parameter
+        from allure_commons.utils import represent
+
+        return [Parameter(name=n, value=represent(v)) for n, v in self.parameters]
 
 
-def scenario_case(r: ScenarioFinished, *, catalogue: Catalogue, occurrence: int = 0, run_id: str = "") -> AllureCase:
-    """The allure description of one scenario's result on one pair."""
+def scenario_case(r: ScenarioFinished, *, catalogue: Catalogue, occurrence: int = 0, run_id: str = "",
+                  failing: frozenset[Outcome] = frozenset()) -> AllureCase:
+    """The allure description of one scenario's result on one pair. `failing`: the outcomes the run fails on
+    (`--fail-on`); a warning, observation or known failure among them is `failed`, as its pytest item is."""
     start = round((r.started_at or time.time() - r.duration_s) * 1000)
     message, trace = _status_details(r)
     return AllureCase(
         uuid=str(uuid.uuid5(_NAMESPACE, f"{run_id}/{r.pair}/{r.scenario}/{occurrence}")),
         full_name=f"{r.scenario}[{r.pair}]",
         name=display_name(r),
-        status=STATUS[r.outcome],
+        status="failed" if r.outcome in failing and STATUS[r.outcome] in ("passed", "skipped") else STATUS[r.outcome],
         message=message,
         trace=trace,
         description=_description(r, catalogue),
@@ -206,7 +217,8 @@ def display_name(r: ScenarioFinished) -> str:
 def write_case(case: AllureCase, out_dir: Path) -> Path:
     """Write `case` into an allure results folder with allure-python's own file writer."""
     from allure_commons.logger import AllureFileLogger
-    from allure_commons.model2 import Attachment, Label, Parameter, StatusDetails, TestResult
+    from allure_commons.model2 import Attachment, Label, StatusDetails, TestResult
+    from allure_commons.utils import md5
 
     logger = AllureFileLogger(out_dir)
     attachments = []
@@ -216,11 +228,11 @@ def write_case(case: AllureCase, out_dir: Path) -> Path:
         attachments.append(Attachment(name=a.name, source=source, type=a.mime))
     details = StatusDetails(message=case.message, trace=case.trace or None) if case.message else None
     logger.report_result(TestResult(
-        uuid=case.uuid, historyId=case.history_id, testCaseId=_md5(case.full_name), fullName=case.full_name,
+        uuid=case.uuid, historyId=case.history_id, testCaseId=md5(case.full_name), fullName=case.full_name,
         name=case.name, status=case.status, statusDetails=details, stage="finished",
         description=case.description or None, start=case.start_ms, stop=case.stop_ms,
         labels=[Label(name=n, value=v) for n, v in (*case.labels, ("framework", "taskhub-conformance"))],
-        parameters=[Parameter(name=n, value=v) for n, v in case.parameters], attachments=attachments))
+        parameters=case.allure_parameters(), attachments=attachments))
     return out_dir
 
 
@@ -239,6 +251,26 @@ def annotate_pytest_item(case: AllureCase) -> None:
         allure.dynamic.parameter(name, value)
     for a in case.attachments:
         allure.attach(a.body, name=a.name, attachment_type=_attachment_type(a))
+
+
+def finish_pytest_item(config: Any, case: AllureCase) -> None:
+    """After the item's call (its teardown): give allure-pytest's result for it what the dynamic API cannot
+    say: the scenario's own start and stop (an item run ahead of time finished before pytest reached it,
+    and allure-pytest would time pytest's taking of the result), the status message and trace the CLI
+    writes (allure-pytest's is the exception's, `ScenarioFailed: ...`, or `Skipped: ...`), and the
+    case's full name and test case id (allure-pytest derives them from the node id; its history id
+    follows from the full name once the teardown ends)."""
+    from allure_commons.model2 import StatusDetails
+    from allure_commons.utils import md5
+
+    listener = config.pluginmanager.get_plugin("allure_listener")
+    result = listener.allure_logger.get_test(None) if listener is not None else None
+    if result is None:
+        return
+    result.start, result.stop = case.start_ms, case.stop_ms
+    result.fullName, result.testCaseId = case.full_name, md5(case.full_name)
+    if case.message:
+        result.statusDetails = StatusDetails(message=case.message, trace=case.trace or None)
 
 
 def _attachment_type(a: AllureAttachment) -> Any:
@@ -272,9 +304,11 @@ def clean_results(out_dir: Path) -> None:
 class AllureWriter:
     """An event handler that writes allure results into `out_dir` as the run goes (`conformance run`)."""
 
-    def __init__(self, out_dir: Path, *, catalogue: Catalogue, clean: bool = True) -> None:
+    def __init__(self, out_dir: Path, *, catalogue: Catalogue, clean: bool = True,
+                 failing: frozenset[Outcome] = frozenset()) -> None:
         self.out_dir = Path(out_dir)
         self.catalogue = catalogue
+        self.failing = failing
         self.out_dir.mkdir(parents=True, exist_ok=True)
         if clean:
             clean_results(self.out_dir)
@@ -300,8 +334,8 @@ class AllureWriter:
             key = (event.pair, event.scenario)
             occurrence = self._seen.get(key, 0)
             self._seen[key] = occurrence + 1
-            write_case(scenario_case(event, catalogue=self.catalogue, occurrence=occurrence, run_id=self._run_id),
-                       self.out_dir)
+            write_case(scenario_case(event, catalogue=self.catalogue, occurrence=occurrence, run_id=self._run_id,
+                                     failing=self.failing), self.out_dir)
         elif isinstance(event, RunFinished):
             self._run_id = self._run_id or event.run_id
             self._write_run_files()
@@ -311,17 +345,14 @@ class AllureWriter:
                         started_at=self._started_at)
 
 
-def write_allure(events: Iterable[Event], out_dir: Path, *, catalogue: Catalogue) -> Path:
-    writer = AllureWriter(out_dir, catalogue=catalogue)
+def write_allure(events: Iterable[Event], out_dir: Path, *, catalogue: Catalogue,
+                 failing: frozenset[Outcome] = frozenset()) -> Path:
+    writer = AllureWriter(out_dir, catalogue=catalogue, failing=failing)
     for event in events:
         writer.handle(event)
     if not (writer.out_dir / "categories.json").exists():  # a stream without RunStarted/RunFinished
         writer.handle(RunFinished(run_id="", finished_at=0.0, duration_s=0.0, counts={}))
     return writer.out_dir
-
-
-def _md5(text: str) -> str:
-    return hashlib.md5(text.encode("utf-8"), usedforsecurity=False).hexdigest()
 
 
 def _prop_escape(text: str, *, key: bool = False) -> str:

@@ -124,9 +124,10 @@ def _result_lines(cell: Cell) -> list[tuple[str, str, str]]:
 
 def _grouped(lines: list[tuple[str, str, str]]) -> list[tuple[list[str], str, str]]:
     """Results that share their outcome and reason, said once with every scenario named (a gap's reason
-    is the same for each scenario it covers)."""
+    is the same for each scenario it covers). By scenario id, not by when each finished: two runs of the
+    same results (the CLI's and the pytest path's, whose results come in another order) read the same."""
     out: dict[tuple[str, str], list[str]] = {}
-    for scenario, outcome, why in lines:
+    for scenario, outcome, why in sorted(lines):
         out.setdefault((outcome, why), []).append(scenario)
     return [(scenarios, outcome, why) for (outcome, why), scenarios in out.items()]
 

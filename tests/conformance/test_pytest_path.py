@@ -65,8 +65,10 @@ def test_both_paths_give_the_same_verdicts_text_reproduce_lines_and_reports(tmp_
     scenarios = _library(tmp_path)
     reports = tmp_path / "reports"  # one folder for both, as a user switching paths has: the same reproduce lines
     # Relative paths, as a user types them: the failure text names the file as given (`[scenarios/mine/bad.yaml:5]`).
-    cli = _run("-m", "conformance", "run", "--scenarios", "scenarios", "--reports", str(reports),
-               "--jobs", "2", cwd=tmp_path)
+    # The CLI as an installed user runs it (its console script): the pytest path's reproduce lines name it too.
+    cli = subprocess.run([str(Path(sys.executable).with_name("conformance")), "run", "--scenarios", "scenarios",
+                          "--reports", str(reports), "--jobs", "2"], capture_output=True, text=True, timeout=600,
+                         cwd=tmp_path, env=_clean_env())
     assert cli.returncode == 1, cli.stdout + cli.stderr
     by_cli = _finished(reports / "events.jsonl")
     cli_files = {name: (reports / name).is_file() for name in ("junit.xml", "summary.json", "matrix.md", "matrix.html")}

@@ -180,8 +180,10 @@ def _allure_results(directory: Path) -> dict[tuple[str, str], dict]:
     for path in directory.glob("*-result.json"):
         data = json.loads(path.read_text(encoding="utf-8"))
         assert path.name.endswith("-result.json") and data["uuid"]
+        # Parameters as allure's API writes them (a value's repr), in both paths.
         params = {p["name"]: p["value"] for p in data["parameters"]}
-        out[(params["pair"], _label(data, "story")[0])] = data
+        assert params["pair"] == repr(_label(data, "parentSuite")[0]), params
+        out[(_label(data, "parentSuite")[0], _label(data, "story")[0])] = data
     return out
 
 
