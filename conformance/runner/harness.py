@@ -288,6 +288,8 @@ class Harness:
                     options[key] = given
         if sc.engine.asked():
             options["engine"] = sc.engine
+        if run.pair.in_process:  # engine time: a timer or a `sleep` step jumps once the pair is idle
+            options.setdefault("clock", "virtual")
         self.sidecar = run.pair.sidecar.start(options=options, work_dir=run.work_dir)
         stack.callback(self._stop_sidecar)
         hold = getattr(self.sidecar, "hold_clock", None)

@@ -160,6 +160,12 @@ class Pair:
     def capabilities(self) -> frozenset[str]:
         return self.sidecar.capabilities | self.worker.capabilities
 
+    @property
+    def in_process(self) -> bool:
+        """The reference sidecar and worker, both in the harness's process: nothing of the pair runs on a
+        clock the harness cannot see (conformance/runner/harness.py runs it on engine time)."""
+        return self.sidecar.kind == "reference" and self.worker.kind == "reference"
+
     def gap_for(self, scenario_id: str, requirements: Sequence[str]) -> Gap | None:
         for gap in self.sidecar.gaps + self.worker.gaps:
             if gap.when_lacking and set(gap.when_lacking) <= self.capabilities:

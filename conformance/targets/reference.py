@@ -15,6 +15,7 @@ from typing import Any
 
 from fake_sidecar.engine import Engine, errors as engine_errors
 from fake_sidecar.engine.changes import ChangeSignal
+from fake_sidecar.engine.clock import VirtualClock
 from fake_sidecar.engine.config import PolicyRule
 from fake_sidecar.engine.errors import FailedPrecondition
 from fake_sidecar.engine.policy import REFERENCE_POLICY, EnginePolicy
@@ -30,6 +31,7 @@ from taskhub_core.incidents import Incident
 from taskhub_programs import Bundle
 from taskhub_wire.limits import DEFAULT_MAX_MESSAGE_BYTES
 
+from conformance import stopping
 from conformance.reporting.logs import adopt
 from conformance.scenario.engine import Retention, settings_of
 from conformance.scenario.wire import action_dict
@@ -48,6 +50,8 @@ class ReferenceSidecar:
         self._app_ports: dict[str, int] = {}  # a restart keeps every app's address
         self._down = False  # stopped or killed: a restart first stops a running server, as daprd's does
         self._clock_held = False  # kept across restarts (hold_clock)
+        # A virtual clock goes on across restarts: its store holds timers in the clock's time.
+        self._clock = VirtualClock() if self.options.get("clock") == "virtual" else "real"
         self.server = self._start(port=0)
         self._app_ports = {app: int(addr.rsplit(":", 1)[1]) for app, addr in self.server.app_addresses.items()}
         self.address = self.server.address
@@ -59,7 +63,7 @@ class ReferenceSidecar:
                                      activity_lease=self.options.get("activity_lease"),
                                      max_payload=body or self.options.get("max_payload"),
                                      **({"max_message_bytes": max(body, DEFAULT_MAX_MESSAGE_BYTES)} if body else {}),
-                                     clock=self.options.get("clock", "real"), engine_class=self.engine_class,
+                                     clock=self._clock, engine_class=self.engine_class,
                                      policy=self.policy,
                                      task_execution_id=self.options.get("task_execution_id", "passthrough"),
                                      max_concurrent_workflows=settings.max_concurrent_workflows,
@@ -113,6 +117,19 @@ class ReferenceSidecar:
         """A virtual clock jumps to the next timer only while the harness waits (fake_sidecar/engine/ticker.py)."""
         self._clock_held = held
         self.engine.hold_clock(held)
+
+    def pass_time(self, seconds: float) -> bool:
+        """A `sleep` step in engine time, on a virtual clock (False on a real one: the caller sleeps): real
+        time while the engine has work in flight, a jump once it is idle (fake_sidecar/engine/ticker.py).
+        While the sidecar is down (killed, or killed meanwhile) what is left passes in real time: the
+        worker's reconnect back-off runs on it."""
+        if not isinstance(self._clock, VirtualClock):
+            return False
+        left_ns = int(seconds * 1e9) if self._down else self.engine.pass_time(seconds, stop=stopping.stopping)
+        stopping.check()
+        if left_ns > 0:
+            stopping.sleep(left_ns / 1e9)
+        return True
 
     def changes(self) -> ChangeSignal:
         """The running engine's change counter: the harness's waits block on it between reads."""

@@ -189,6 +189,8 @@ class Dispatcher:
         stream = self._streams.get(sid) if sid is not None else None
         if stream is not None:
             stream.out.discard(ref)
+        if self._ticker.clock.virtual and self.idle():
+            self._ticker.wake_all()  # a virtual clock may jump now, not at the ticker's next look
         if self._config.max_concurrent_activities or self._config.max_concurrent_workflows:
             self._work.notify_all()  # work held back by a concurrency limit may go now
 
