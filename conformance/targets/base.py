@@ -86,6 +86,9 @@ class WorkerStart:
     # The reference worker's message limit, raised with the engine setting max_body_size so it can take
     # what such an engine sends (None: its default); an SDK worker keeps its SDK's own.
     max_message_bytes: int | None = None
+    # How the reference worker's activities sleep: on the pair's engine time when both run here
+    # (conformance/runner/harness.py); None: real time.
+    sleep: Callable[[float], None] | None = None
 
 
 @dataclass(frozen=True)

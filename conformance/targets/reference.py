@@ -8,6 +8,7 @@ reference engine, executor and rule parser from here too (the re-exports below).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,6 +132,17 @@ class ReferenceSidecar:
             stopping.sleep(left_ns / 1e9)
         return True
 
+    def sleep_in_flight(self, seconds: float) -> None:
+        """An activity's sleep, on the in-process pair: engine time as `pass_time`, the activity counted as
+        asleep, so the clock may jump while everything in flight sleeps this way (and on a real clock,
+        or for what is left after a restart meanwhile, real time)."""
+        if not isinstance(self._clock, VirtualClock) or self._down:
+            time.sleep(seconds)
+            return
+        left_ns = self.engine.pass_time(seconds, stop=stopping.stopping, asleep=True)
+        if left_ns > 0:
+            time.sleep(left_ns / 1e9)
+
     def changes(self) -> ChangeSignal:
         """The running engine's change counter: the harness's waits block on it between reads."""
         return self.server.engine.table.changes
@@ -182,7 +194,7 @@ def start_reference_worker(spec: WorkerStart, *, worker_class: type[Worker] = Wo
                                                 **({"max_message_bytes": max(spec.max_message_bytes,
                                                                              DEFAULT_MAX_MESSAGE_BYTES)}
                                                    if spec.max_message_bytes else {})),
-                          activities=ActivityRunner(ledger=str(spec.ledger)),
+                          activities=ActivityRunner(ledger=str(spec.ledger), **({"sleep": spec.sleep} if spec.sleep else {})),
                           adversary=Adversary(rules=parse_rules(list(spec.adversary))) if spec.adversary else Adversary())
     adopt(worker)
     thread = threading.Thread(target=worker.run, name="reference-worker", daemon=True)

@@ -108,11 +108,16 @@ class Engine(Management, Completions, Rerun):
         with self.lock:
             self.ticker.advance(seconds)
 
-    def pass_time(self, seconds: float, *, stop: Callable[[], bool] = lambda: False) -> int:
+    def pass_time(self, seconds: float, *, stop: Callable[[], bool] = lambda: False, asleep: bool = False) -> int:
         """Let `seconds` of engine time pass (ticker.py `pass_time`); the nanoseconds left when the engine
-        closed or `stop()` (looked at least once a second) ended it first."""
+        closed or `stop()` (looked at least once a second) ended it first. `asleep`: the caller is work in
+        flight (an activity's sleep) that does not keep the engine busy meanwhile (dispatcher.py `idle`)."""
         with self.lock:
-            return self.ticker.pass_time(seconds, done=lambda: self.closed or stop())
+            self.dispatcher.asleep += asleep
+            try:
+                return self.ticker.pass_time(seconds, done=lambda: self.closed or stop())
+            finally:
+                self.dispatcher.asleep -= asleep
 
     def hold_clock(self, held: bool) -> None:
         """Keep a virtual clock from jumping to the next timer while idle (harness control, ticker.py)."""
