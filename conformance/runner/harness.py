@@ -288,8 +288,8 @@ class Harness:
                     options[key] = given
         if sc.engine.asked():
             options["engine"] = sc.engine
-        if run.pair.in_process:  # engine time: a timer or a `sleep` step jumps once the pair is idle
-            options.setdefault("clock", "virtual")
+        if run.pair.in_process:  # engine time: a `sleep` step or a sleeping activity jumps once the pair is idle
+            options.setdefault("clock", "engine-time")
         self.sidecar = run.pair.sidecar.start(options=options, work_dir=run.work_dir)
         # The reference worker's activities sleep on engine time too, on the in-process pair.
         self.activity_sleep = getattr(self.sidecar, "sleep_in_flight", None) if run.pair.in_process else None

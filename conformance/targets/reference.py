@@ -52,7 +52,11 @@ class ReferenceSidecar:
         self._down = False  # stopped or killed: a restart first stops a running server, as daprd's does
         self._clock_held = False  # kept across restarts (hold_clock)
         # A virtual clock goes on across restarts: its store holds timers in the clock's time.
-        self._clock = VirtualClock() if self.options.get("clock") == "virtual" else "real"
+        # "engine-time" (the harness's default on the in-process pair): virtual, but the clock jumps only
+        # for `pass_time` (a sleep step, a sleeping activity), never during the harness's other waits,
+        # where a jump to a far timer (a one-hour retention) would do what real time never does.
+        self._clock = VirtualClock() if self.options.get("clock") in ("virtual", "engine-time") else "real"
+        self._only_passing = self.options.get("clock") == "engine-time"
         self.server = self._start(port=0)
         self._app_ports = {app: int(addr.rsplit(":", 1)[1]) for app, addr in self.server.app_addresses.items()}
         self.address = self.server.address
@@ -82,6 +86,9 @@ class ReferenceSidecar:
         adopt(server, server.engine)  # their log lines belong to the scenario starting them
         if self._clock_held:
             server.engine.hold_clock(True)
+        if self._only_passing:
+            with server.engine.lock:
+                server.engine.ticker.only_passing = True
         return server
 
     @property

@@ -34,6 +34,9 @@ class Ticker:
         self._thread: threading.Thread | None = None
         self._held = False  # a virtual clock does not jump while its driver (the harness) acts
         self._passing: list[int] = []  # the ends of `pass_time` calls under way: jump targets too
+        # Jump only while a `pass_time` is under way (engine time for a harness that did not ask for a
+        # virtual clock: its other waits let real time pass, as it would on a real clock).
+        self.only_passing = False
 
     def now(self) -> int:
         """Strictly increasing timestamps: SDKs derive ids from WorkflowStarted times."""
@@ -111,7 +114,8 @@ class Ticker:
                 ahead += self._passing[:1]
                 if self._due:
                     wait = max(0.0, min(wait, (self._due[0][0] - now) / 1e9))
-                if self.clock.virtual and ahead and idle() and not self._held:
+                if (self.clock.virtual and ahead and idle() and not self._held
+                        and (self._passing or not self.only_passing)):
                     real = time.monotonic_ns()
                     if idle_since is None:
                         idle_since = real

@@ -196,3 +196,22 @@ def test_a_sleep_on_engine_time_fires_the_timers_due_on_the_way_in_order() -> No
         assert clock.now_ns() < start + 20 * 10**9
     finally:
         _stop(lock, ticker, closed)
+
+
+def test_on_engine_time_only_a_sleep_jumps_not_the_harness_other_waits() -> None:
+    busy = threading.Event()
+    lock, clock, ticker, closed = _ticking(busy)
+    try:
+        start = clock.now_ns()
+        with lock:
+            ticker.only_passing = True
+            ticker.wake_at(start + 3600 * 10**9, "retention")  # a far timer: real time would never reach it
+            ticker.wake_all()
+        # Several idle looks of the ticker (50 ms each): none may jump.
+        assert not _eventually(lambda: clock.now_ns() - start >= 60 * 10**9, within=0.5), \
+            "the clock jumped to a timer with no sleep under way"
+        with lock:
+            assert ticker.pass_time(10, done=closed.is_set) == 0
+        assert 10 * 10**9 <= clock.now_ns() - start < 3600 * 10**9
+    finally:
+        _stop(lock, ticker, closed)
