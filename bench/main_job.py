@@ -6,7 +6,8 @@ keeps its own reports folder across rounds, as `./dev conformance` keeps reports
 starts the scenarios that took longest in the previous round first; the first round has none).
 Per run it prints the run time `conformance run` reports (`finished in`), the whole command's
 wall time, its CPU time (user + system, children included), the verdict counts and the load
-average; then the median ratios baseline/this. Make a baseline with `git worktree add DIR main`
+average, and per round the scenarios whose outcome or per-requirement verdicts differ between the
+two (their events.jsonl); then the median ratios baseline/this. Make a baseline with `git worktree add DIR main`
 and `./dev setup` in it (its .venv is used; else this interpreter with DIR first on the path).
 
     .venv/bin/python bench/main_job.py --baseline DIR [--rounds N] [--jobs J] [--processes P] [--scenario GLOB ...]
@@ -20,6 +21,7 @@ Goal (issue #24 item 4): the whole library on the reference pair under 10 s of r
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import resource
@@ -70,6 +72,26 @@ def _run(checkout: Path, reports: Path, extra: list[str]) -> Figures:
                    code=done.returncode)
 
 
+def _verdicts(reports: Path) -> dict[tuple[str, str], tuple[str, tuple[tuple[str, str], ...]]]:
+    """(scenario, pair) -> (outcome, per-requirement verdicts) of the run written to `reports`."""
+    out = {}
+    with (reports / "events.jsonl").open(encoding="utf-8") as f:
+        for line in f:
+            if '"scenario_finished"' in line:
+                e = json.loads(line)
+                out[(e["scenario"], e["pair"])] = (e["outcome"], tuple(tuple(v) for v in e.get("verdicts") or ()))
+    return out
+
+
+def _differences(a: Path, b: Path) -> str:
+    va, vb = _verdicts(a), _verdicts(b)
+    differ = [k for k in sorted(set(va) | set(vb)) if va.get(k) != vb.get(k)]
+    if not differ:
+        return f"verdicts: the same for all {len(va)} scenarios"
+    return f"verdicts: {len(differ)} of {len(set(va) | set(vb))} differ: " + "; ".join(
+        f"{k[0]} ({va.get(k, ('absent',))[0]} -> {vb.get(k, ('absent',))[0]})" for k in differ)
+
+
 def _load() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
@@ -98,6 +120,7 @@ def main() -> int:
             print(f"round {n + 1} baseline: {a.line()}  load {_load()}", flush=True)
             b = _run(ROOT, Path(tmp) / "this", extra)
             print(f"round {n + 1} this:     {b.line()}  load {_load()}", flush=True)
+            print(f"round {n + 1} {_differences(Path(tmp) / 'baseline', Path(tmp) / 'this')}", flush=True)
             runs.append((a, b))
 
     def ratio(attr: str) -> float:

@@ -167,7 +167,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from conformance.runner import Plan, run_plan
     from conformance.events import ScenarioFinished
     from conformance.runner.isolation import shares_engine
-    from conformance.runner.processes import ChildRun
+    from conformance.runner.processes import ChildRun, default_processes
 
     options = _options(args)
     for flag, value in (("--jobs", options.jobs), ("--processes", options.processes)):
@@ -186,7 +186,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from conformance.reproduce import Invocation, run_words
 
     invocation = Invocation(run=run_words(), options=prepared.reproduce_extra, reports=reports)
-    processes = min(options.processes or 1, len(plan.items))
+    processes = min(options.processes or default_processes(prepared.pairs), len(plan.items))
     if any(shares_engine(p) for p in prepared.pairs):
         # One engine at an address serves every child's workers: a child's work could reach another
         # child's worker, which runs other programs. Such a run stays in one process.

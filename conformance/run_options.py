@@ -115,8 +115,8 @@ RUN_OPTIONS: tuple[OptionSpec, ...] = (
               "-n's workers); on the reference pair in one process, scenarios that wait do not count"),
     _opt("processes", type=int, default=None, cli_only=True, metavar="N",
          help="processes that run the scenarios, each with its own engines and its share of --jobs "
-              "(default 1: all in this process; the machine's cores use them all). The harness, the reference engine "
-              "and the reference worker are Python, so one process uses one core"),
+              "(default: on the reference pair one per core, at most 4; else 1, all in this process). The harness, "
+              "the reference engine and the reference worker are Python, so one process uses one core"),
     _opt("fail-on", action="append", default=[], metavar="LEVEL", type=parse_fail_on,
          help="also fail on: should (warnings), observation (differences from the reference), "
               "known (declared known failures); repeatable or comma-separated. Default: MUST failures "

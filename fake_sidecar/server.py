@@ -32,6 +32,7 @@ from taskhub_wire import pb, rt
 from taskhub_wire.rpc import DAPR_WORKFLOW, TASKHUB, Kind, ServiceTable
 
 from fake_sidecar.engine import Engine, EngineConfig, EngineError, RealClock, TaskExecutionIdMode, VirtualClock
+from fake_sidecar.engine.clock import Clock
 from fake_sidecar.engine.errors import ShuttingDown
 from fake_sidecar.engine.model import InstanceView, ts, ts_ns, wire
 from fake_sidecar.engine.policy import REFERENCE_POLICY, EnginePolicy
@@ -474,7 +475,7 @@ class SidecarServer:
     def start(cls, *, host: str = "127.0.0.1", port: int = 0, db: str = ":memory:",
               api_token: str | None = None, activity_lease: float | None = None,
               max_payload: int | None = None, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-              strict_tokens: bool = False, clock: str = "real", max_workers: int = 512,
+              strict_tokens: bool = False, clock: str | Clock = "real", max_workers: int = 512,
               engine_class: type[Engine] = Engine, policy: EnginePolicy = REFERENCE_POLICY,
               task_execution_id: str = "passthrough", apps: tuple[str, ...] = (),
               app_ports: dict[str, int] | None = None, max_concurrent_workflows: int | None = None,
@@ -492,6 +493,8 @@ class SidecarServer:
         on the streams at once, `retention_s` purges a finished instance that many seconds after it
         finished (keys COMPLETED, FAILED, TERMINATED, or ANY), `stateful_history=False` sends full
         histories even to workers that announce stateful history (daprd's Configuration settings).
+        `clock` is "real", "virtual" or a clock to go on with (a restart on a virtual clock must not
+        go back in time to before the timers its store holds).
         `late_timeout_timers` keeps a wait's timeout timer after its event won, so the TimerFired is
         delivered late as durabletask-go's sidecar delivers it (R6.3).
 
@@ -500,14 +503,16 @@ class SidecarServer:
         stalls with PAYLOAD_SIZE_EXCEEDED instead of being dispatched. `max_workers` bounds the
         calls that wait for an instance at once; work-item streams take no thread.
         """
-        if clock not in ("real", "virtual"):
+        if isinstance(clock, str) and clock not in ("real", "virtual"):
             raise ValueError(f"unknown clock {clock!r}; known: real, virtual")
         modes = {m.value: m for m in TaskExecutionIdMode}
         if task_execution_id not in modes:
             raise ValueError(f"unknown task_execution_id mode {task_execution_id!r}; known: {', '.join(modes)}")
         if max_message_bytes <= 0:
             raise ValueError(f"max_message_bytes must be greater than 0, not {max_message_bytes}")
-        engine = engine_class(store=open_store(db), clock=VirtualClock() if clock == "virtual" else RealClock(),
+        if isinstance(clock, str):
+            clock = VirtualClock() if clock == "virtual" else RealClock()
+        engine = engine_class(store=open_store(db), clock=clock,
                               config=EngineConfig(activity_lease_s=activity_lease, max_payload=max_payload,
                                                   max_message_bytes=max_message_bytes,
                                                   strict_tokens=strict_tokens,

@@ -18,6 +18,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +65,9 @@ class ActivityRunner:
     """Runs built-in activities; keeps the per-call attempt counts of this worker process."""
 
     ledger: str | None = None
+    # How an activity's sleep passes: real time, or the engine's when the harness runs the pair in one
+    # process (conformance/targets/reference.py, `ReferenceSidecar.sleep_in_flight`).
+    sleep: Callable[[float], None] = time.sleep
     _attempts: dict[tuple[str, str, int], int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -75,7 +79,7 @@ class ActivityRunner:
             self._attempts[key] = attempt
         result, seconds = builtin(name, input, attempt, propagated=propagated)
         if seconds:
-            time.sleep(seconds)
+            self.sleep(seconds)
         if name == "record":
             path = self.ledger or os.environ.get(LEDGER_ENV)
             if not path:

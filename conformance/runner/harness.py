@@ -294,7 +294,11 @@ class Harness:
                     options[key] = given
         if sc.engine.asked():
             options["engine"] = sc.engine
+        if run.pair.in_process:  # engine time: a `sleep` step or a sleeping activity jumps once the pair is idle
+            options.setdefault("clock", "engine-time")
         self.sidecar = run.pair.sidecar.start(options=options, work_dir=run.work_dir)
+        # The reference worker's activities sleep on engine time too, on the in-process pair.
+        self.activity_sleep = getattr(self.sidecar, "sleep_in_flight", None) if run.pair.in_process else None
         stack.callback(self._stop_sidecar)
         hold = getattr(self.sidecar, "hold_clock", None)
         if hold is not None:  # a virtual clock jumps to the next timer only while the harness waits
@@ -390,7 +394,7 @@ class Harness:
         start = WorkerStart(address=self.proxies[app].address, bundle=bundle, bundle_doc=doc,
                             work_dir=self.run.work_dir / f"app-{app}", ledger=self.ledger,
                             api_token=self.run.scenario.sidecar.get("api_token"),
-                            max_message_bytes=self.run.scenario.engine.max_body_size)
+                            max_message_bytes=self.run.scenario.engine.max_body_size, sleep=self.activity_sleep)
         start.work_dir.mkdir(exist_ok=True)
         starter = start_reference_worker if spec.worker is AppWorker.REFERENCE else self.run.pair.worker.start
         self.app_workers[app] = starter(start)
@@ -449,7 +453,7 @@ class Harness:
             ledger=self.ledger, adversary=tuple(self.run.scenario.worker.get("adversary") or ()), api_token=token,
             stateful_history=bool(self.run.scenario.worker.get("stateful_history", False)),
             history_cache_instances=self.run.scenario.worker.get("history_cache_instances"),
-            max_message_bytes=self.run.scenario.engine.max_body_size))
+            max_message_bytes=self.run.scenario.engine.max_body_size, sleep=self.activity_sleep))
         # Engines that only accept workflow calls once a worker is connected (daprd registers its
         # workflow actor types then) say so by this hook; the harness waits before the next step.
         ready = getattr(self.sidecar, "wait_until_workflows_ready", None)

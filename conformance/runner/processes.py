@@ -238,6 +238,19 @@ class _Engines:
             self.alone.discard(item[1].sidecar.name)  # a loner ran by itself: whatever ended, it is over
 
 
+MOST_DEFAULT_PROCESSES = 4  # each child loads the library and imports the engine again (about 1 s of CPU)
+
+
+def default_processes(pairs: Sequence[Any]) -> int:
+    """The run's processes when --processes is not given: on the in-process pair (the reference sidecar and
+    worker, all Python under one interpreter lock) one per core, up to MOST_DEFAULT_PROCESSES; a pair
+    with a process of its own per scenario (an SDK worker, daprd) does its work outside this interpreter,
+    so it stays in one."""
+    if not pairs or not all(p.in_process for p in pairs):
+        return 1
+    return max(1, min(os.cpu_count() or 1, MOST_DEFAULT_PROCESSES))
+
+
 def run_in_processes(items: Sequence[Item], *, emit: Callable[[Event], None], setup: ChildRun) -> list[ScenarioFinished]:
     """Run `items` in `setup.processes` children; every event goes to `emit` on this thread; the results in
     the items' order."""

@@ -85,7 +85,7 @@ def lends(pair: Pair) -> bool:
     """Whether a scenario on `pair` lends its slot while it waits: only on the reference pair, all in this
     process; a sidecar or SDK worker process started per scenario (daprd's, a JVM) is heavy while it
     waits, and those runs are sized by --jobs alone."""
-    return pair.sidecar.kind == "reference" and pair.worker.kind == "reference"
+    return pair.in_process
 
 
 @contextmanager

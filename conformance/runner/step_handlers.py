@@ -119,8 +119,12 @@ def _on_advance_clock(at: At, a: steps.AdvanceClock) -> None:
     engine.advance_clock(a.seconds)
 
 def _on_sleep(at: At, a: steps.Sleep) -> None:
+    # The step's point is to let the pair's time pass: on a virtual clock (the reference pair), engine
+    # time, which jumps once nothing is in flight; else real time. An interrupt ends it either way.
+    pass_time = getattr(at.h.sidecar, "pass_time", None)
     with waiting():  # the scenario's slot is free meanwhile (conformance/runner/slots.py)
-        stopping.sleep(a.seconds)  # the step's point is to let real time pass; an interrupt ends it
+        if pass_time is None or not pass_time(a.seconds):
+            stopping.sleep(a.seconds)
 
 def _on_call(at: At, a: steps.Call) -> None:
     run, h = at.run, at.h

@@ -86,6 +86,9 @@ class WorkerStart:
     # The reference worker's message limit, raised with the engine setting max_body_size so it can take
     # what such an engine sends (None: its default); an SDK worker keeps its SDK's own.
     max_message_bytes: int | None = None
+    # How the reference worker's activities sleep: on the pair's engine time when both run here
+    # (conformance/runner/harness.py); None: real time.
+    sleep: Callable[[float], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -159,6 +162,12 @@ class Pair:
     @property
     def capabilities(self) -> frozenset[str]:
         return self.sidecar.capabilities | self.worker.capabilities
+
+    @property
+    def in_process(self) -> bool:
+        """The reference sidecar and worker, both in the harness's process: nothing of the pair runs on a
+        clock the harness cannot see (conformance/runner/harness.py runs it on engine time)."""
+        return self.sidecar.kind == "reference" and self.worker.kind == "reference"
 
     def gap_for(self, scenario_id: str, requirements: Sequence[str]) -> Gap | None:
         for gap in self.sidecar.gaps + self.worker.gaps:

@@ -8,6 +8,7 @@ reference engine, executor and rule parser from here too (the re-exports below).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 
 from fake_sidecar.engine import Engine, errors as engine_errors
 from fake_sidecar.engine.changes import ChangeSignal
+from fake_sidecar.engine.clock import VirtualClock
 from fake_sidecar.engine.config import PolicyRule
 from fake_sidecar.engine.errors import FailedPrecondition
 from fake_sidecar.engine.policy import REFERENCE_POLICY, EnginePolicy
@@ -30,6 +32,7 @@ from taskhub_core.incidents import Incident
 from taskhub_programs import Bundle
 from taskhub_wire.limits import DEFAULT_MAX_MESSAGE_BYTES
 
+from conformance import stopping
 from conformance.reporting.logs import adopt
 from conformance.scenario.engine import Retention, settings_of
 from conformance.scenario.wire import action_dict
@@ -48,6 +51,12 @@ class ReferenceSidecar:
         self._app_ports: dict[str, int] = {}  # a restart keeps every app's address
         self._down = False  # stopped or killed: a restart first stops a running server, as daprd's does
         self._clock_held = False  # kept across restarts (hold_clock)
+        # A virtual clock goes on across restarts: its store holds timers in the clock's time.
+        # "engine-time" (the harness's default on the in-process pair): virtual, but the clock jumps only
+        # for `pass_time` (a sleep step, a sleeping activity), never during the harness's other waits,
+        # where a jump to a far timer (a one-hour retention) would do what real time never does.
+        self._clock = VirtualClock() if self.options.get("clock") in ("virtual", "engine-time") else "real"
+        self._only_passing = self.options.get("clock") == "engine-time"
         self.server = self._start(port=0)
         self._app_ports = {app: int(addr.rsplit(":", 1)[1]) for app, addr in self.server.app_addresses.items()}
         self.address = self.server.address
@@ -59,7 +68,7 @@ class ReferenceSidecar:
                                      activity_lease=self.options.get("activity_lease"),
                                      max_payload=body or self.options.get("max_payload"),
                                      **({"max_message_bytes": max(body, DEFAULT_MAX_MESSAGE_BYTES)} if body else {}),
-                                     clock=self.options.get("clock", "real"), engine_class=self.engine_class,
+                                     clock=self._clock, engine_class=self.engine_class,
                                      policy=self.policy,
                                      task_execution_id=self.options.get("task_execution_id", "passthrough"),
                                      max_concurrent_workflows=settings.max_concurrent_workflows,
@@ -77,6 +86,9 @@ class ReferenceSidecar:
         adopt(server, server.engine)  # their log lines belong to the scenario starting them
         if self._clock_held:
             server.engine.hold_clock(True)
+        if self._only_passing:
+            with server.engine.lock:
+                server.engine.ticker.only_passing = True
         return server
 
     @property
@@ -113,6 +125,30 @@ class ReferenceSidecar:
         """A virtual clock jumps to the next timer only while the harness waits (fake_sidecar/engine/ticker.py)."""
         self._clock_held = held
         self.engine.hold_clock(held)
+
+    def pass_time(self, seconds: float) -> bool:
+        """A `sleep` step in engine time, on a virtual clock (False on a real one: the caller sleeps): real
+        time while the engine has work in flight, a jump once it is idle (fake_sidecar/engine/ticker.py).
+        While the sidecar is down (killed, or killed meanwhile) what is left passes in real time: the
+        worker's reconnect back-off runs on it."""
+        if not isinstance(self._clock, VirtualClock):
+            return False
+        left_ns = int(seconds * 1e9) if self._down else self.engine.pass_time(seconds, stop=stopping.stopping)
+        stopping.check()
+        if left_ns > 0:
+            stopping.sleep(left_ns / 1e9)
+        return True
+
+    def sleep_in_flight(self, seconds: float) -> None:
+        """An activity's sleep, on the in-process pair: engine time as `pass_time`, the activity counted as
+        asleep, so the clock may jump while everything in flight sleeps this way (and on a real clock,
+        or for what is left after a restart meanwhile, real time)."""
+        if not isinstance(self._clock, VirtualClock) or self._down:
+            time.sleep(seconds)
+            return
+        left_ns = self.engine.pass_time(seconds, stop=stopping.stopping, asleep=True)
+        if left_ns > 0:
+            time.sleep(left_ns / 1e9)
 
     def changes(self) -> ChangeSignal:
         """The running engine's change counter: the harness's waits block on it between reads."""
@@ -165,7 +201,7 @@ def start_reference_worker(spec: WorkerStart, *, worker_class: type[Worker] = Wo
                                                 **({"max_message_bytes": max(spec.max_message_bytes,
                                                                              DEFAULT_MAX_MESSAGE_BYTES)}
                                                    if spec.max_message_bytes else {})),
-                          activities=ActivityRunner(ledger=str(spec.ledger)),
+                          activities=ActivityRunner(ledger=str(spec.ledger), **({"sleep": spec.sleep} if spec.sleep else {})),
                           adversary=Adversary(rules=parse_rules(list(spec.adversary))) if spec.adversary else Adversary())
     adopt(worker)
     thread = threading.Thread(target=worker.run, name="reference-worker", daemon=True)

@@ -11,7 +11,7 @@ deliberately broken engines replace.
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Callable, Iterable
 
 from taskhub_wire import pb
 
@@ -117,6 +117,17 @@ class Engine(Management, Completions, Rerun):
         """Move a virtual clock forward (harness control)."""
         with self.lock:
             self.ticker.advance(seconds)
+
+    def pass_time(self, seconds: float, *, stop: Callable[[], bool] = lambda: False, asleep: bool = False) -> int:
+        """Let `seconds` of engine time pass (ticker.py `pass_time`); the nanoseconds left when the engine
+        closed or `stop()` (looked at least once a second) ended it first. `asleep`: the caller is work in
+        flight (an activity's sleep) that does not keep the engine busy meanwhile (dispatcher.py `idle`)."""
+        with self.lock:
+            self.dispatcher.asleep += asleep
+            try:
+                return self.ticker.pass_time(seconds, done=lambda: self.closed or stop())
+            finally:
+                self.dispatcher.asleep -= asleep
 
     def hold_clock(self, held: bool) -> None:
         """Keep a virtual clock from jumping to the next timer while idle (harness control, ticker.py)."""

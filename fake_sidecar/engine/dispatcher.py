@@ -63,6 +63,7 @@ class Dispatcher:
         self._multi = len(config.apps) > 1
         self._streams: dict[int, Stream] = {}
         self._next_sid = 1
+        self.asleep = 0  # work items out whose holder sleeps on engine time (Engine.pass_time)
         self._refusals = RefusalTracker()
         self._closed = closed
         # R3.17: what a turn of a finished instance does with its visible events (completions.py).
@@ -120,10 +121,11 @@ class Dispatcher:
             log.error("%s", exc.message)
 
     def idle(self) -> bool:
-        """Nothing in flight: no queued work, no turn or activity out on a stream."""
+        """Nothing in flight: no queued work, no turn or activity out on a stream but those asleep on
+        engine time (`Engine.pass_time`)."""
         if any(self._ready.values()):
             return False
-        return not any(stream.out for stream in self._streams.values())
+        return sum(len(stream.out) for stream in self._streams.values()) <= self.asleep
 
     def wake_all(self) -> None:
         self._work.notify_all()
@@ -189,6 +191,8 @@ class Dispatcher:
         stream = self._streams.get(sid) if sid is not None else None
         if stream is not None:
             stream.out.discard(ref)
+        if self._ticker.clock.virtual and self.idle():
+            self._ticker.wake_all()  # a virtual clock may jump now, not at the ticker's next look
         if self._config.max_concurrent_activities or self._config.max_concurrent_workflows:
             self._work.notify_all()  # work held back by a concurrency limit may go now
 

@@ -3,7 +3,8 @@
 The heap holds (due time, instance id) for every instance that has something due later: a timer,
 a scheduled start, a turn's retry, an activity lease. The ticker thread wakes at the earliest one
 and hands the instance back to the engine (`run_due`); on a virtual clock that stays idle, it
-jumps the clock to the next due time.
+jumps the clock to the next due time, or to the end of a `pass_time` (a harness's `sleep` step)
+when that comes first.
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ class Ticker:
         self._last_ns = 0
         self._thread: threading.Thread | None = None
         self._held = False  # a virtual clock does not jump while its driver (the harness) acts
+        self._passing: list[int] = []  # the ends of `pass_time` calls under way: jump targets too
+        # Jump only while a `pass_time` is under way (engine time for a harness that did not ask for a
+        # virtual clock: its other waits let real time pass, as it would on a real clock).
+        self.only_passing = False
 
     def now(self) -> int:
         """Strictly increasing timestamps: SDKs derive ids from WorkflowStarted times."""
@@ -66,6 +71,21 @@ class Ticker:
     def wake_all(self) -> None:
         self._wake.notify_all()
 
+    def pass_time(self, seconds: float, *, done: Callable[[], bool]) -> int:
+        """Block until `seconds` of engine time have passed (or `done()`): on a virtual clock that is real
+        time while anything is in flight and a jump once the engine is idle, as for a timer; returns the
+        nanoseconds still to pass when `done()` ended it early (0 otherwise). Called under `lock`."""
+        end = self.clock.now_ns() + int(seconds * 1e9)
+        heapq.heappush(self._passing, end)
+        self._wake.notify_all()
+        try:
+            while not done() and self.clock.now_ns() < end:
+                self._wake.wait(max(0.001, min(1.0, (end - self.clock.now_ns()) / 1e9)))
+        finally:
+            self._passing.remove(end)
+            heapq.heapify(self._passing)
+        return max(0, end - self.clock.now_ns())
+
     def hold(self, held: bool) -> None:
         """While held, a virtual clock moves only by `advance`: whoever drives the engine is between two
         steps, and a jump now would fire a timer before a step that comes "at once" (a raise right after
@@ -90,17 +110,21 @@ class Ticker:
                 now = self.clock.now_ns()
                 run_due(now)
                 wait = 1.0
+                ahead = [self._due[0][0]] if self._due else []
+                ahead += self._passing[:1]
                 if self._due:
                     wait = max(0.0, min(wait, (self._due[0][0] - now) / 1e9))
-                if self.clock.virtual and self._due and idle() and not self._held:
+                if (self.clock.virtual and ahead and idle() and not self._held
+                        and (self._passing or not self.only_passing)):
                     real = time.monotonic_ns()
                     if idle_since is None:
                         idle_since = real
                     elif real - idle_since >= _IDLE_JUMP_NS:
-                        target = self._due[0][0]
+                        target = min(ahead)
                         if target > now:
                             log.info("virtual clock jumps %.3fs ahead", (target - now) / 1e9)
                             self.clock.advance_to(target)
+                            self._wake.notify_all()  # a `pass_time` that ends there
                         idle_since = None
                         continue
                     wait = min(wait, 0.02)

@@ -139,3 +139,79 @@ def test_a_held_virtual_clock_does_not_jump_to_the_next_timer(held: bool) -> Non
         with lock:
             ticker.wake_all()
         ticker.join(5)
+
+
+def _ticking(busy: threading.Event) -> tuple[threading.RLock, VirtualClock, Ticker, threading.Event]:
+    lock, clock = threading.RLock(), VirtualClock()
+    ticker, closed = Ticker(clock=clock, lock=lock), threading.Event()
+    ticker.start(run_due=lambda now: ticker.pop_due(now), idle=lambda: not busy.is_set(), closed=closed.is_set)
+    return lock, clock, ticker, closed
+
+
+def _stop(lock: threading.RLock, ticker: Ticker, closed: threading.Event) -> None:
+    closed.set()
+    with lock:
+        ticker.wake_all()
+    ticker.join(5)
+
+
+def test_a_sleep_on_engine_time_jumps_once_idle_and_passes_in_real_time_while_busy() -> None:
+    busy = threading.Event()
+    lock, clock, ticker, closed = _ticking(busy)
+    try:
+        began_real, began = time.monotonic(), clock.now_ns()
+        with lock:
+            assert ticker.pass_time(3600, done=closed.is_set) == 0
+        assert clock.now_ns() - began >= 3600 * 10**9
+        assert time.monotonic() - began_real < 60, "an idle engine's hour passed in real time"
+        busy.set()  # work in flight: no jump, the sleep takes its real time
+        began_real = time.monotonic()
+        with lock:
+            assert ticker.pass_time(0.3, done=closed.is_set) == 0
+        assert time.monotonic() - began_real >= 0.3
+    finally:
+        _stop(lock, ticker, closed)
+
+
+def test_a_sleep_on_engine_time_fires_the_timers_due_on_the_way_in_order() -> None:
+    busy = threading.Event()
+    lock, clock, ticker, closed = _ticking(busy)
+    fired: list[tuple[str, int]] = []
+    ticker_due = ticker.pop_due
+
+    def pop(now: int) -> list[str]:
+        out = ticker_due(now)
+        fired.extend((iid, now) for iid in out)
+        return out
+
+    ticker.pop_due = pop  # type: ignore[method-assign]
+    try:
+        start = clock.now_ns()
+        with lock:
+            ticker.wake_at(start + 10 * 10**9, "ten")
+            ticker.wake_at(start + 20 * 10**9, "twenty")
+            assert ticker.pass_time(15, done=closed.is_set) == 0
+        assert [iid for iid, _ in fired] == ["ten"], "the sleep jumped past its end or missed a timer"
+        assert fired[0][1] >= start + 10 * 10**9
+        assert clock.now_ns() < start + 20 * 10**9
+    finally:
+        _stop(lock, ticker, closed)
+
+
+def test_on_engine_time_only_a_sleep_jumps_not_the_harness_other_waits() -> None:
+    busy = threading.Event()
+    lock, clock, ticker, closed = _ticking(busy)
+    try:
+        start = clock.now_ns()
+        with lock:
+            ticker.only_passing = True
+            ticker.wake_at(start + 3600 * 10**9, "retention")  # a far timer: real time would never reach it
+            ticker.wake_all()
+        # Several idle looks of the ticker (50 ms each): none may jump.
+        assert not _eventually(lambda: clock.now_ns() - start >= 60 * 10**9, within=0.5), \
+            "the clock jumped to a timer with no sleep under way"
+        with lock:
+            assert ticker.pass_time(10, done=closed.is_set) == 0
+        assert 10 * 10**9 <= clock.now_ns() - start < 3600 * 10**9
+    finally:
+        _stop(lock, ticker, closed)
