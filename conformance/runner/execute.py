@@ -30,6 +30,7 @@ from conformance.targets.probe import lacking
 from conformance.failure_context import engine_incidents
 from conformance.attribution import Cause, judge, root_causes
 from conformance.retry_causes import unretried
+from conformance.stale_timer_causes import stale_timeouts
 from conformance.verdict import Level
 from conformance.runner.harness import Harness, HarnessError, Run, do_start
 from conformance.runner.observe import incidents_of, observe, replay_early, replayer
@@ -153,7 +154,9 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
     if error is not None:
         return ScenarioFinished(outcome=Outcome.ERROR, duration_s=duration, transcript=tuple(transcript),
                                 message=f"{error}{log_note}\n{reproduce_line(reproduce)}", **base)
-    causes = unretried(scenario.programs, obs.raw_histories) if failures and isinstance(obs, FlowObservation) else {}
+    causes = {}
+    if failures and isinstance(obs, FlowObservation):  # root causes the histories show; a retry not made first
+        causes = {**stale_timeouts(obs.raw_histories), **unretried(scenario.programs, obs.raw_histories)}
     return _verdict(scenario, failures, gap, duration=duration, transcript=tuple(transcript),
                     reproduce=reproduce, base=base, note=log_note, incidents=incidents or {},
                     spared=spared_requirements(pair.direction), causes=causes)
