@@ -591,7 +591,10 @@ class SidecarServer:
         return {self.apps[0]: self.address, **{lst.app: f"{self.host}:{lst.port}" for lst in self._more}}
 
     def stop(self, grace: float = 2.0) -> None:
-        """Stop serving: open streams end with CANCELLED "shutting down", then the store closes."""
+        """Stop serving: open streams end with CANCELLED "shutting down", then the store closes. A second
+        stop does nothing (a harness may stop a sidecar a scenario already stopped)."""
+        if self._loop.is_closed():
+            return
         done = threading.Event()
 
         def _close_engine() -> None:
@@ -619,9 +622,14 @@ class SidecarServer:
 def _shutdown(edge: _Edge, loop: asyncio.AbstractEventLoop, thread: threading.Thread) -> None:
     edge.pump.close()
     edge.pump.join(5)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(5)
-    if not thread.is_alive():
-        loop.close()
+    # A second stop (or a loop that already ended) finds the loop closed: there is nothing left to stop.
+    if not loop.is_closed():
+        try:
+            loop.call_soon_threadsafe(loop.stop)
+        except RuntimeError:  # closed between the check and the call
+            pass
+        thread.join(5)
+        if not thread.is_alive() and not loop.is_closed():
+            loop.close()
     edge.quick.shutdown(wait=False, cancel_futures=True)
     edge.waiting.shutdown(wait=False, cancel_futures=True)

@@ -118,3 +118,16 @@ def test_injected_vector_reaches_worker_and_is_not_applied(sidecar, client):
     assert resp is not None and resp.actions[0].scheduleTask.name == "A"
     assert not client.call("GetInstance", pb.GetInstanceRequest(instanceId="vec-1")).exists
     worker.cancel()
+
+
+def test_a_second_stop_does_nothing(sidecar):
+    """A harness may stop a sidecar its scenario already stopped: the second stop returns quietly (it raised
+    "Event loop is closed" once the first had closed the server's loop)."""
+    sidecar.stop(grace=0.1)
+    sidecar.stop(grace=0.1)  # the fixture stops it a third time
+    channel = grpc.insecure_channel(sidecar.address)
+    try:
+        with pytest.raises(grpc.FutureTimeoutError):  # and it is still stopped
+            grpc.channel_ready_future(channel).result(timeout=0.5)
+    finally:
+        channel.close()
