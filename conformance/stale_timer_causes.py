@@ -13,6 +13,10 @@ served), and a wait is known by the timer its worker records for it (TimerCreate
 origin, the far-future one included for a wait without a timeout). An event with no such wait open is
 buffered and answers none here.
 
+It is the worker's cause only in a scenario that has the engine deliver stale timeouts
+(`late_timeout_timers`, conformance/runner/execute.py): elsewhere an engine that delivers one breaks
+TMR-TIMEOUT-001 itself, and what follows is charged by the scenario's own rules.
+
 Pure: recorded histories in, causes per instance out (conformance/attribution.py charges them).
 """
 

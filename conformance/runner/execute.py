@@ -156,7 +156,10 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
                                 message=f"{error}{log_note}\n{reproduce_line(reproduce)}", **base)
     causes = {}
     if failures and isinstance(obs, FlowObservation):  # root causes the histories show; a retry not made first
-        causes = {**stale_timeouts(obs.raw_histories), **unretried(scenario.programs, obs.raw_histories)}
+        # A stale timeout is the worker's cause only where the scenario has the engine deliver it (R6.3):
+        # elsewhere the stale TimerFired is the engine's doing (TMR-TIMEOUT-001), not the worker's.
+        stale = stale_timeouts(obs.raw_histories) if scenario.engine.late_timeout_timers is True else {}
+        causes = {**stale, **unretried(scenario.programs, obs.raw_histories)}
     return _verdict(scenario, failures, gap, duration=duration, transcript=tuple(transcript),
                     reproduce=reproduce, base=base, note=log_note, incidents=incidents or {},
                     spared=spared_requirements(pair.direction), causes=causes)
