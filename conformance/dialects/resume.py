@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from taskhub_wire import pb
+from taskhub_wire.kinds import EventKind, event_kind
 
 AT_ONCE = "resume_releases_at_once"
 
@@ -44,21 +45,21 @@ def waits_between_released(past: Iterable[pb.HistoryEvent]) -> tuple[str, ...]:
         made.clear()
 
     for ev in past:
-        kind = ev.WhichOneof("eventType")
-        if kind == "workflowStarted":
+        kind = event_kind(ev)
+        if kind is EventKind.WORKFLOW_STARTED:
             close_turn()
-        elif kind == "executionSuspended":
+        elif kind is EventKind.EXECUTION_SUSPENDED:
             suspended = True
-        elif kind == "executionResumed" and suspended:
+        elif kind is EventKind.EXECUTION_RESUMED and suspended:
             suspended = False
             released.update(held)
             pending_at_resume = Counter(waiting)
             held.clear()
-        elif kind == "eventRaised" and suspended:
+        elif kind is EventKind.EVENT_RAISED and suspended:
             held[ev.eventRaised.name.casefold()] += 1
-        elif kind == "timerFired" and ev.timerFired.timerId in waiting_ids:
+        elif kind is EventKind.TIMER_FIRED and ev.timerFired.timerId in waiting_ids:
             waiting[waiting_ids.pop(ev.timerFired.timerId)] -= 1
-        elif kind == "timerCreated" and ev.timerCreated.WhichOneof("origin") == "externalEvent":
+        elif kind is EventKind.TIMER_CREATED and ev.timerCreated.HasField("externalEvent"):
             name = ev.timerCreated.externalEvent.name.casefold()
             waiting_ids[ev.eventId] = name
             if released:
