@@ -16,11 +16,13 @@ from conformance.failures import TargetMisbehaved
 from conformance import stopping
 from conformance.scenario import steps
 from conformance.scenario.basics import MISSING
+from conformance.scenario.matching import Matcher, contains_in_order
 from conformance.scenario.steps import Step
-from conformance.scenario.wire import message_dict
+from conformance.scenario.wire import event_dict, message_dict
 from conformance.runner.slots import waiting
 from conformance.runner.harness import (
-    Harness, HarnessError, Run, Where, call_raw, call_rpc, do_start, payload_text, step_failed, wait_status,
+    Harness, HarnessError, Run, Where, call_raw, call_rpc, do_start, instance_history, payload_text, step_failed,
+    wait_status,
 )
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,6 +54,25 @@ def _on_wait(at: At, a: steps.Wait) -> None:
     began = time.monotonic()
     client = at.h.client_for(iid, within=timeout)  # the app that runs it, once one does
     wait_status(client, iid, list(a.statuses), max(timeout - (time.monotonic() - began), 0.1), where=at.where)
+
+def _on_wait_history(at: At, a: steps.WaitHistory) -> None:
+    run, iid = at.run, at.run.iid(a.instance)
+    timeout = a.timeout if a.timeout is not None else at.timeout
+    deadline = time.monotonic() + timeout
+    client = at.h.client_for(iid, within=timeout)
+    patterns = run.subst(list(a.contains_in_order))
+    looks = client.looks()
+    while True:
+        looks.mark()
+        events = [event_dict(e, with_router=bool(run.scenario.apps)) for e in instance_history(client, iid)]
+        # Captures bind within this wait only: the scenario's expectations match with their own.
+        why = contains_in_order(Matcher(captures=dict(run.vars)), patterns, events)
+        if why is None:
+            return
+        if time.monotonic() > deadline:
+            raise step_failed(at.where, f"{at.where}: after {timeout:g}s the history of {iid} still does not show "
+                                        f"the events waited for: {why}", instance=iid)
+        looks.pause(deadline - time.monotonic())
 
 def _on_raise(at: At, a: steps.Raise) -> None:
     req = pb.RaiseEventRequest(instanceId=at.run.iid(a.instance), name=a.event)
@@ -134,8 +155,6 @@ def _on_call(at: At, a: steps.Call) -> None:
         request = json_format.ParseDict(run.subst(dict(a.request)), method.request())
     except json_format.ParseError as exc:
         raise HarnessError(f"{at.where}: request is not a {method.request.DESCRIPTOR.name}: {exc}") from None
-    from conformance.scenario.matching import Matcher
-
     # `within`: the scenario waits for a state (a new generation's input, a history entry) by asking
     # again until the response matches, not by sleeping a margin that a loaded machine can miss.
     deadline = None if a.within is None else time.monotonic() + a.within
@@ -168,7 +187,7 @@ def _on_cut_streams(at: At, a: steps.CutStreams) -> None:
 # One handler per argument class of the step registry (conformance/scenario/steps.py); a test checks
 # that every kind has one.
 HANDLERS: Mapping[type, Callable[[At, Any], None]] = {
-    steps.Start: _on_start, steps.Wait: _on_wait, steps.Raise: _on_raise, steps.Suspend: _on_suspend_or_resume,
+    steps.Start: _on_start, steps.Wait: _on_wait, steps.WaitHistory: _on_wait_history, steps.Raise: _on_raise, steps.Suspend: _on_suspend_or_resume,
     steps.Resume: _on_suspend_or_resume, steps.Terminate: _on_terminate, steps.Purge: _on_purge,
     steps.RestartWorker: _on_worker, steps.StartWorker: _on_worker, steps.StopWorker: _on_worker,
     steps.AddWorker: _on_add_worker,

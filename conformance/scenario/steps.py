@@ -121,6 +121,25 @@ def _call_expect(c: Checks, key: str, value: Any, path: Path) -> Any:
     return value.get("response", MISSING) if value.get("response") is not None else MISSING
 
 
+def _event_patterns(c: Checks, key: str, value: Any, path: Path) -> tuple[Any, ...] | None:
+    from taskhub_wire.kinds import EVENT_KINDS
+
+    if not isinstance(value, list) or not value:
+        c.err(path, f"'{key}' is a list of history event patterns: Kind, {{Kind: {{field: value}}}} or \"*\"")
+        return None
+    for i, pattern in enumerate(value):
+        if isinstance(pattern, Mapping):
+            kind = pattern.get("kind") if "kind" in pattern else next(iter(pattern)) if len(pattern) == 1 else None
+        else:
+            kind = pattern
+        if kind == "*" and not isinstance(pattern, Mapping):
+            continue
+        if not isinstance(kind, str) or kind not in EVENT_KINDS:
+            c.err(path + (i,), f"{kind!r} is not an event kind{did_you_mean(str(kind), EVENT_KINDS)}; "
+                               f"a pattern is Kind, {{Kind: {{field: value}}}} or \"*\"; known: {', '.join(EVENT_KINDS)}")
+    return tuple(value)
+
+
 def _metadata(c: Checks, key: str, value: Any, path: Path) -> tuple[tuple[str, str], ...]:
     if not isinstance(value, Mapping):
         c.err(path, "metadata is a mapping of header to value; it replaces the harness's own")
@@ -150,6 +169,7 @@ REQUEST = ValueType(schema={"type": "object"}, read=_mapping("request is a mappi
 CALL_EXPECT = ValueType(schema={"type": "object", "properties": {"response": {
     "description": "A pattern for the response in proto JSON: mappings match by subset, lists item by item; "
                    "\"*\", \"re:<regex>\", \"!absent\"."}}, "additionalProperties": False}, read=_call_expect)
+EVENT_PATTERNS = ValueType(schema={"type": "array", "minItems": 1}, read=_event_patterns)
 METADATA = ValueType(schema={"type": "object", "additionalProperties": {"type": "string"}}, read=_metadata)
 
 
@@ -220,6 +240,16 @@ class Start:
 class Wait(OnInstance):
     statuses: tuple[str, ...] = arg("status", STATUS_LIST, doc="The status (or any of the statuses) to wait for.",
                                     default=(), missing="wait needs a status (or a list of statuses)")
+    timeout: float | None = arg("timeout", DURATION, doc="Default: the scenario's timeout.")
+
+
+@dataclass(frozen=True, kw_only=True)
+class WaitHistory(OnInstance):
+    contains_in_order: tuple[Any, ...] = arg(
+        "contains_in_order", EVENT_PATTERNS, default=(),
+        doc="Event patterns the history must show in this order, other events between them allowed (as in "
+            "expect.history.contains_in_order).",
+        missing="wait_history needs the events to wait for: {contains_in_order: [Kind, {Kind: {field: value}}]}")
     timeout: float | None = arg("timeout", DURATION, doc="Default: the scenario's timeout.")
 
 
@@ -332,7 +362,7 @@ class CutStreams:
     app: str | None = arg("app", TEXT, doc="Several apps: the app this acts on (default: the first app).")
 
 
-StepArgs = (Start | Wait | Raise | Suspend | Resume | Terminate | Purge | RestartWorker | StartWorker | StopWorker
+StepArgs = (Start | Wait | WaitHistory | Raise | Suspend | Resume | Terminate | Purge | RestartWorker | StartWorker | StopWorker
             | KillSidecar | RestartSidecar | AdvanceClock | Sleep | Call | ReleaseReplays | CutStreams)
 
 
@@ -357,6 +387,9 @@ STEPS: Mapping[str, StepKind] = {k.name: k for k in (
     StepKind(name="start", args=Start, shared="start_args",
              doc="StartInstance; returns when the first turn committed (unless scheduled_in)."),
     StepKind(name="wait", args=Wait, doc="Poll GetInstance until the instance reaches the status."),
+    StepKind(name="wait_history", args=WaitHistory, scalar="contains_in_order",
+             doc="Read GetInstanceHistory until the history shows these events in order (a state reached, where a "
+                 "fixed sleep would race a loaded machine)."),
     StepKind(name="raise", args=Raise, doc="RaiseEvent."),
     StepKind(name="suspend", args=Suspend, doc="SuspendInstance."),
     StepKind(name="resume", args=Resume, doc="ResumeInstance."),
