@@ -72,6 +72,9 @@ class Client:
     # The sidecar's change counter (fake_sidecar/engine/changes.py), where it runs in this process: a wait
     # reads again once something changed instead of every _POLL_S (see `Looks`).
     changes: Callable[[], Any] | None = None
+    # Where the sidecar runs on engine time in this process: a wait that found the state unchanged and not
+    # yet what it waits for lets the idle engine's clock jump on (ReferenceSidecar.allow_jump).
+    allow_jump: Callable[[Any, int], None] | None = None
     # Every call with its answer, polls included (`conformance engines-diff` compares them; the
     # transcript leaves polls out): (t, rpc, request, response or None, "CODE: details" or None).
     calls: list[tuple[float, str, Any, Any, str | None]] = field(default_factory=list)
@@ -108,7 +111,7 @@ class Client:
         self.channel.close()
 
     def looks(self) -> "Looks":
-        return Looks(self.changes)
+        return Looks(self.changes, allow_jump=self.allow_jump)
 
 
 class Looks:
@@ -116,8 +119,10 @@ class Looks:
     after one that did not match. With a change counter the pause lasts until the counter moved past
     the mark (a change during the read is not lost), at most _BACKSTOP_S; without one, _POLL_S."""
 
-    def __init__(self, changes: Callable[[], Any] | None) -> None:
+    def __init__(self, changes: Callable[[], Any] | None, *,
+                 allow_jump: Callable[[Any, int], None] | None = None) -> None:
         self._changes = changes
+        self._allow_jump = allow_jump
         self._mark: tuple[Any, int] | None = None
 
     def mark(self) -> None:
@@ -136,6 +141,8 @@ class Looks:
         # Quiet: the pair waits too (a timer, an activity's sleep, a held message), so the scenario's
         # slot is free for the rest of the pause (conformance/runner/slots.py).
         with waiting():
+            if self._allow_jump is not None:  # nothing changed since the read: time may pass, in engine time
+                self._allow_jump(signal, seq)
             signal.wait_past(seq, timeout=longest - _QUIET_S)
 
 @dataclass
@@ -317,7 +324,8 @@ class Harness:
             adopt(proxy)  # its log lines (and tracebacks) go to this scenario's log
             stack.callback(proxy.stop)
             client = Client(address, (("dapr-api-token", token),) if token else (), run.began,
-                             claim=claimer(proxy), changes=getattr(self.sidecar, "changes", None))
+                             claim=claimer(proxy), changes=getattr(self.sidecar, "changes", None),
+                             allow_jump=getattr(self.sidecar, "allow_jump", None) if run.pair.in_process else None)
             stack.callback(client.close)
             self.proxies[app], self.clients[app] = proxy, client
         first = next(iter(addresses))

@@ -15,6 +15,7 @@ from typing import Callable, Iterable
 
 from taskhub_wire import pb
 
+from fake_sidecar.engine.changes import ChangeSignal
 from fake_sidecar.engine.clock import Clock
 from fake_sidecar.engine.completions import Completions
 from fake_sidecar.engine.config import Counters, EngineConfig, TaskExecutionIdMode
@@ -128,6 +129,15 @@ class Engine(Management, Completions, Rerun):
                 return self.ticker.pass_time(seconds, done=lambda: self.closed or stop())
             finally:
                 self.dispatcher.asleep -= asleep
+
+    def allow_jump(self, signal: ChangeSignal, seq: int) -> None:
+        """A waiter read the state at change `seq` of `signal` and it was not yet what it waits for: an idle
+        virtual clock may jump on until the next change (ticker.py `permit`). A signal of an engine
+        that has since been replaced grants nothing."""
+        with self.lock:
+            changes = self.table.changes
+            if changes is signal:
+                self.ticker.permit(lambda: changes.seq == seq)
 
     def hold_clock(self, held: bool) -> None:
         """Keep a virtual clock from jumping to the next timer while idle (harness control, ticker.py)."""

@@ -37,6 +37,9 @@ class Ticker:
         # Jump only while a `pass_time` is under way (engine time for a harness that did not ask for a
         # virtual clock: its other waits let real time pass, as it would on a real clock).
         self.only_passing = False
+        # A harness's wait read the state, found it not yet what it waits for, and nothing has changed
+        # since while this holds (`permit`): engine time may jump on, as during a `pass_time`.
+        self._permit: Callable[[], bool] | None = None
 
     def now(self) -> int:
         """Strictly increasing timestamps: SDKs derive ids from WorkflowStarted times."""
@@ -86,11 +89,22 @@ class Ticker:
             heapq.heapify(self._passing)
         return max(0, end - self.clock.now_ns())
 
+    def permit(self, still: Callable[[], bool]) -> None:
+        """Let an idle virtual clock jump on while `still()` holds: a waiter has read the state and found it
+        not yet what it waits for, and `still()` is true until the engine commits anything. Jumps go due
+        time after due time and the first one that changes anything ends the permit, so the waiter reads
+        each due time's effect before the clock passes the next (a jump to an hour's retention must not
+        outrun the read that would have ended the wait). Called under `lock`."""
+        self._permit = still
+        self._wake.notify_all()
+
     def hold(self, held: bool) -> None:
         """While held, a virtual clock moves only by `advance`: whoever drives the engine is between two
         steps, and a jump now would fire a timer before a step that comes "at once" (a raise right after
         a start). Idle jumps resume once released (the driver waits)."""
         self._held = held
+        if held:
+            self._permit = None  # the driver acts: a permit was for the state its wait saw
         self._wake.notify_all()
 
     def start(self, *, run_due: Callable[[int], None], idle: Callable[[], bool], closed: Callable[[], bool]) -> None:
@@ -114,8 +128,9 @@ class Ticker:
                 ahead += self._passing[:1]
                 if self._due:
                     wait = max(0.0, min(wait, (self._due[0][0] - now) / 1e9))
+                permitted = self._permit is not None and self._permit()
                 if (self.clock.virtual and ahead and idle() and not self._held
-                        and (self._passing or not self.only_passing)):
+                        and (self._passing or not self.only_passing or permitted)):
                     real = time.monotonic_ns()
                     if idle_since is None:
                         idle_since = real
