@@ -15,7 +15,7 @@ from conformance.reproduce import Invocation, reproduce_command
 from conformance.events import Event, RunFinished, RunStarted, ScenarioFinished, ScenarioStarted
 from conformance.runner.execute import run_scenario
 from conformance.runner.isolation import EngineLock, engine_turn
-from conformance.runner.slots import Slots, holding, lends, longest_first
+from conformance.runner.slots import Slots, holding, lends, longest_first, real_time_guess
 from conformance.scenario.model import Direction, Scenario
 from conformance.targets.base import Pair
 from conformance.verdict import SCENARIO_OUTCOMES
@@ -80,7 +80,8 @@ def run_plan(plan: Plan, *, sinks: Sequence[Sink], jobs: int = 4, work_root: Pat
             with holding(slots, lend=lends(item[1])):
                 return run_item(item, emit=emit, locks=locks, work_root=work_root, invocation=invocation)
 
-        order = longest_first([(s.id, p.label) for s, p in plan.items], durations)
+        order = longest_first([(s.id, p.label) for s, p in plan.items], durations,
+                              guesses=[real_time_guess(s) for s, _ in plan.items])
         with ThreadPoolExecutor(max_workers=max(1, len(plan.items)), thread_name_prefix="scenario") as pool:
             futures = {}
             for i in order:

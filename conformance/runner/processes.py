@@ -45,7 +45,7 @@ from conformance.failures import reproduce_line
 from conformance.reproduce import Invocation, reproduce_command
 from conformance.run_options import RunOptions
 from conformance.runner.isolation import needs_engine_alone, shares_engine
-from conformance.runner.slots import IN_FLIGHT_PER_JOB, last_durations, lends, longest_first
+from conformance.runner.slots import IN_FLIGHT_PER_JOB, last_durations, lends, longest_first, real_time_guess
 from conformance.verdict import Outcome
 
 CHILD_MODULE = "conformance.runner.child"
@@ -257,7 +257,8 @@ def run_in_processes(items: Sequence[Item], *, emit: Callable[[Event], None], se
     by_key = {key_of(item): item for item in items}
     # Longest first, by the last run's record: a long scenario handed out last would run alone at the end.
     last = last_durations(setup.logs)
-    pending: list[Item] = [items[i] for i in longest_first([key_of(item) for item in items], last)]
+    pending: list[Item] = [items[i] for i in longest_first([key_of(item) for item in items], last,
+                                                           guesses=[real_time_guess(item[0]) for item in items])]
     results: dict[Key, ScenarioFinished] = {}
     inbox: queue.Queue[tuple[_Child, str | None]] = queue.Queue()
     engines = _Engines()

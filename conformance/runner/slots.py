@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from conformance.scenario.model import Scenario
     from conformance.targets.base import Pair
 
 
@@ -133,8 +134,29 @@ def last_durations(reports: Path | None) -> dict[tuple[str, str], float]:
     return out
 
 
-def longest_first(keys: Sequence[tuple[str, str]], durations: Mapping[tuple[str, str], float]) -> list[int]:
+def longest_first(keys: Sequence[tuple[str, str]], durations: Mapping[tuple[str, str], float], *,
+                  guesses: Sequence[float] = ()) -> list[int]:
     """The indexes of `keys` in the order to start them: longest last time first, so the longest waits
-    overlap with the rest instead of ending the run; unknown ones (new scenarios) before all, in their
-    own order (sorted is stable)."""
-    return sorted(range(len(keys)), key=lambda i: -durations.get(keys[i], float("inf")))
+    overlap with the rest instead of ending the run; unknown ones (new scenarios, or every one on a first
+    run) before all, longest `guesses` (per key, `real_time_guess`) first, else in their own order."""
+    def order(i: int) -> tuple[float, float]:
+        return -durations.get(keys[i], float("inf")), -(guesses[i] if i < len(guesses) else 0.0)
+
+    return sorted(range(len(keys)), key=order)
+
+
+def real_time_guess(scenario: Scenario) -> float:
+    """A scenario's run time before it has one: the seconds it asks to pass where engine time cannot skip
+    them (fault delays, `sleep` steps, which pass in real time while a sidecar is down) and a second per
+    sidecar kill (the worker's reconnect back-off). A hint for the order only."""
+    from conformance.scenario import steps
+
+    seconds = 0.0
+    for rule in scenario.faults:
+        seconds += float(getattr(rule, "delay_s", 0) or 0) + float(getattr(rule, "replay_after_s", 0) or 0)
+    for step in scenario.steps:
+        if isinstance(step.args, steps.Sleep):
+            seconds += step.args.seconds
+        elif isinstance(step.args, steps.KillSidecar):
+            seconds += 1.0
+    return seconds

@@ -7,6 +7,8 @@ reference engine, executor and rule parser from here too (the re-exports below).
 
 from __future__ import annotations
 
+import errno
+import socket
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -39,6 +41,22 @@ from conformance.scenario.wire import action_dict
 from conformance.targets.base import Replayer, WorkerStart
 
 
+def hold_port(port: int) -> socket.socket:
+    """A socket bound to 127.0.0.1:`port` without listening. Bound exclusively (no SO_REUSEADDR) no other
+    socket can take the port; where the closed server's connections still hold it (TIME_WAIT), only
+    with SO_REUSEADDR, which keeps it from port 0 but not from an explicit bind."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            sock.close()
+            raise
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", port))
+    return sock
+
+
 class ReferenceSidecar:
     """An in-process reference sidecar on a SQLite file, restartable on the same port."""
 
@@ -50,11 +68,13 @@ class ReferenceSidecar:
         self.policy = policy
         self._app_ports: dict[str, int] = {}  # a restart keeps every app's address
         self._down = False  # stopped or killed: a restart first stops a running server, as daprd's does
+        self._placeholders: dict[int, socket.socket] = {}  # the ports of a sidecar that is down, kept
         self._clock_held = False  # kept across restarts (hold_clock)
         # A virtual clock goes on across restarts: its store holds timers in the clock's time.
         # "engine-time" (the harness's default on the in-process pair): virtual, but the clock jumps only
-        # for `pass_time` (a sleep step, a sleeping activity), never during the harness's other waits,
-        # where a jump to a far timer (a one-hour retention) would do what real time never does.
+        # for `pass_time` (a sleep step, a sleeping activity) and, during the harness's other waits, only
+        # while nothing changed since the wait's last read (`allow_jump`): a free jump there to a far timer
+        # (a one-hour retention) would outrun the read that ends the wait, which real time never does.
         self._clock = VirtualClock() if self.options.get("clock") in ("virtual", "engine-time") else "real"
         self._only_passing = self.options.get("clock") == "engine-time"
         self.server = self._start(port=0)
@@ -103,6 +123,7 @@ class ReferenceSidecar:
     def stop(self) -> None:
         self.server.stop(grace=0.5)
         self._down = True
+        self._release_ports()  # the end of the scenario: a killed sidecar's ports go back
 
     def kill(self, *, app: str | None = None) -> None:
         # In-process there is no kill -9; everything the engine acknowledged is already committed,
@@ -110,10 +131,25 @@ class ReferenceSidecar:
         # kills a real process). One process hosts every app (R11.1 REF): `app` stops them all.
         self.server.stop(grace=0)
         self._down = True
+        self._hold_ports()
+
+    def _hold_ports(self) -> None:
+        """Keep the ports of a sidecar that is down from other servers of this machine until it restarts:
+        port 0 handed the just-freed port to another scenario's sidecar once, and this scenario's worker
+        reconnected to it. A socket bound but not listening refuses connections as a sidecar that is down."""
+        for port in (self.server.port, *self._app_ports.values()):
+            if port not in self._placeholders:
+                self._placeholders[port] = hold_port(port)
+
+    def _release_ports(self) -> None:
+        for sock in self._placeholders.values():
+            sock.close()
+        self._placeholders.clear()
 
     def restart(self, *, app: str | None = None) -> None:
         if not self._down:
             self.server.stop(grace=0.5)
+        self._release_ports()
         self.server = self._start(port=self.server.port)
         self._down = False
         self.address = self.server.address

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from conformance.runner.harness import Looks
-from conformance.runner.slots import Slots, holding, longest_first, waiting
+from conformance.runner.slots import Slots, holding, longest_first, real_time_guess, waiting
 from fake_sidecar.engine.changes import ChangeSignal
 from fake_sidecar.engine.clock import VirtualClock
 from fake_sidecar.engine.ticker import Ticker
@@ -29,6 +29,22 @@ def test_longest_first_puts_unknown_scenarios_first_then_the_slowest_of_the_last
     last = {("a/fast", "p"): 0.1, ("a/slow", "p"): 8.0, ("a/mid", "p"): 2.0}
     assert [keys[i][0] for i in longest_first(keys, last)] == ["a/new", "a/newer", "a/slow", "a/mid", "a/fast"]
     assert longest_first(keys, {}) == [0, 1, 2, 3, 4]  # no record: the plan's order
+
+
+def test_a_first_run_starts_the_scenarios_that_ask_for_the_most_real_time_first() -> None:
+    from conformance.library import find_library
+    from conformance.scenario.loader import load_scenario
+
+    root = find_library().root / "scenarios"
+    ids = ["activities/chain", "crossapp/caller-sidecar-down-when-result-arrives", "tokens/token-echoed-exactly"]
+    scenarios = [load_scenario(root / f"{i}.yaml", root=root) for i in ids]
+    guesses = [real_time_guess(s) for s in scenarios]
+    assert guesses[0] == 0.0 and guesses[1] == 4.0 and guesses[2] == 5.75, guesses
+    keys = [(s.id, "p") for s in scenarios]
+    assert [keys[i][0] for i in longest_first(keys, {}, guesses=guesses)] == [ids[2], ids[1], ids[0]]
+    # A record of the last run comes first: the guesses only order the scenarios it does not know.
+    last = {keys[0]: 9.0, keys[1]: 1.0}
+    assert [keys[i][0] for i in longest_first(keys, last, guesses=guesses)] == [ids[2], ids[0], ids[1]]
 
 
 def test_a_waiting_scenario_lends_its_slot_and_goes_on_without_waiting_for_one() -> None:
