@@ -163,7 +163,7 @@ def _load(args: argparse.Namespace):
 def cmd_run(args: argparse.Namespace) -> int:
     from conformance.reporting import TerminalReporter, write_reports
     from conformance.reporting.logs import ScenarioLogs
-    from conformance.run_options import prepare_run
+    from conformance.run_options import DEFAULT_JOBS, JOBS_PER_PROCESS, prepare_run
     from conformance.runner import Plan, run_plan
     from conformance.events import ScenarioFinished
     from conformance.runner.isolation import shares_engine
@@ -192,8 +192,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         # child's worker, which runs other programs. Such a run stays in one process.
         processes = 1
     # --jobs is the run's scenarios at once, shared out: more at once makes timing-bound scenarios late.
+    jobs = options.jobs or (JOBS_PER_PROCESS * processes if all(p.in_process for p in prepared.pairs)
+                            else DEFAULT_JOBS)
     children = ChildRun(options=options, invocation=invocation, processes=processes,
-                        jobs=-(-options.jobs // processes),
+                        jobs=-(-jobs // processes),
                         logs=reports, verbose=args.verbose,
                         required=tuple(sorted({r for s in prepared.scenarios for r in s.requires}))
                         ) if processes > 1 else None
@@ -204,7 +206,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         with logs:
             results = run_plan(plan, sinks=[logs.handle_child_event if children else logs.handle_event,
-                                            events.append, terminal.handle], jobs=options.jobs, children=children,
+                                            events.append, terminal.handle], jobs=jobs, children=children,
                                command=shlex.join(["conformance", *sys.argv[1:]]), invocation=invocation,
                                durations=durations)
     except KeyboardInterrupt:

@@ -110,7 +110,7 @@ def pytest_sessionstart(session: pytest.Session) -> Any:
     if config.stash.get(_AUTO_IN_PROCESS, False) and reporter is not None:
         # Once, at the top: the user asked xdist for workers and gets none.
         reporter.write_line(
-            f"-n auto: running in this process: no xdist worker; {_options(config).jobs} scenarios in flight at "
+            f"-n auto: running in this process: no xdist worker; {_jobs(config)} scenarios in flight at "
             "once (--conformance-jobs), as `conformance run` does by default. Scenarios wait on the engine, and "
             "each worker is one more Python process to start (docs/pytest.md); -n N starts N workers.")
     return result
@@ -229,6 +229,12 @@ def _options(config: pytest.Config) -> Any:
 
         config.stash[_OPTIONS] = RunOptions.read(lambda dest: config.getoption(f"conformance_{dest}", default=None))
     return config.stash[_OPTIONS]
+
+
+def _jobs(config: pytest.Config) -> int:
+    from conformance.run_options import DEFAULT_JOBS
+
+    return _options(config).jobs or DEFAULT_JOBS
 
 
 def _only_scenarios(config: pytest.Config) -> bool:
@@ -494,7 +500,7 @@ def _ahead_of(session: pytest.Session) -> _Ahead:
     from conformance.pytest_shares import group_of, shares, worker_index
 
     config = session.config
-    jobs = max(1, _options(config).jobs)
+    jobs = max(1, _jobs(config))
     workerinput = getattr(config, "workerinput", None)
     if workerinput is None:
         return _Ahead(order=list(session.items), threads=jobs)

@@ -243,12 +243,13 @@ MOST_DEFAULT_PROCESSES = 4  # each child loads the library and imports the engin
 
 def default_processes(pairs: Sequence[Any]) -> int:
     """The run's processes when --processes is not given: on the in-process pair (the reference sidecar and
-    worker, all Python under one interpreter lock) one per core, up to MOST_DEFAULT_PROCESSES; a pair
+    worker, all Python under one interpreter lock) one per core and one more, up to MOST_DEFAULT_PROCESSES; a pair
     with a process of its own per scenario (an SDK worker, daprd) does its work outside this interpreter,
     so it stays in one."""
     if not pairs or not all(p.in_process for p in pairs):
         return 1
-    return max(1, min(os.cpu_count() or 1, MOST_DEFAULT_PROCESSES))
+    # One more than the cores: a process's scenarios also wait (no GIL held), and the spare one fills that.
+    return max(1, min((os.cpu_count() or 1) + 1, MOST_DEFAULT_PROCESSES))
 
 
 def run_in_processes(items: Sequence[Item], *, emit: Callable[[Event], None], setup: ChildRun) -> list[ScenarioFinished]:

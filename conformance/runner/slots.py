@@ -147,16 +147,25 @@ def longest_first(keys: Sequence[tuple[str, str]], durations: Mapping[tuple[str,
 
 def real_time_guess(scenario: Scenario) -> float:
     """A scenario's run time before it has one: the seconds it asks to pass where engine time cannot skip
-    them (fault delays, `sleep` steps, which pass in real time while a sidecar is down) and a second per
-    sidecar kill (the worker's reconnect back-off). A hint for the order only."""
+    them, a hint for the order only. Fault delays pass in real time; a `sleep` step does while a sidecar is
+    down or a worker stopped, and with several apps (work for an app without a worker keeps the engine
+    busy); any other sleep jumps, and counts a tenth. A sidecar kill adds a second (the worker's reconnect
+    back-off)."""
     from conformance.scenario import steps
 
     seconds = 0.0
     for rule in scenario.faults:
         seconds += float(getattr(rule, "delay_s", 0) or 0) + float(getattr(rule, "replay_after_s", 0) or 0)
+    away = bool(scenario.apps)
     for step in scenario.steps:
-        if isinstance(step.args, steps.Sleep):
-            seconds += step.args.seconds
-        elif isinstance(step.args, steps.KillSidecar):
+        args = step.args
+        if isinstance(args, steps.Sleep):
+            seconds += args.seconds if away else args.seconds / 10
+        elif isinstance(args, steps.KillSidecar):
             seconds += 1.0
+            away = True
+        elif isinstance(args, steps.StopWorker):
+            away = True
+        elif isinstance(args, (steps.RestartSidecar, steps.StartWorker)) and not scenario.apps:
+            away = False
     return seconds

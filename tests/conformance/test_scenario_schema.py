@@ -111,8 +111,11 @@ def test_step_arguments_equal_the_registry(kind: str):
     assert len(forms) == 1, f"{kind}: expected one mapping form, got {forms}"
     assert set(forms[0]["properties"]) == allowed
     assert forms[0]["additionalProperties"] is False
-    if STEPS[kind].scalar is not None:  # `- sleep: 1s` is short for `- sleep: {for: 1s}`
-        assert any(_resolve(alt) is DEFS["duration"] for alt in DEFS["step"]["properties"][kind]["oneOf"])
+    scalar = STEPS[kind].scalar
+    if scalar is not None:  # `- sleep: 1s` is short for `- sleep: {for: 1s}`: the bare form is the argument's
+        bare = {k: v for k, v in forms[0]["properties"][scalar].items() if k != "description"}
+        alternatives = DEFS["step"]["properties"][kind]["oneOf"]
+        assert any(_resolve(alt) == _resolve(bare) for alt in alternatives if "properties" not in alt), kind
 
 
 def test_top_level_keys_and_options_equal_the_loaders():
