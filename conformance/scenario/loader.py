@@ -17,6 +17,7 @@ from conformance.scenario.model import (
     DIRECTIONS, AccessRule, AppSpec, AppWorker, Compare, Expectation, HistoryExpect, LedgerExpect, Reach, Scenario,
     ScenarioKind, Vector,
 )
+from conformance.scenario.matching import event_kind_problem, event_pattern_problem
 from conformance.scenario.placeholders import has_placeholder
 from conformance.scenario.source import SourceDoc, did_you_mean, load_source
 from conformance.scenario.steps import STEPS, OnInstance, Start, Step, WorkerArgs, read_args
@@ -205,10 +206,19 @@ def _expectation(c: _Checker, raw: Any, path: tuple[Any, ...]) -> Expectation | 
             for key in ("contains_in_order", "exactly", "not_contains"):
                 if key in h and not isinstance(h[key], list):
                     c.err(hp + (key,), f"{key} must be a list of event patterns")
+                    continue
+                for i, pattern in enumerate(h.get(key) or ()):
+                    why = event_pattern_problem(pattern) if key != "not_contains" else event_kind_problem(pattern)
+                    if why is not None:
+                        c.err(hp + (key, i), why)
             count = h.get("count", {})
             if not isinstance(count, Mapping) or not all(isinstance(v, int) for v in count.values()):
                 c.err(hp + ("count",), "count maps an event kind to a number")
                 count = {}
+            for kind in count:
+                why = event_kind_problem(kind)
+                if why is not None:
+                    c.err(hp + ("count", kind), why)
             history = HistoryExpect(
                 contains_in_order=tuple(h["contains_in_order"]) if isinstance(h.get("contains_in_order"), list) else None,
                 exactly=tuple(h["exactly"]) if isinstance(h.get("exactly"), list) else None,

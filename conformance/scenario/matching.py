@@ -117,6 +117,34 @@ def event_pattern_matches(m: Matcher, pattern: Any, event: Mapping[str, Any]) ->
     return True
 
 
+def event_kind_problem(kind: Any) -> str | None:
+    """Why `kind` is not an event kind a history pattern or count can name (None: it is one)."""
+    from taskhub_wire.kinds import EVENT_KINDS
+
+    if isinstance(kind, str) and kind in EVENT_KINDS:
+        return None
+    from conformance.scenario.source import did_you_mean
+
+    return f"{kind!r} is not an event kind{did_you_mean(str(kind), EVENT_KINDS)}; known: {', '.join(EVENT_KINDS)}"
+
+
+def event_pattern_problem(pattern: Any) -> str | None:
+    """Why `pattern` is not a history pattern ("Kind", "*", {Kind: {fields}} or {kind: Kind, ...}); None if it is."""
+    if pattern == "*":
+        return None
+    if isinstance(pattern, Mapping):
+        if "kind" in pattern:
+            kind = pattern["kind"]
+        elif len(pattern) == 1:
+            kind = next(iter(pattern))
+        else:
+            return "a history pattern is Kind, {Kind: {field: value}} or \"*\"; this mapping has several keys"
+    else:
+        kind = pattern
+    why = event_kind_problem(kind)
+    return None if why is None else why + "; a pattern is Kind, {Kind: {field: value}} or \"*\""
+
+
 def contains_in_order(m: Matcher, patterns: Sequence[Any], events: Sequence[Mapping[str, Any]]) -> str | None:
     """Each pattern matched in order, with any events in between; None when it holds, else why not."""
     pos = 0

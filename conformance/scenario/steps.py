@@ -122,21 +122,15 @@ def _call_expect(c: Checks, key: str, value: Any, path: Path) -> Any:
 
 
 def _event_patterns(c: Checks, key: str, value: Any, path: Path) -> tuple[Any, ...] | None:
-    from taskhub_wire.kinds import EVENT_KINDS
+    from conformance.scenario.matching import event_pattern_problem
 
     if not isinstance(value, list) or not value:
         c.err(path, f"'{key}' is a list of history event patterns: Kind, {{Kind: {{field: value}}}} or \"*\"")
         return None
     for i, pattern in enumerate(value):
-        if isinstance(pattern, Mapping):
-            kind = pattern.get("kind") if "kind" in pattern else next(iter(pattern)) if len(pattern) == 1 else None
-        else:
-            kind = pattern
-        if kind == "*" and not isinstance(pattern, Mapping):
-            continue
-        if not isinstance(kind, str) or kind not in EVENT_KINDS:
-            c.err(path + (i,), f"{kind!r} is not an event kind{did_you_mean(str(kind), EVENT_KINDS)}; "
-                               f"a pattern is Kind, {{Kind: {{field: value}}}} or \"*\"; known: {', '.join(EVENT_KINDS)}")
+        why = event_pattern_problem(pattern)
+        if why is not None:
+            c.err(path + (i,), why)
     return tuple(value)
 
 

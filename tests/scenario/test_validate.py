@@ -248,3 +248,23 @@ def test_an_apps_namespace_limit_and_policy_scopes_load_onto_the_app(tmp_path):
 def test_a_bad_app_namespace_limit_or_scopes_is_a_line_of_its_own(tmp_path, body, message):
     got = problems(tmp_path, APPS % body)
     assert got and any(message in text and line >= 6 for line, text in got), got
+
+
+def test_event_kinds_in_history_expectations_get_did_you_mean(tmp_path):
+    text = GOOD.replace("expect: {status: COMPLETED, output: 1}\n", """expect:
+  status: COMPLETED
+  history:
+    contains_in_order: [ExecutionStarted, {TaskCompleted: {}}, {TimerFird: {}}]
+    exactly: ["*", ExecutionCompletd]
+    not_contains: [ExecutionStaled]
+    count: {TimerCreatd: 1, TaskScheduled: 0}
+""")
+    found = problems(tmp_path, text)
+    assert [(line, m.split(";")[0]) for line, m in found] == [
+        (8, "'TimerFird' is not an event kind (did you mean 'TimerFired'?)"),
+        (9, "'ExecutionCompletd' is not an event kind (did you mean 'ExecutionCompleted'?)"),
+        (10, "'ExecutionStaled' is not an event kind (did you mean 'ExecutionStalled'?)"),
+        (11, "'TimerCreatd' is not an event kind (did you mean 'TimerCreated'?)"),
+    ], found
+    assert problems(tmp_path, text.replace("Fird", "Fired").replace("Completd", "Completed")
+                    .replace("Staled", "Stalled").replace("Creatd", "Created")) == []
