@@ -19,6 +19,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import grpc
+
 from taskhub_core.incidents import Incident
 
 from conformance.checks import ALWAYS, FlowObservation, Observation, run_check
@@ -126,6 +128,10 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
             failures.append(exc)
         except CannotExpress as exc:
             cannot = str(exc)
+        except HarnessError as exc:  # said in full by whoever raised it: no traceback for the user to read
+            error = f"{type(exc).__name__}: {exc}"
+        except grpc.RpcError as exc:  # a call of the harness's own that no step expected to fail
+            error = unanswered(exc, h, sidecar=pair.sidecar.name)
         except Exception as exc:  # noqa: BLE001 - the harness must report, not crash
             error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=6)}"
         finally:
@@ -163,6 +169,20 @@ def run_scenario(scenario: Scenario, pair: Pair, *, work_root: Path | None = Non
     return _verdict(scenario, failures, gap, duration=duration, transcript=tuple(transcript),
                     reproduce=reproduce, base=base, note=log_note, incidents=incidents or {},
                     spared=spared_requirements(pair.direction), causes=causes)
+
+def unanswered(exc: grpc.RpcError, h: Harness | None, *, sidecar: str) -> str:
+    """One line for a harness call that failed where no step expected it: which call, how, and what to do."""
+    calls = [c for client in (h.clients.values() if h is not None else ()) for c in client.calls if c[4]]
+    what = "a call"
+    if calls:
+        _, rpc, request, _, _ = max(calls, key=lambda c: c[0])
+        iid = getattr(request, "instanceId", "")
+        what = f"{rpc}" + (f" of instance {iid}" if iid else "")
+    return (f"HarnessError: the sidecar {sidecar} did not answer {what}, which the harness makes on its own (reading "
+            f"the outcome or waiting for a state): {exc.code().name}: {exc.details()}. The engine was too slow or "
+            f"stuck (see its log below); rerun the scenario with the line below, and on a loaded machine with "
+            f"fewer --jobs.")
+
 
 def _instances_of(run: Run, obs: Observation | None) -> tuple[str, ...]:
     """The instance ids a scenario started or expects (the incidents' instances are named after them)."""

@@ -55,3 +55,16 @@ def test_another_unanswered_call_stays_the_steps_failure(silent_client):
     req = pb.RaiseEventRequest(instanceId="i", name="e")
     with pytest.raises(TargetMisbehaved, match="RaiseEvent failed: DEADLINE_EXCEEDED"):
         call_rpc(None, silent_client, "RaiseEvent", req, expect=None, where=Where("s.yaml:4", "raise e"), timeout=0.3)
+
+
+def test_a_read_of_the_outcome_left_unanswered_is_one_line_naming_the_call(silent_client):
+    """The harness's own GetInstance after the steps (observe) timed out: an ERROR in one line, no traceback."""
+    from types import SimpleNamespace
+
+    from conformance.runner.execute import unanswered
+
+    with pytest.raises(grpc.RpcError) as caught:
+        silent_client.call("GetInstance", pb.GetInstanceRequest(instanceId="wf-1"), timeout=0.3)
+    text = unanswered(caught.value, SimpleNamespace(clients={"": silent_client}), sidecar="daprd")
+    assert text.startswith("HarnessError: the sidecar daprd did not answer GetInstance of instance wf-1"), text
+    assert "DEADLINE_EXCEEDED" in text and "\n" not in text and "Traceback" not in text
