@@ -14,11 +14,11 @@ from conformance.errors import InputError
 from conformance.yamlload import safe_load
 
 
-def read_entries(path: Path, *, key: str, fields: frozenset[str],
-                 error: type[InputError]) -> Iterator[tuple[str, dict[str, Any]]]:
+def read_entries(path: Path, *, key: str, fields: frozenset[str], error: type[InputError],
+                 optional: frozenset[str] = frozenset()) -> Iterator[tuple[str, dict[str, Any]]]:
     """(where, entry) for each entry of `path`'s `key:` list (none if the file is absent); `where` names the
     entry for the caller's own messages. Raises `error` for a file that is not YAML, has no such list, or an
-    entry without exactly `fields`."""
+    entry without exactly `fields` (those of `optional` may be left out)."""
     if not path.is_file():
         return
     try:
@@ -30,6 +30,7 @@ def read_entries(path: Path, *, key: str, fields: frozenset[str],
         raise error(f"{path}: expected a mapping with {'an' if key[0] in 'aeiou' else 'a'} '{key}:' list")
     for n, e in enumerate(entries, 1):
         where = f"{path}: entry {n}"
-        if not isinstance(e, dict) or set(e) != fields:
-            raise error(f"{where}: needs exactly the keys {', '.join(sorted(fields))}")
+        if not isinstance(e, dict) or not fields - optional <= set(e) <= fields:
+            extra = f" (optional: {', '.join(sorted(optional))})" if optional else ""
+            raise error(f"{where}: needs exactly the keys {', '.join(sorted(fields - optional))}{extra}")
         yield where, e

@@ -77,7 +77,8 @@ def _why(setup_error: str) -> str:
 
 def traced_in(r: CellResult, traces: Sequence[Trace]) -> dict[str, int]:
     """The cell's FAILED scenarios that traced.yaml explains -> the entry's index."""
-    found = {s: trace_for(traces, sdk=r.sdk.sdk, release=r.sdk.version, scenario=s) for s in r.failed}
+    found = {s: trace_for(traces, sdk=r.sdk.sdk, release=r.sdk.version, scenario=s, engine=r.engine.engine,
+                          engine_version=r.engine.version) for s in r.failed}
     return {s: i for s, i in found.items() if i is not None}
 
 
@@ -93,7 +94,9 @@ def needs_attention(results: Sequence[CellResult], traces: Sequence[Trace]) -> b
 def stale(results: Sequence[CellResult], traces: Sequence[Trace]) -> list[tuple[int, str, str]]:
     """(entry, cell, scenario) for a traced scenario that PASSED on a cell of a release the entry names."""
     return [(i, f"{r.sdk.label} on {r.engine.label}", s) for r in results for s, o in sorted(r.outcomes.items())
-            if o == "PASSED" for i, t in enumerate(traces) if t.covers(sdk=r.sdk.sdk, release=r.sdk.version, scenario=s)]
+            if o == "PASSED" for i, t in enumerate(traces)
+            if t.covers(sdk=r.sdk.sdk, release=r.sdk.version, scenario=s, engine=r.engine.engine,
+                        engine_version=r.engine.version)]
 
 
 def _counts(r: CellResult, traces: Sequence[Trace] = ()) -> str:
@@ -144,7 +147,8 @@ def render_markdown(results: Sequence[CellResult], *, command: str, traces: Sequ
         out += ["", "## Traces (conformance/versions/traced.yaml)", ""]
         for i in used:
             t = traces[i]
-            out.append(f"- [T{i + 1}] {t.sdk} {', '.join(t.releases)}: {t.cause} Trace: {t.trace} Fixed: {t.fixed_by}")
+            on = f" on {', '.join(t.engines)}" if t.engines else ""
+            out.append(f"- [T{i + 1}] {t.sdk} {', '.join(t.releases)}{on}: {t.cause} Trace: {t.trace} Fixed: {t.fixed_by}")
     old = stale(results, traces)
     if old:
         out += ["", "## Traced but PASSED here (stale: the fix reached the release, or the scenario changed)", ""]

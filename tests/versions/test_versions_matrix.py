@@ -159,6 +159,27 @@ def test_a_bad_traced_file_is_named(tmp_path: Path, text: str, says: str) -> Non
         load_traced(path)
 
 
+def test_a_trace_that_names_an_engine_holds_on_that_engine_only(tmp_path: Path) -> None:
+    from conformance.versions.matrix import needs_attention, traced_in
+    from conformance.versions.traced import TracedError, load_traced
+
+    path = tmp_path / "traced.yaml"
+    entry = ("traced:\n  - sdk: durabletask-js\n    releases: [1.0.0]\n    engines: [ENGINES]\n"
+             "    scenarios: [purge/p]\n    cause: no taskExecutionId.\n    trace: key.go:19\n    fixed_by: none\n")
+    path.write_text(entry.replace("ENGINES", "daprd@v1.18.2"))
+    traces = load_traced(path)
+    on_daprd = _cell("durabletask-js", "1.0.0", "daprd", {"purge/p": ("R-1",)})
+    on_reference = _cell("durabletask-js", "1.0.0", "reference", {"purge/p": ("R-1",)})
+    assert traced_in(on_daprd, traces) == {"purge/p": 0} and traced_in(on_reference, traces) == {}
+    assert not needs_attention([on_daprd], traces) and needs_attention([on_reference], traces)
+    path.write_text(entry.replace("ENGINES", "dapr"))
+    with pytest.raises(TracedError, match=r"unknown engine 'dapr' \(did you mean 'daprd'\?\)"):
+        load_traced(path)
+    path.write_text(entry.replace("ENGINES", "daprd@v1.99.0"))
+    with pytest.raises(TracedError, match="daprd has no release 'v1.99.0'"):
+        load_traced(path)
+
+
 def test_the_library_traced_file_names_known_releases() -> None:
     from conformance.versions.traced import load_traced
 
