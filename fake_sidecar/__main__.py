@@ -113,7 +113,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"app {app} on {address}", flush=True)
     stop.wait()
     server.stop()
-    return 0
+    # Served and stopped: the store is closed and every stream ended. Exit now rather than at the interpreter's
+    # exit, which joins every thread-pool thread and so hung once (CI, load) behind a call a handler thread was
+    # still in when the signal came.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
