@@ -36,6 +36,61 @@ from conformance.dialects.turn import TurnCase
 from conformance.targets.reference import TurnResult, execute
 
 INJECT_TIMEOUT_S = 10.0  # the longest a driver is waited for, on a fresh process, before "no answer"
+SPIN_WINDOW_S = 0.3  # how long a silent process's threads are watched before it is kept
+SPIN_SAMPLES = 10  # ... in this many looks; a thread runnable in SPIN_SHARE of them is looping
+SPIN_SHARE = 0.8
+
+
+def _tree(pid: int) -> list[int]:
+    """`pid` and every process under it (a driver command may be a launcher of the real process)."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            parents.setdefault(parent, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        todo.extend(parents.get(p, ()))
+    return found
+
+
+def _runnable_threads(pids: Sequence[int]) -> set[tuple[int, str]]:
+    """The (pid, thread id) of every thread of `pids` that is running or waiting for a CPU (state R)."""
+    out = set()
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                if open(f"/proc/{pid}/task/{tid}/stat").read().rsplit(")", 1)[1].split()[0] == "R":
+                    out.add((pid, tid))
+            except (OSError, IndexError):
+                continue
+    return out
+
+
+def looping(pid: int, *, window: float = SPIN_WINDOW_S, samples: int = SPIN_SAMPLES) -> bool | None:
+    """Whether a thread of `pid` (or of a process under it) stays runnable through `window`: a thread
+    looping on a turn it will never answer. Read from the threads' scheduler state, not their CPU
+    time, so a loaded machine (where a looping thread gets a sliver of a core) does not hide it.
+    None when /proc cannot tell (no such process, no /proc)."""
+    if not Path(f"/proc/{pid}").exists():
+        return None
+    pids = _tree(pid)
+    counts: dict[tuple[int, str], int] = {}
+    for k in range(samples):
+        for key in _runnable_threads(pids):
+            counts[key] = counts.get(key, 0) + 1
+        if k + 1 < samples:
+            time.sleep(window / samples)  # looks spread over the window, not a wait for a condition
+    return any(n >= SPIN_SHARE * samples for n in counts.values())
 
 
 class Latency:
@@ -176,6 +231,8 @@ class DriverWorker:
         self.timeouts = 0  # waits that ended without an answer
         self.latency = Latency(cap=timeout)
         self.start_s = 0.0  # seconds spent starting this driver's processes
+        self.kept = 0  # silent processes found still answering, so not restarted
+        self.answered_at = 0.0  # perf_counter of this driver's latest answer
         self._restart_lock = threading.Lock()
         try:
             self._start_pruning()
@@ -237,7 +294,8 @@ class DriverWorker:
         if resp is None:
             self.timeouts += 1
             return None
-        self.latency.add(time.perf_counter() - began)
+        self.answered_at = time.perf_counter()
+        self.latency.add(self.answered_at - began)
         if not resp.completionToken.startswith("vector-"):
             self.unechoed += 1  # matched by instance id (a worker without the token field)
         return self.dialect.from_worker(resp, case)
@@ -261,6 +319,19 @@ class DriverWorker:
             else:
                 self.transient += 1
         return got
+
+    def still_answering(self, *, sent: float, probe: TurnCase | None) -> bool:
+        """Whether the process left a turn sent at `sent` unanswered but still works: no thread looping
+        (`looping`: one spinning on the lost turn would keep a core busy for good), and it answered
+        another turn since, or answers `probe` now. An SDK that drops one turn (an exception in its own
+        error path) is kept, not replaced: a JVM's start-up costs seconds of CPU."""
+        pid = getattr(getattr(self.handle, "proc", None), "pid", None)
+        if pid is None or not self.alive() or looping(pid) is not False:
+            return False
+        if self.answered_at > sent:
+            return True
+        return probe is not None and self.try_answer(
+            probe, timeout=self.latency.patience(factor=10, floor=0.5)) is not None
 
     def _restart_if(self, handle: Any, *, wedged: bool = False) -> None:
         """Restart the driver unless another thread already did since `handle` was current."""
@@ -343,6 +414,7 @@ class DriverPool:
         self._slots = [Slots(self.concurrency) for _ in self.workers]
         self._down: dict[int, threading.Thread] = {}  # streams whose process is being replaced
         self._down_lock = threading.Lock()
+        self._probe: TurnCase | None = None  # a turn every process answers quickly (the first warm-up turn)
         self.silent = 0  # turns no process answered
         self.transient = 0  # turns answered only by another process
         self.failovers = 0
@@ -379,12 +451,18 @@ class DriverPool:
             thread.join()
         return stream
 
-    def _replace(self, stream: int, handle: Any) -> None:
-        """Restart the process of `stream` in the background (unless already done since `handle`)."""
+    def _replace(self, stream: int, handle: Any, *, sent: float | None = None) -> None:
+        """Restart the process of `stream` in the background (unless already done since `handle`);
+        after a silent turn sent at `sent`, only if the process does not still answer. Its turns go
+        to the other streams meanwhile."""
         worker = self.workers[stream]
 
         def run() -> None:
             try:
+                if sent is not None and worker.handle is handle and worker.still_answering(sent=sent,
+                                                                                            probe=self._probe):
+                    worker.kept += 1
+                    return
                 worker._restart_if(handle, wedged=True)
             finally:
                 with self._down_lock:
@@ -411,22 +489,24 @@ class DriverPool:
             stream = self._live(stream)
             worker, handle = self.workers[stream], self.workers[stream].handle
         with self._slots[stream].held(urgent=urgent):
+            sent = time.perf_counter()
             got = worker.try_answer(case, timeout=worker.latency.patience(factor=10, floor=0.5))
         if got is not None:
             return got
         # Silent: a fresh process (another stream's, warm; it never saw this instance) gets the
-        # turn at once, waited for longer, while this one is replaced.
-        self._replace(stream, handle)
+        # turn at once, waited for longer, while this one is checked and replaced if it is stuck.
+        self._replace(stream, handle, sent=sent)
         self.failovers += 1
         other = self._live((stream + 1) % len(self.workers))
         helper = self.workers[other]
         handle = helper.handle
         with self._slots[other].held(urgent=urgent):
+            sent = time.perf_counter()
             got = helper.try_answer(case, timeout=helper.latency.patience(factor=40, floor=2.0))
         if got is None:
             self.silent += 1
             helper.silent += 1
-            self._replace(other, handle)
+            self._replace(other, handle, sent=sent)
         else:
             self.transient += 1
             helper.transient += 1
@@ -435,14 +515,15 @@ class DriverPool:
     def warm_up(self, cases: Sequence[TurnCase]) -> int:
         """Every case on every stream at once (answers thrown away); returns the turns sent."""
         jobs = [(i, c) for i in range(len(self.workers)) for c in cases]
-        self.answer_many(jobs)
+        answers = self.answer_many(jobs)
+        self._probe = next((c for c, a in zip(cases, answers) if a is not None), None)
         return len(jobs)
 
     def counters(self) -> dict[str, float]:
         """What the processes cost: start-ups, their seconds, waits that timed out, failovers."""
         return {"starts": sum(w.starts for w in self.workers), "start_s": sum(w.start_s for w in self.workers),
                 "timeouts": sum(w.timeouts for w in self.workers), "failovers": self.failovers,
-                "silent": self.silent}
+                "silent": self.silent, "kept": sum(w.kept for w in self.workers)}
 
     def submit_many(self, jobs: Sequence[tuple[int, TurnCase]]) -> list[Future[pb.WorkflowResponse | None]]:
         """(stream, turn) pairs sent at once (up to `concurrency` in flight per stream, the rest

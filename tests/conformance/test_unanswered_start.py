@@ -68,3 +68,34 @@ def test_a_read_of_the_outcome_left_unanswered_is_one_line_naming_the_call(silen
     text = unanswered(caught.value, SimpleNamespace(clients={"": silent_client}), sidecar="daprd")
     assert text.startswith("HarnessError: the sidecar daprd did not answer GetInstance of instance wf-1"), text
     assert "DEADLINE_EXCEEDED" in text and "\n" not in text and "Traceback" not in text
+    assert "too slow or stuck" in text
+
+
+class _Failing(grpc.GenericRpcHandler):
+    """A real gRPC server that answers every call at once with an error of its own (daprd's words)."""
+
+    def service(self, handler_call_details):
+        def fail(request, context):
+            context.abort(grpc.StatusCode.UNKNOWN, "workflow 'wf-1': inbox key 'inbox-000000' declared in metadata "
+                                                   "(inboxLength=1) but missing from state store")
+
+        return grpc.unary_unary_rpc_method_handler(fail)
+
+
+def test_a_read_the_engine_refused_is_not_called_slow():
+    from types import SimpleNamespace
+
+    from conformance.runner.execute import unanswered
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2), handlers=[_Failing()])
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        client = Client(address=f"127.0.0.1:{port}", metadata=(), began=time.monotonic())
+        with pytest.raises(grpc.RpcError) as caught:
+            client.call("GetInstance", pb.GetInstanceRequest(instanceId="wf-1"), timeout=5)
+        text = unanswered(caught.value, SimpleNamespace(clients={"": client}), sidecar="daprd")
+    finally:
+        server.stop(grace=None)
+    assert "UNKNOWN: workflow 'wf-1': inbox key" in text, text
+    assert "an error of its own" in text and "too slow" not in text, text
