@@ -323,7 +323,7 @@ class DriverWorker:
     def still_answering(self, *, sent: float, probe: TurnCase | None) -> bool:
         """Whether the process left a turn sent at `sent` unanswered but still works: no thread looping
         (`looping`: one spinning on the lost turn would keep a core busy for good), and it answered
-        another turn since, or answers `probe` now. An SDK that drops one turn (an exception in its own
+        another turn since that one was sent, or answers `probe` now. An SDK that drops one turn (an exception in its own
         error path) is kept, not replaced: a JVM's start-up costs seconds of CPU."""
         pid = getattr(getattr(self.handle, "proc", None), "pid", None)
         if pid is None or not self.alive() or looping(pid) is not False:
@@ -497,12 +497,17 @@ class DriverPool:
         # turn at once, waited for longer, while this one is checked and replaced if it is stuck.
         self._replace(stream, handle, sent=sent)
         self.failovers += 1
+        # A process that answered other turns while this one waited (ten times its slowest recent answer)
+        # was not starved of CPU: it dropped this turn, and the other process is waited for as patiently
+        # as the first was, not four times longer.
+        dropped = worker.answered_at > sent
         other = self._live((stream + 1) % len(self.workers))
         helper = self.workers[other]
         handle = helper.handle
         with self._slots[other].held(urgent=urgent):
             sent = time.perf_counter()
-            got = helper.try_answer(case, timeout=helper.latency.patience(factor=40, floor=2.0))
+            got = helper.try_answer(case, timeout=helper.latency.patience(factor=10, floor=0.5) if dropped
+                                    else helper.latency.patience(factor=40, floor=2.0))
         if got is None:
             self.silent += 1
             helper.silent += 1
