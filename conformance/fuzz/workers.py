@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -219,6 +220,7 @@ class DriverWorker:
         self.dialect = dialect
         self.name = target.name
         self.timeout = timeout
+        self._own_dir = work_dir is None  # a folder of its own is removed on close
         self.work_dir = Path(work_dir or tempfile.mkdtemp(prefix="conformance-fuzz-"))
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.sidecar = start_reference_sidecar(options={}, work_dir=self.work_dir)
@@ -367,8 +369,14 @@ class DriverWorker:
             self.handle = None
 
     def close(self) -> None:
-        self.stop_worker()
-        self.sidecar.stop()
+        """Stop the driver and the sidecar, and remove the work folder this worker made (its drivers'
+        logs: a finding has already copied the stderr it needs, `stderr_tail`)."""
+        try:
+            self.stop_worker()
+            self.sidecar.stop()
+        finally:
+            if self._own_dir:
+                shutil.rmtree(self.work_dir, ignore_errors=True)
 
     def __enter__(self) -> "DriverWorker":
         return self

@@ -67,6 +67,7 @@ def test_a_process_that_drops_one_turn_is_kept(tmp_path):
         assert got is not None and got.instanceId == "after"
     finally:
         pool.close()
+    assert not any(w.work_dir.exists() for w in pool.workers)  # the folders it made are gone with it
 
 
 def test_a_process_that_answers_nothing_is_restarted(tmp_path):
