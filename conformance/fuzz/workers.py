@@ -394,9 +394,10 @@ class DriverPool:
     completion token: the sidecar could not tell two of its answers apart).
 
     A turn not answered in time (judged against the process's own answer times, `Latency`) goes at
-    once to another stream's warm process, waited for longer; the silent process is replaced in
-    the background, and its turns go to the other streams meanwhile: no turn waits for a process
-    to start, and a hang costs one patient wait, not two plus two start-ups."""
+    once to another stream's warm process, waited for longer unless the first process answered other
+    turns meanwhile (it dropped that one); the silent process is checked in the background and replaced
+    only if it is stuck (`DriverWorker.still_answering`), its turns going to the other streams meanwhile:
+    no turn waits for a process to start, and a hang costs one patient wait, not two plus two start-ups."""
 
     def __init__(self, make: Callable[[], DriverWorker], *, streams: int = 2, concurrency: int = 8) -> None:
         self.workers: list[DriverWorker] = []
