@@ -49,6 +49,7 @@ from fake_worker.replay import execute  # noqa: E402
 from conformance.fuzz import programs as P  # noqa: E402
 from conformance.dialects.history import Dialect  # noqa: E402
 from conformance.fuzz.interleave import RandomChooser, run_program  # noqa: E402
+from conformance.fuzz.workers import process_tree  # noqa: E402
 from conformance.targets.registry import load_targets  # noqa: E402
 
 BASE = "1986ecf"  # main before issue 24: one turn waited 10 s twice, drivers restarted in line, shrinking unbounded
@@ -85,21 +86,14 @@ def _descendants_cpu_s() -> float:
     ended ones that this process has reaped (os.times): a driver restarted in the middle of a measure (a
     silent turn goes to a fresh process), or a command that is a wrapper around the real driver, counts
     whole."""
-    stats: dict[int, tuple[int, float]] = {}  # pid -> (parent pid, CPU seconds)
     tick = os.sysconf("SC_CLK_TCK")
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    total = 0.0
+    for pid in process_tree(os.getpid())[1:]:
         try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        stats[int(entry.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
-    total, todo = 0.0, [child for child, (parent, _) in stats.items() if parent == os.getpid()]
-    while todo:
-        p = todo.pop()
-        total += stats[p][1]
-        todo.extend(child for child, (parent, _) in stats.items() if parent == p)
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # ended since the walk: counted below once reaped
+        total += (int(fields[11]) + int(fields[12])) / tick
     reaped = os.times()
     return total + reaped.children_user + reaped.children_system
 

@@ -42,8 +42,8 @@ SPIN_SAMPLES = 10  # ... in this many looks; a thread runnable in SPIN_SHARE of 
 SPIN_SHARE = 0.8
 
 
-def _tree(pid: int) -> list[int]:
-    """`pid` and every process under it (a driver command may be a launcher of the real process)."""
+def process_tree(pid: int) -> list[int]:
+    """`pid` first, then every process under it (a driver command may be a launcher of the real process)."""
     parents: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -84,7 +84,7 @@ def looping(pid: int, *, window: float = SPIN_WINDOW_S, samples: int = SPIN_SAMP
     None when /proc cannot tell (no such process, no /proc)."""
     if not Path(f"/proc/{pid}").exists():
         return None
-    pids = _tree(pid)
+    pids = process_tree(pid)
     counts: dict[tuple[int, str], int] = {}
     for k in range(samples):
         for key in _runnable_threads(pids):
@@ -325,8 +325,8 @@ class DriverWorker:
     def still_answering(self, *, sent: float, probe: TurnCase | None) -> bool:
         """Whether the process left a turn sent at `sent` unanswered but still works: no thread looping
         (`looping`: one spinning on the lost turn would keep a core busy for good), and it answered
-        another turn since that one was sent, or answers `probe` now. An SDK that drops one turn (an exception in its own
-        error path) is kept, not replaced: a JVM's start-up costs seconds of CPU."""
+        another turn since that one was sent, or answers `probe` now. An SDK that drops one turn (an
+        exception in its own error path) is kept, not replaced: a JVM's start-up costs seconds of CPU."""
         pid = getattr(getattr(self.handle, "proc", None), "pid", None)
         if pid is None or not self.alive() or looping(pid) is not False:
             return False

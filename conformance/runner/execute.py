@@ -181,8 +181,8 @@ def unanswered(exc: grpc.RpcError, h: Harness | None, *, sidecar: str) -> str:
     code = exc.code()
     # A deadline or a lost connection is an engine too slow or stuck; any other code is an error the engine
     # itself reported (daprd once: an inbox key "missing from state store", under load), not a wait.
-    why = ("The engine was too slow or stuck" if code in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE)
-           else "The engine answered that call with an error of its own")
+    slow = code in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE)
+    why = "The engine was too slow or stuck" if slow else "The engine answered that call with an error of its own"
     return (f"HarnessError: the sidecar {sidecar} did not answer {what}, which the harness makes on its own (reading "
             f"the outcome or waiting for a state): {code.name}: {exc.details()}. {why} (see its log below); rerun "
             f"the scenario with the line below, and on a loaded machine with fewer --jobs.")
