@@ -15,8 +15,6 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
-
 from taskhub_programs import parse_bundle
 
 from conformance.fuzz.interleave import RandomChooser, run_program
