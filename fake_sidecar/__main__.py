@@ -6,8 +6,8 @@ import argparse
 import logging
 import os
 import signal
+import socket
 import sys
-import threading
 
 from fake_sidecar.engine.store import StoreError
 from taskhub_wire.limits import DEFAULT_MAX_MESSAGE_BYTES, byte_count
@@ -86,6 +86,29 @@ def _lift_open_files_limit() -> None:
             logging.getLogger("fake_sidecar").info("could not raise the open-files limit from %s", soft)
 
 
+class _StopSignals:
+    """SIGTERM and SIGINT, awaited on a socket the signal's C handler writes to.
+
+    A handler that sets an Event is not enough: the kernel may deliver the signal to one of gRPC's threads,
+    and then the main thread, blocked in the Event's lock, never wakes to run the Python handler (seen in CI:
+    SIGTERM caught, the process still waiting 60 s later). The wakeup byte wakes it whichever thread took
+    the signal."""
+
+    def __init__(self) -> None:
+        self._read, self._write = socket.socketpair()
+        self._write.setblocking(False)
+        signal.set_wakeup_fd(self._write.fileno(), warn_on_full_buffer=False)
+        for sig in _STOP_SIGNALS:
+            signal.signal(sig, lambda *_: None)  # the wakeup byte does the work; the handler keeps the process alive
+
+    def wait(self) -> None:
+        while not any(b in _STOP_SIGNALS for b in self._read.recv(64)):
+            pass
+
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
@@ -105,13 +128,11 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         print(f"fake-sidecar: {exc}", file=sys.stderr)
         return 1
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    stopping = _StopSignals()
     print(f"listening on {server.address}", flush=True)
     for app, address in server.app_addresses.items():
         print(f"app {app} on {address}", flush=True)
-    stop.wait()
+    stopping.wait()
     server.stop()
     # Served and stopped: the store is closed and every stream ended. Exit now rather than at the interpreter's
     # exit, which joins every thread-pool thread and so hung once (CI, load) behind a call a handler thread was
