@@ -87,7 +87,8 @@ def serve(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     w.start()
-    stop.wait()
+    while not stop.wait(1.0):  # bounded: a signal another thread took still reaches the handler
+        pass
     w.stop()
     return 0
 

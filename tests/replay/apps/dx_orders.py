@@ -205,7 +205,8 @@ def serve(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     wfr.start()
     print("worker started", file=sys.stderr, flush=True)
-    stop.wait()
+    while not stop.wait(1.0):  # bounded: a signal another thread took still reaches the handler
+        pass
     wfr.shutdown()
     return 0
 
