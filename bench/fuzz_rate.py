@@ -177,7 +177,7 @@ def campaigns(workers: list[str], budget: str, seed: int, base: str | None, base
     print(f"fuzz campaigns: conformance fuzz --worker W --budget {budget} --seed {seed} (load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs); loopback = serial unary gRPC round trips/s between "
           "two Python processes, measured before and after each campaign")
-    print(f"  {'worker':<20}{'code':<18}{'turns':>7}{'s':>7}{'turns/s':>9}{'loopback/s':>12}{'share':>8}"
+    print(f"  {'worker':<23}{'code':<18}{'turns':>7}{'s':>7}{'turns/s':>9}{'loopback/s':>12}{'share':>8}"
           f"{'wall s':>8}  notes")
     tmp = Path(tempfile.mkdtemp(prefix="fuzz-rate-base-"))
     codes = [("this checkout", ROOT)]
@@ -197,7 +197,7 @@ def campaigns(workers: list[str], budget: str, seed: int, base: str | None, base
                     after = round_trips_per_second(server=server)
                     limit, loop = (loop + after) / 2, after
                     rate = r.turns / r.seconds if r.seconds else 0.0
-                    print(f"  {worker:<20}{label:<18}{r.turns:>7}{r.seconds:>7.1f}{rate:>9.0f}{limit:>12.0f}"
+                    print(f"  {worker:<23}{label:<18}{r.turns:>7}{r.seconds:>7.1f}{rate:>9.0f}{limit:>12.0f}"
                           f"{100 * rate / limit:>7.1f}%{r.wall:>8.1f}  load {os.getloadavg()[0]:.1f}; {r.note}",
                           flush=True)
         finally:
