@@ -12,7 +12,9 @@ import argparse
 import os
 import re
 import shlex
+import shutil
 import sys
+import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -165,7 +167,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from conformance.reporting.logs import ScenarioLogs
     from conformance.run_options import DEFAULT_JOBS, JOBS_PER_PROCESS, prepare_run
     from conformance.runner import Plan, run_plan
-    from conformance.events import ScenarioFinished
+    from conformance.events import Outcome, ScenarioFinished
     from conformance.runner.isolation import shares_engine
     from conformance.runner.processes import ChildRun, default_processes
 
@@ -194,8 +196,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     # --jobs is the run's scenarios at once, shared out: more at once makes timing-bound scenarios late.
     jobs = options.jobs or (JOBS_PER_PROCESS * processes if all(p.in_process for p in prepared.pairs)
                             else DEFAULT_JOBS)
+    # Every scenario's work folder (its targets' logs, ledgers, stores) under one folder of the run, removed
+    # at the end when every scenario passed: a failure's message names files in it, so then it is kept.
+    work_root = Path(tempfile.mkdtemp(prefix="conformance-run-"))
     children = ChildRun(options=options, invocation=invocation, processes=processes,
-                        jobs=-(-jobs // processes),
+                        jobs=-(-jobs // processes), work_root=work_root,
                         logs=reports, verbose=args.verbose,
                         required=tuple(sorted({r for s in prepared.scenarios for r in s.requires}))
                         ) if processes > 1 else None
@@ -208,7 +213,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             results = run_plan(plan, sinks=[logs.handle_child_event if children else logs.handle_event,
                                             events.append, terminal.handle], jobs=jobs, children=children,
                                command=shlex.join(["conformance", *sys.argv[1:]]), invocation=invocation,
-                               durations=durations)
+                               durations=durations, work_root=work_root)
     except KeyboardInterrupt:
         if children is None:
             raise
@@ -220,6 +225,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     if reports is not None:
         written = write_reports(events=events, out_dir=reports, catalogue=prepared.catalogue, failing=options.failing)
         print("reports: " + ", ".join(str(p) for p in written.values()))
+    unclean = sum(1 for r in results if r.outcome not in (Outcome.PASSED, Outcome.NOT_APPLICABLE))
+    if unclean:
+        print(f"work files of this run (targets' logs, stores), named in the messages above: {work_root}",
+              file=sys.stderr)
+    else:
+        shutil.rmtree(work_root, ignore_errors=True)
     bad = sum(1 for r in results if r.outcome in options.failing)
     return EXIT_FAILED if bad else EXIT_OK
 

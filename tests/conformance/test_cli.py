@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -114,3 +115,27 @@ def test_selection_by_area_and_the_scenarios_that_failed_last_time(tmp_path):
     assert typo.returncode == 2 and "unknown area 'yy' (did you mean 'y'?)" in typo.stderr
     fresh = conformance("run", "--scenarios", str(lib), "--last-failed", "--reports", str(tmp_path / "none"))
     assert fresh.returncode == 2 and "no earlier run in" in fresh.stderr
+
+
+def test_work_files_go_when_every_scenario_passed_and_stay_when_one_did_not(tmp_path):
+    """A run's scenario folders (targets' logs, stores) are one folder of the run: removed after a clean run,
+    kept and named after a failure, whose message points into it."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    write(tmp_path, "lib/x/good.yaml", GOOD)
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "conformance", "run", "--scenarios", str(tmp_path / "lib"),
+                               "--no-reports"], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                              env={**os.environ, "TMPDIR": str(temp)})
+
+    ok = run()
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert not list(temp.glob("conformance-run-*")), "a clean run left its work folder"
+    write(tmp_path, "lib/x/wrong.yaml", GOOD.replace("output: 1", "output: 2"))
+    bad = run()
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    kept = list(temp.glob("conformance-run-*"))
+    assert len(kept) == 1 and f"work files of this run (targets' logs, stores), named in the messages above: {kept[0]}" \
+        in bad.stderr
+    assert len(list(kept[0].glob("conformance-*"))) == 2  # both scenarios' folders
