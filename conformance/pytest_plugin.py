@@ -31,7 +31,10 @@ failure of a requirement the target claims.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -53,6 +56,8 @@ _SHARED_OUT = pytest.StashKey[bool]()
 _SHARES_INPUT = "conformance_shares"
 _AUTO_IN_PROCESS = pytest.StashKey[bool]()
 _LOGS = pytest.StashKey[Any]()
+_WORK = pytest.StashKey[Path]()
+_WORK_LOCK = threading.Lock()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -342,7 +347,12 @@ class ScenarioFile(pytest.File):
         assert root is not None
         scenario = _shared_scenario(self.config, self.path)
         try:
-            scenario = scenario or load_scenario(_as_given(self.config, self.path), root=_as_given(self.config, root))
+            given = _as_given(self.config, self.path)
+            # The root as the file is named: relative with it (`pytest scenarios/timers` names the file, not the root).
+            here = self.config.invocation_params.dir
+            root = root.relative_to(here) if not given.is_absolute() and root.is_relative_to(here) else root
+            scenario = scenario or load_scenario(given if root.is_absolute() is given.is_absolute() else self.path,
+                                                 root=root)
         except InputError as exc:
             raise CollectError(exc.render()) from None
         if not _selection(self.config).selects(scenario):
@@ -409,9 +419,10 @@ class ScenarioItem(pytest.Item):
         reproduce = reproduce_command(self.scenario.id, sidecar=self.pair.sidecar.name, worker=self.pair.worker.name,
                                       invocation=invocation)
         logs = self.config.stash.get(_LOGS, None)
+        work_root = _work_root(self.config)
         if logs is None:
             with process_engine_turn(self.pair, alone=self.alone, address=options.sidecar_address or ""):
-                return run_scenario(self.scenario, self.pair, reproduce=reproduce)
+                return run_scenario(self.scenario, self.pair, reproduce=reproduce, work_root=work_root)
         from conformance.events import ScenarioFinished, ScenarioStarted
 
         # On this thread, as the CLI's runner says it: its log records (and its targets') are the scenario's.
@@ -419,7 +430,7 @@ class ScenarioItem(pytest.Item):
         result = None
         try:
             with process_engine_turn(self.pair, alone=self.alone, address=options.sidecar_address or ""):
-                result = run_scenario(self.scenario, self.pair, reproduce=reproduce)
+                result = run_scenario(self.scenario, self.pair, reproduce=reproduce, work_root=work_root)
             return result
         finally:
             logs.handle_event(result if result is not None else ScenarioFinished(
@@ -434,6 +445,24 @@ class ScenarioItem(pytest.Item):
     def reportinfo(self) -> tuple[Path, int, str]:
         line = self.scenario.span.line - 1 if self.scenario.span else 0
         return self.path, line, f"{self.scenario.id} [{self.pair.label}]"
+
+
+def _work_root(config: pytest.Config) -> Path:
+    """One folder for this process's scenario folders, removed at the end when every scenario passed (or did
+    not apply), as `conformance run` does; kept otherwise, since a failure's message names files in it."""
+    with _WORK_LOCK:  # items run ahead call this from their threads
+        root = config.stash.get(_WORK, None)
+        if root is None:
+            root = config.stash[_WORK] = Path(tempfile.mkdtemp(prefix="conformance-run-"))
+            config.add_cleanup(lambda: _drop_work(config, root))
+    return root
+
+
+def _drop_work(config: pytest.Config, root: Path) -> None:
+    from conformance.events import Outcome
+
+    if all(r.outcome in (Outcome.PASSED, Outcome.NOT_APPLICABLE) for r in config.stash.get(_EVENTS, ())):
+        shutil.rmtree(root, ignore_errors=True)
 
 
 # ------------------------------------------------------------------------- items run ahead of time

@@ -524,3 +524,24 @@ def test_ctrl_c_under_xdist_ends_every_worker_and_target_process_and_exits_2(tmp
         time.sleep(0.1)
     assert not left, left  # the xdist workers and every target worker they started
     assert len([p for p, (ppid, _) in seen.items() if ppid == run.pid]) >= 2, seen
+
+
+def test_a_relative_subfolder_collects_and_a_clean_run_leaves_no_work_folder(tmp_path):
+    """`pytest scenarios/mine` (relative, below the scenarios root) names the files as the user did; once
+    every scenario passed, the process's folder of scenario work folders is gone (kept after a failure)."""
+    _library(tmp_path)
+    (tmp_path / "scenarios" / "mine" / "bad.yaml").unlink()
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    done = _run("-m", "pytest", "scenarios/mine", "-q", "-p", "no:cacheprovider", cwd=tmp_path,
+                env=_clean_env(TMPDIR=str(temp)))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout
+    assert not list(temp.glob("conformance-run-*"))
+    (tmp_path / "scenarios" / "mine" / "bad.yaml").write_text(BAD, encoding="utf-8")
+    failed = _run("-m", "pytest", "scenarios/mine", "-q", "-p", "no:cacheprovider", cwd=tmp_path,
+                  env=_clean_env(TMPDIR=str(temp)))
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "[scenarios/mine/bad.yaml:" in failed.stdout  # the file as given, relative
+    kept = list(temp.glob("conformance-run-*"))
+    assert len(kept) == 1 and len(list(kept[0].glob("conformance-*"))) == 2
