@@ -98,8 +98,9 @@ def start_command_worker(spec: WorkerStart, *, name: str, command: Sequence[str]
     if ready_line:
         try:
             proc.wait_for_line(ready_line, timeout=ready_timeout)
-        except ProcessExitedError as exc:
-            if exc.returncode == EXIT_CANNOT_EXPRESS:
+        except BaseException as exc:
+            proc.stop()  # reaped (a refusal's exit left a zombie for the run's life) or, if it hangs, ended
+            if isinstance(exc, ProcessExitedError) and exc.returncode == EXIT_CANNOT_EXPRESS:
                 raise CannotExpress(f"{name} cannot express the scenario's programs: {_refusal(exc.stderr_tail)}"
                                     ) from None
             raise
