@@ -30,7 +30,8 @@ from typing import Any
 
 from conformance.reporting.logs import adopt_files
 from conformance.targets.base import CannotExpress, WorkerStart
-from conformance.targets.external import EXIT_CANNOT_EXPRESS, _refusal, start_command_worker, write_bundle
+from conformance.targets.external import (EXIT_CANNOT_EXPRESS, _refusal, driver_path, start_command_worker,
+                                          write_bundle)
 from conformance.targets.process import ManagedProcess, ProcessExitedError, ProcessSpec, _create_log_files
 
 log = logging.getLogger(__name__)
@@ -50,10 +51,11 @@ class ServeError(RuntimeError):
 class Served:
     """One serve process and its control connection (one request at a time)."""
 
-    def __init__(self, *, name: str, argv: Sequence[str], log_dir: Path, env: Mapping[str, str] | None) -> None:
+    def __init__(self, *, name: str, argv: Sequence[str], log_dir: Path, env: Mapping[str, str] | None,
+                 cwd: Path | None = None) -> None:
         self.name = name
         self.process = ManagedProcess.start(spec=ProcessSpec(name=f"{name}-serve", argv=tuple(argv), log_dir=log_dir,
-                                                             env=env))
+                                                             env=env, cwd=cwd))
         try:
             address = self.process.wait_for_line(_SERVING, timeout=_SERVE_START_S).group(1)
             host, _, port = address.rpartition(":")
@@ -111,8 +113,9 @@ class Pool:
     output (conformance/reporting/logs.py adopts files per scenario thread)."""
 
     def __init__(self, *, name: str, argv: Sequence[str], size: int, log_dir: Path,
-                 env: Mapping[str, str] | None = None) -> None:
-        self.name, self._argv, self._size, self._log_dir, self._env = name, tuple(argv), max(1, size), log_dir, env
+                 env: Mapping[str, str] | None = None, cwd: Path | None = None) -> None:
+        self.name, self._argv, self._size, self._log_dir = name, tuple(argv), max(1, size), log_dir
+        self._env, self._cwd = env, cwd
         self._idle: list[Served] = []
         self._busy: set[Served] = set()
         self._starting = 0
@@ -135,7 +138,7 @@ class Pool:
     def _start_one(self) -> None:
         served = None
         try:
-            served = Served(name=self.name, argv=self._argv, log_dir=self._log_dir, env=self._env)
+            served = Served(name=self.name, argv=self._argv, log_dir=self._log_dir, env=self._env, cwd=self._cwd)
         except Exception as exc:  # noqa: BLE001 - the scenarios then get fresh processes; said once here
             log.warning("%s: a serve process did not start (%s); its scenarios run on fresh processes", self.name, exc)
         with self._cond:
@@ -207,6 +210,23 @@ def pool_for(name: str) -> Pool | None:
 
 
 @contextmanager
+def using(pools: Mapping[str, Pool]) -> Iterator[None]:
+    """Workers of these targets (name -> pool) start on the pools' processes while the block runs."""
+    with _POOLS_LOCK:
+        before = {name: _POOLS.get(name) for name in pools}
+        _POOLS.update(pools)
+    try:
+        yield
+    finally:
+        with _POOLS_LOCK:
+            for name, pool in before.items():
+                if pool is None:
+                    _POOLS.pop(name, None)
+                else:
+                    _POOLS[name] = pool
+
+
+@contextmanager
 def warm_workers(pairs: Sequence[Any], *, jobs: int, enabled: bool = True) -> Iterator[dict[str, Pool]]:
     """For the run of `pairs`: a pool of `jobs` serve processes per worker target that declares `serve:`;
     every process is ended by its pid when the block ends."""
@@ -222,20 +242,11 @@ def warm_workers(pairs: Sequence[Any], *, jobs: int, enabled: bool = True) -> It
         try:
             for name, target in wanted.items():
                 argv = [a.format(root=root) for a in target.serve.split()]
+                # As a fresh driver's (conformance/targets/external.py): the library root, our PYTHONPATH.
                 pools[name] = Pool(name=name, argv=argv, size=jobs, log_dir=Path(tmp) / name,
-                                   env={**os.environ, "PYTHONPATH": str(root)})
-            with _POOLS_LOCK:
-                before = {name: _POOLS.get(name) for name in pools}
-                _POOLS.update(pools)
-            try:
+                                   env={**os.environ, "PYTHONPATH": driver_path(root)}, cwd=root)
+            with using(pools):
                 yield pools
-            finally:
-                with _POOLS_LOCK:
-                    for name, pool in before.items():
-                        if pool is None:
-                            _POOLS.pop(name, None)
-                        else:
-                            _POOLS[name] = pool
         finally:
             for pool in pools.values():
                 pool.close()
