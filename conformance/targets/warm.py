@@ -122,6 +122,8 @@ class Pool:
         self._closed = False
         self._cond = threading.Condition()
         self._threads: list[threading.Thread] = []
+        self.handed_out = 0  # sessions started on the pool's processes
+        self.retired = 0  # processes ended for misbehaving
         for _ in range(self._size):
             self._spawn()
 
@@ -164,6 +166,8 @@ class Pool:
                 served = self._idle.pop()
                 self._busy.add(served)
             if served.answers():
+                with self._cond:
+                    self.handed_out += 1
                 return served
             self.retire(served, why="it did not answer a ping")
 
@@ -181,6 +185,7 @@ class Pool:
         log.warning("%s: serve process pid %d retired: %s", self.name, served.pid, why)
         with self._cond:
             self._busy.discard(served)
+            self.retired += 1
         threading.Thread(target=served.end, name=f"warm-{self.name}-end", daemon=True).start()
         self._spawn()
 

@@ -49,6 +49,7 @@ def pool(launcher: Path, tmp_path: Path):
 
 @pytest.fixture
 def sidecar(tmp_path: Path):
+    (tmp_path / "sidecar").mkdir()
     handle = start_reference_sidecar(options={}, work_dir=tmp_path / "sidecar")
     yield handle
     handle.stop()
@@ -115,6 +116,7 @@ def test_a_jvm_killed_mid_scenario_is_replaced(pool, sidecar, tmp_path):
     killed = worker.served.pid
     os.kill(killed, signal.SIGKILL)
     worker.stop()  # its control connection is gone: the JVM is retired, another started
+    assert pool.retired == 1
     wait_for(lambda: pool.pids() and killed not in pool.pids(), "a serve JVM in place of the killed one")
     again = _start(pool, sidecar, tmp_path, {"main": {"steps": [{"return": "b"}]}}, name="two")
     try:
@@ -149,6 +151,8 @@ def test_scenarios_through_the_harness_share_one_jvm_and_keep_their_own_programs
     with warm_workers([pair], jobs=1) as pools:
         for value in ("first", "second"):
             scenario = load_scenario(root / "warm" / f"{value}.yaml", root=root)
-            result = run_scenario(scenario, pair, work_root=tmp_path / value, reproduce="")
+            result = run_scenario(scenario, pair, work_root=tmp_path, reproduce="")
             assert result.outcome == Outcome.PASSED, f"{value}: {result.outcome.value}\n{result.message}"
-        assert len(pools[WORKER].pids()) == 1, "one JVM served both (none was retired)"
+        pool = pools[WORKER]
+        assert pool.handed_out >= 2 and pool.retired == 0 and len(pool.pids()) == 1, \
+            f"one JVM served both: {pool.handed_out} sessions, {pool.retired} retired, pids {pool.pids()}"
