@@ -156,3 +156,30 @@ def test_scenarios_through_the_harness_share_one_jvm_and_keep_their_own_programs
         pool = pools[WORKER]
         assert pool.handed_out >= 2 and pool.retired == 0 and len(pool.pids()) == 1, \
             f"one JVM served both: {pool.handed_out} sessions, {pool.retired} retired, pids {pool.pids()}"
+
+
+OWNER = """\
+import sys
+from pathlib import Path
+from conformance.targets.warm import Pool
+pool = Pool(name="durabletask-java", argv=[sys.argv[1], "--serve"], size=1, log_dir=Path(sys.argv[2]))
+served = pool.take()
+print(served.pid, flush=True)
+sys.stdin.read()  # until killed
+"""
+
+
+def test_a_serve_jvm_ends_when_its_owner_is_killed(launcher, tmp_path):
+    import subprocess
+    import sys
+
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, str(launcher), str(tmp_path / "serve")],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
+    try:
+        jvm = int(owner.stdout.readline())
+        assert _alive(jvm)
+    finally:
+        owner.kill()
+        owner.wait()
+    # Its control connection closed with its owner: the JVM exits on its own (its parent reaps it).
+    wait_for(lambda: not _alive(jvm), f"serve JVM {jvm} to exit after its owner was killed", timeout=30)
