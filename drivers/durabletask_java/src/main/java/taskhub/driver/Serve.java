@@ -83,6 +83,7 @@ final class Serve {
 
   private static Switch out;
   private static Switch err;
+  private static int sessions;
 
   static int run(String[] argv) {
     if (argv.length != 0) {
@@ -182,6 +183,9 @@ final class Serve {
     out.to(stdout);
     err.to(stderr);
     Set<Thread> before = Set.copyOf(Thread.getAllStackTraces().keySet());
+    // Says in the scenario's log that its worker ran in a warm JVM, and which one.
+    System.err.println("durabletask-java-driver: session " + ++sessions + " of the warm JVM pid "
+        + ProcessHandle.current().pid());
     Session session = null;
     try {
       String sidecar = text(request, "sidecar");
