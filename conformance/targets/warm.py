@@ -287,8 +287,12 @@ def start_served_worker(spec: WorkerStart, *, name: str, command: str, ready_lin
     served = pool.take() if pool is not None else None
     if served is None:
         return start_command_worker(spec, **fresh)
-    programs, canonical = write_bundle(spec)
-    stdout, stderr, out, err = _create_log_files(spec.work_dir, name)
+    try:
+        _, canonical = write_bundle(spec)
+        stdout, stderr, out, err = _create_log_files(spec.work_dir, name)
+    except BaseException:
+        pool.give_back(served)  # nothing was asked of it
+        raise
     out.close()
     err.close()
     adopt_files(stdout, stderr)  # into the scenario's log, as a fresh process's files
