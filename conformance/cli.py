@@ -209,7 +209,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     # Read before this run's reports replace it: the longest scenarios of the last run start first.
     durations = last_durations(reports)
     try:
-        with logs:
+        from conformance.targets.warm import warm_workers
+
+        # Children keep their own warm drivers (conformance/runner/child.py).
+        with logs, warm_workers(prepared.pairs if children is None else (), jobs=jobs,
+                                enabled=not options.fresh_workers):
             results = run_plan(plan, sinks=[logs.handle_child_event if children else logs.handle_event,
                                             events.append, terminal.handle], jobs=jobs, children=children,
                                command=shlex.join(["conformance", *sys.argv[1:]]), invocation=invocation,

@@ -124,6 +124,9 @@ RUN_OPTIONS: tuple[OptionSpec, ...] = (
          help="processes that run the scenarios, each with its own engines and its share of --jobs "
               "(default: on the reference pair one per core and one more, at most 4; else 1, all in this process). The harness, "
               "the reference engine and the reference worker are Python, so one process uses one core"),
+    _opt("fresh-workers", action="store_true", cli_only=True,
+         help="a fresh worker process per scenario even for a target that can be kept warm (its `serve:`, "
+              "conformance/targets/warm.py)"),
     _opt("fail-on", action="append", default=[], metavar="LEVEL", type=parse_fail_on,
          help="also fail on: should (warnings), observation (differences from the reference), "
               "known (declared known failures); repeatable or comma-separated. Default: MUST failures "
@@ -170,6 +173,7 @@ class RunOptions:
     no_reports: bool = False
     jobs: int | None = None  # None: DEFAULT_JOBS, or JOBS_PER_PROCESS per process on the reference pair
     processes: int | None = None  # None: 1, all in this process (conformance/runner/processes.py)
+    fresh_workers: bool = False  # no warm driver processes (conformance/targets/warm.py)
     fail_on: tuple[tuple[str, ...], ...] = ()
 
     @classmethod

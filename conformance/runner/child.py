@@ -69,7 +69,10 @@ def serve(setup: ChildRun, *, lines: IO[str], out: IO[str]) -> int:
             emit(error_result(item, message=f"the run of this scenario raised:\n{traceback.format_exc(limit=8)}",
                               duration=time.monotonic() - began, invocation=setup.invocation))
 
-    with logs, ThreadPoolExecutor(max_workers=max(1, setup.jobs) * IN_FLIGHT_PER_JOB,
+    from conformance.targets.warm import warm_workers
+
+    with logs, warm_workers(tuple(pairs.values()), jobs=setup.jobs, enabled=not setup.options.fresh_workers), \
+            ThreadPoolExecutor(max_workers=max(1, setup.jobs) * IN_FLIGHT_PER_JOB,
                                   thread_name_prefix="scenario") as pool:
         _READING.set()
         try:

@@ -132,6 +132,8 @@ class WorkerTarget:
     # (conformance/targets/probe.py): the capabilities above are then the declared ones minus those.
     probe: str = ""
     probed: Any = field(default=None, compare=False)
+    # A command that keeps a driver warm across scenarios (conformance/targets/warm.py); "" for none.
+    serve: str = ""
     provenance: str = ""  # which SDK build runs (a local checkout and its environment), for failure texts
 
     def start(self, spec: WorkerStart) -> WorkerHandle:

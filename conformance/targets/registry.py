@@ -48,7 +48,7 @@ class Targets:
             from conformance.targets.external import start_command_worker
 
             target = replace(target, starter=partial(start_command_worker, name=name, command=command),
-                             command=command, install="", installed="", current="",  # not the pinned build
+                             command=command, install="", installed="", current="", serve="",  # not the pinned build
                              probe=_probe_for(command, target.probe))
         if target.probe:
             from conformance.library import find_library
@@ -178,6 +178,11 @@ def load_targets(path: Path = DEFAULT_TARGETS, *, drivers: Path | None = None,
             from conformance.targets.reference import reference_replayer, start_reference_worker
 
             starter, replayer = start_reference_worker, reference_replayer
+        elif raw.get("command") and raw.get("serve"):
+            from conformance.targets.warm import start_served_worker
+
+            starter = partial(start_served_worker, name=name, command=raw["command"],
+                              ready_line=raw.get("ready_line"), install=raw.get("install"))
         elif raw.get("command"):
             from conformance.targets.external import start_command_worker
 
@@ -188,7 +193,7 @@ def load_targets(path: Path = DEFAULT_TARGETS, *, drivers: Path | None = None,
                                      replayer=replayer, reference=kind == "reference",
                                      command=str(raw.get("command") or ""), install=str(raw.get("install") or ""),
                                      installed=str(raw.get("installed") or ""), current=str(raw.get("current") or ""),
-                                     probe=str(raw.get("probe") or ""),
+                                     probe=str(raw.get("probe") or ""), serve=str(raw.get("serve") or ""),
                                      version=str(raw.get("version", "")))
     return Targets(sidecars=sidecars, workers=workers)
 

@@ -1,12 +1,9 @@
 package taskhub.driver;
 
-import io.dapr.durabletask.DurableTaskGrpcWorker;
 import io.dapr.durabletask.DurableTaskGrpcWorkerBuilder;
 import io.dapr.durabletask.TaskActivityFactory;
 import io.dapr.durabletask.TaskOrchestration;
 import io.dapr.durabletask.orchestration.TaskOrchestrationFactory;
-import io.grpc.ManagedChannel;
-import io.grpc.ManagedChannelBuilder;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -15,9 +12,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.TimeUnit;
 import taskhub.driver.Programs.Bundle;
 import taskhub.driver.Programs.Family;
 import taskhub.driver.Programs.Program;
@@ -61,7 +55,7 @@ public final class Driver {
     return "(unknown version)";
   }
 
-  private static final class Exit extends Exception {
+  static final class Exit extends Exception {
     private static final long serialVersionUID = 1L;
     final int code;
 
@@ -72,7 +66,7 @@ public final class Driver {
   }
 
   /** Held so that java.util.logging keeps the level (it references loggers weakly). */
-  private static final java.util.logging.Logger FACTORY_LOG =
+  static final java.util.logging.Logger FACTORY_LOG =
       java.util.logging.Logger.getLogger("io.dapr.durabletask.orchestration");
 
   public static void main(String[] argv) {
@@ -80,6 +74,9 @@ public final class Driver {
     // The factory registry logs every lookup at INFO (two lines per turn); the worker's own INFO
     // lines (connects, retries, activity requests) stay.
     FACTORY_LOG.setLevel(java.util.logging.Level.WARNING);
+    if (argv.length > 0 && argv[0].equals("--serve")) {
+      System.exit(Serve.run(java.util.Arrays.copyOfRange(argv, 1, argv.length)));
+    }
     int code;
     try {
       code = run(argv);
@@ -133,63 +130,26 @@ public final class Driver {
     if (sidecar == null || canonical == null) {
       throw new Exit(EXIT_USAGE, "--sidecar and --canonical are required\n" + USAGE);
     }
-    int colon = sidecar.lastIndexOf(':');
-    String host = colon > 0 ? sidecar.substring(0, colon) : "";
-    String portText = colon > 0 ? sidecar.substring(colon + 1) : "";
-    if (host.isEmpty() || !portText.matches("[0-9]{1,5}")) {
-      throw new Exit(EXIT_USAGE, "--sidecar '" + sidecar + "' is not HOST:PORT");
-    }
-    if (host.startsWith("[") && host.endsWith("]")) {
-      host = host.substring(1, host.length() - 1);
-    }
-    int port = Integer.parseInt(portText);
+    Address address = Address.parse(sidecar);
+    String host = address.host();
+    int port = address.port();
 
     Bundle bundle = load(Path.of(canonical));
-
-    WorkItemTap tap = new WorkItemTap(System.getenv("DAPR_API_TOKEN"));
-    ManagedChannel channel = ManagedChannelBuilder.forAddress(host, port)
-        .usePlaintext()
-        .proxyDetector(address -> null) // http(s)_proxy settings must not capture a local sidecar
-        .intercept(tap)
-        .build();
-    ExecutorService pool = Executors.newCachedThreadPool(r -> {
-      Thread t = new Thread(r, "durabletask-work");
-      t.setDaemon(true);
-      return t;
-    });
-    DurableTaskGrpcWorkerBuilder builder = new DurableTaskGrpcWorkerBuilder()
-        .grpcChannel(channel)
-        .dataConverter(new JsonConverter())
-        .withExecutorService(pool);
-    List<String> registered = register(builder, bundle, new Builtins(ledger, tap));
-    System.err.println("durabletask-java-driver: " + SDK + "; registered " + String.join(", ", registered));
 
     CountDownLatch stop = new CountDownLatch(1);
     for (String sig : new String[] {"TERM", "INT"}) {
       sun.misc.Signal.handle(new sun.misc.Signal(sig), s -> stop.countDown());
     }
-
-    FACTORY_LOG.setLevel(java.util.logging.Level.OFF); // the warm-up's lookup of "warmup" warns, then finds "*"
-    WarmUp.run();
-    FACTORY_LOG.setLevel(java.util.logging.Level.WARNING);
-    DurableTaskGrpcWorker worker = builder.build();
-    worker.start();
-    boolean up = false;
-    long deadline = System.nanoTime() + (long) (readyTimeout * 1e9);
-    try {
-      while (!up && stop.getCount() > 0 && System.nanoTime() < deadline) {
-        up = tap.awaitConnected(channel, 0.1);
-      }
-    } catch (InterruptedException e) {
-      up = false;
-    }
+    WarmUp.quietly();
+    Session session = Session.open(host, port, bundle, ledger, System.getenv("DAPR_API_TOKEN"));
+    boolean up = session.awaitConnected(readyTimeout, stop);
     if (!up && stop.getCount() == 0) { // stopped before the stream opened
-      shutdown(worker, pool, channel);
+      session.close();
       System.err.println("durabletask-java-driver: stopped before connecting");
       return 0;
     }
     if (!up) {
-      shutdown(worker, pool, channel);
+      session.close();
       throw new Exit(EXIT_CONNECT, "cannot connect to the sidecar at " + sidecar + ": no work-item stream within "
           + readyTimeout + "s");
     }
@@ -200,19 +160,24 @@ public final class Driver {
     } catch (InterruptedException ignored) {
       // stop
     }
-    shutdown(worker, pool, channel);
+    session.close();
     System.err.println("durabletask-java-driver: stopped");
     return 0;
   }
 
-  private static void shutdown(DurableTaskGrpcWorker worker, ExecutorService pool, ManagedChannel channel) {
-    worker.close();
-    pool.shutdownNow();
-    channel.shutdownNow();
-    try {
-      channel.awaitTermination(2, TimeUnit.SECONDS);
-    } catch (InterruptedException ignored) {
-      // best effort
+  /** A sidecar's HOST:PORT ("[::1]:4001" for IPv6). */
+  record Address(String host, int port) {
+    static Address parse(String sidecar) throws Exit {
+      int colon = sidecar.lastIndexOf(':');
+      String host = colon > 0 ? sidecar.substring(0, colon) : "";
+      String portText = colon > 0 ? sidecar.substring(colon + 1) : "";
+      if (host.isEmpty() || !portText.matches("[0-9]{1,5}")) {
+        throw new Exit(EXIT_USAGE, "--sidecar '" + sidecar + "' is not HOST:PORT");
+      }
+      if (host.startsWith("[") && host.endsWith("]")) {
+        host = host.substring(1, host.length() - 1);
+      }
+      return new Address(host, Integer.parseInt(portText));
     }
   }
 
