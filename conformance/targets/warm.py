@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import re
+import shlex
 import socket
 import tempfile
 import threading
@@ -246,7 +247,7 @@ def warm_workers(pairs: Sequence[Any], *, jobs: int, enabled: bool = True) -> It
         pools: dict[str, Pool] = {}
         try:
             for name, target in wanted.items():
-                argv = [a.format(root=root) for a in target.serve.split()]
+                argv = [a.format(root=root) for a in shlex.split(target.serve)]  # as a `command:` is split
                 # As a fresh driver's (conformance/targets/external.py): the library root, our PYTHONPATH.
                 pools[name] = Pool(name=name, argv=argv, size=jobs, log_dir=Path(tmp) / name,
                                    env={**os.environ, "PYTHONPATH": driver_path(root)}, cwd=root)
