@@ -167,7 +167,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from conformance.reporting.logs import ScenarioLogs
     from conformance.run_options import DEFAULT_JOBS, JOBS_PER_PROCESS, prepare_run
     from conformance.runner import Plan, run_plan
-    from conformance.events import Outcome, ScenarioFinished
+    from conformance.events import ScenarioFinished
+    from conformance.verdict import NOTHING_TO_READ
     from conformance.runner.isolation import shares_engine
     from conformance.runner.processes import ChildRun, default_processes
 
@@ -229,8 +230,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if reports is not None:
         written = write_reports(events=events, out_dir=reports, catalogue=prepared.catalogue, failing=options.failing)
         print("reports: " + ", ".join(str(p) for p in written.values()))
-    unclean = sum(1 for r in results if r.outcome not in (Outcome.PASSED, Outcome.NOT_APPLICABLE))
-    if unclean:
+    if any(r.outcome not in NOTHING_TO_READ for r in results):
         print(f"work files of this run (targets' logs, stores), named in the messages above: {work_root}",
               file=sys.stderr)
     else:

@@ -288,6 +288,17 @@ def _as_given(config: pytest.Config, path: Path) -> Path:
     return path
 
 
+def _as_given_with_root(config: pytest.Config, path: Path, root: Path) -> tuple[Path, Path]:
+    """`path` as given (`_as_given`) and its scenarios root named the same way: `pytest scenarios/timers`
+    names the file relative but not the root, which a relative file must be read against."""
+    given, here = _as_given(config, path), config.invocation_params.dir
+    if given.is_absolute():
+        return path, root
+    if root.is_relative_to(here):
+        return given, root.relative_to(here)
+    return path, root  # a root above where pytest started (run inside the library): both absolute
+
+
 def _scenario_root(path: Path) -> Path | None:
     for parent in path.parents:
         if parent.name == "scenarios":
@@ -347,12 +358,8 @@ class ScenarioFile(pytest.File):
         assert root is not None
         scenario = _shared_scenario(self.config, self.path)
         try:
-            given = _as_given(self.config, self.path)
-            # The root as the file is named: relative with it (`pytest scenarios/timers` names the file, not the root).
-            here = self.config.invocation_params.dir
-            root = root.relative_to(here) if not given.is_absolute() and root.is_relative_to(here) else root
-            scenario = scenario or load_scenario(given if root.is_absolute() is given.is_absolute() else self.path,
-                                                 root=root)
+            path, root = _as_given_with_root(self.config, self.path, root)
+            scenario = scenario or load_scenario(path, root=root)
         except InputError as exc:
             raise CollectError(exc.render()) from None
         if not _selection(self.config).selects(scenario):
@@ -459,9 +466,9 @@ def _work_root(config: pytest.Config) -> Path:
 
 
 def _drop_work(config: pytest.Config, root: Path) -> None:
-    from conformance.events import Outcome
+    from conformance.verdict import NOTHING_TO_READ
 
-    if all(r.outcome in (Outcome.PASSED, Outcome.NOT_APPLICABLE) for r in config.stash.get(_EVENTS, ())):
+    if all(r.outcome in NOTHING_TO_READ for r in config.stash.get(_EVENTS, ())):
         shutil.rmtree(root, ignore_errors=True)
 
 

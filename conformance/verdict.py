@@ -53,6 +53,8 @@ class Outcome(str, enum.Enum):
 
 # What a scenario run can end with (every outcome but a matrix cell's UNCOVERED).
 SCENARIO_OUTCOMES = tuple(o for o in Outcome if o is not Outcome.UNCOVERED)
+# Outcomes that leave nothing to read: a run with only these keeps no work files (a run's scenario folders).
+NOTHING_TO_READ = frozenset({Outcome.PASSED, Outcome.NOT_APPLICABLE})
 Verdict = Outcome  # `judge` decides PASSED, FAILED, WARNING or OBSERVATION: the same enum, under its old name
 
 _STRENGTH = {Outcome.FAILED: 3, Outcome.WARNING: 2, Outcome.OBSERVATION: 1, Outcome.PASSED: 0}

@@ -101,8 +101,7 @@ def start_command_worker(spec: WorkerStart, *, name: str, command: Sequence[str]
         except BaseException as exc:
             proc.stop()  # reaped (a refusal's exit left a zombie for the run's life) or, if it hangs, ended
             if isinstance(exc, ProcessExitedError) and exc.returncode == EXIT_CANNOT_EXPRESS:
-                raise CannotExpress(f"{name} cannot express the scenario's programs: {_refusal(exc.stderr_tail)}"
-                                    ) from None
+                raise cannot_express(name, exc.stderr_tail) from None
             raise
     return ProcessWorker(proc=proc)
 
@@ -143,6 +142,11 @@ def driver_path(root: Path) -> str:
 # may name each step on a line of its own: `cannot-express: {"path", "capability", "reason"}` (JSON).
 EXIT_CANNOT_EXPRESS = 3
 REFUSAL_PREFIX = "cannot-express: "
+
+
+def cannot_express(name: str, stderr_tail: str) -> CannotExpress:
+    """The error for a driver that exited with EXIT_CANNOT_EXPRESS, naming the steps it refused."""
+    return CannotExpress(f"{name} cannot express the scenario's programs: {_refusal(stderr_tail)}")
 
 
 def _refusal(stderr: str) -> str:

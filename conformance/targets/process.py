@@ -75,7 +75,7 @@ class ManagedProcess:
     def __init__(self, *, spec: ProcessSpec) -> None:
         stopping.check()  # a stopped run starts nothing more
         self.spec = spec
-        self.stdout_path, self.stderr_path, out, err = _create_log_files(spec.log_dir, spec.name)
+        self.stdout_path, self.stderr_path, out, err = create_log_files(spec.log_dir, spec.name)
         try:
             self._popen = subprocess.Popen(
                 spec.argv,
@@ -176,10 +176,7 @@ class ManagedProcess:
         return self._reap()
 
     def stderr_tail(self, *, lines: int = _STDERR_TAIL_LINES) -> str:
-        with open(self.stderr_path, "rb") as f:
-            f.seek(max(0, f.seek(0, os.SEEK_END) - _STDERR_TAIL_BYTES))
-            data = f.read()
-        return "\n".join(data.decode(errors="replace").splitlines()[-lines:])
+        return file_tail(self.stderr_path, lines=lines)
 
     def __enter__(self) -> Self:
         return self
@@ -240,12 +237,26 @@ class ManagedProcess:
         self._stdout_lines.extend(line.decode(errors="replace").rstrip("\r") for line in complete)
 
     def _describe(self, what: str, stderr_tail: str) -> str:
-        tail = "\n".join("    " + line for line in stderr_tail.splitlines()) or "    (empty)"
-        return (f"{self.spec.name} {what}\n"
-                f"  command: {shlex.join(self.spec.argv)}\n"
-                f"  stdout:  {self.stdout_path}\n"
-                f"  stderr:  {self.stderr_path}\n"
-                f"  last stderr lines:\n{tail}")
+        return describe(f"{self.spec.name} {what}", f"command: {shlex.join(self.spec.argv)}",
+                        stdout=self.stdout_path, stderr=self.stderr_path, stderr_tail=stderr_tail)
+
+
+def describe(headline: str, *context: str, stdout: Path, stderr: Path, stderr_tail: str) -> str:
+    """A process that did not come up, for a message: what happened, then where its output is."""
+    tail = "\n".join("    " + line for line in stderr_tail.splitlines()) or "    (empty)"
+    lines = [headline, *(f"  {c}" for c in context), f"  stdout:  {stdout}", f"  stderr:  {stderr}"]
+    return "\n".join(lines) + f"\n  last stderr lines:\n{tail}"
+
+
+def file_tail(path: Path, *, lines: int = _STDERR_TAIL_LINES) -> str:
+    """The last `lines` lines of a log file (read from its last bytes only); "" when it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - _STDERR_TAIL_BYTES))
+            data = f.read()
+    except OSError:
+        return ""
+    return "\n".join(data.decode(errors="replace").splitlines()[-lines:])
 
 
 def free_port(*, host: str = "127.0.0.1") -> int:
@@ -286,7 +297,7 @@ def wait_for_grpc_ready(address: str, *, timeout: float, method: str = HELLO_MET
         time.sleep(0.05)
 
 
-def _create_log_files(log_dir: Path, name: str) -> tuple[Path, Path, BinaryIO, BinaryIO]:
+def create_log_files(log_dir: Path, name: str) -> tuple[Path, Path, BinaryIO, BinaryIO]:
     """Fresh per-start log files (name-1.*, name-2.*, ...), so a restart keeps the old logs."""
     log_dir.mkdir(parents=True, exist_ok=True)
     n = 1

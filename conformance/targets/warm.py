@@ -30,10 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from conformance.reporting.logs import adopt_files
-from conformance.targets.base import CannotExpress, WorkerStart
-from conformance.targets.external import (EXIT_CANNOT_EXPRESS, _refusal, driver_path, start_command_worker,
+from conformance.targets.base import WorkerStart
+from conformance.targets.external import (EXIT_CANNOT_EXPRESS, cannot_express, driver_path, start_command_worker,
                                           write_bundle)
-from conformance.targets.process import ManagedProcess, ProcessExitedError, ProcessSpec, _create_log_files
+from conformance.targets.process import (ManagedProcess, ProcessExitedError, ProcessSpec, create_log_files, describe,
+                                         file_tail)
 
 log = logging.getLogger(__name__)
 
@@ -290,7 +291,7 @@ def start_served_worker(spec: WorkerStart, *, name: str, command: str, ready_lin
         return start_command_worker(spec, **fresh)
     try:
         _, canonical = write_bundle(spec)
-        stdout, stderr, out, err = _create_log_files(spec.work_dir, name)
+        stdout, stderr, out, err = create_log_files(spec.work_dir, name)
     except BaseException:
         pool.give_back(served)  # nothing was asked of it
         raise
@@ -312,7 +313,7 @@ def start_served_worker(spec: WorkerStart, *, name: str, command: str, ready_lin
         if ready_line and not re.search(ready_line, line):
             WarmWorker(pool=pool, served=served).stop()
             raise ProcessExitedError(f"{name} (warm, pid {served.pid}) answered {line!r}, which does not match "
-                                     f"{ready_line!r}", returncode=-1, stderr_tail=_tail(stderr))
+                                     f"{ready_line!r}", returncode=-1, stderr_tail=file_tail(stderr))
         return WarmWorker(pool=pool, served=served)
     if "exit" not in answer:  # the serve process failed, not the driver's refusal: a fresh one decides
         pool.retire(served, why=str(answer.get("error")))
@@ -321,19 +322,11 @@ def start_served_worker(spec: WorkerStart, *, name: str, command: str, ready_lin
         pool.retire(served, why=str(answer["leak"]))
     else:
         pool.give_back(served)
-    code, tail = int(answer["exit"]), _tail(stderr)
+    code, tail = int(answer["exit"]), file_tail(stderr)
     if code == EXIT_CANNOT_EXPRESS:
-        raise CannotExpress(f"{name} cannot express the scenario's programs: {_refusal(tail)}")
-    indented = "\n".join("    " + line for line in tail.splitlines()) or "    (empty)"
+        raise cannot_express(name, tail)
     raise ProcessExitedError(
-        f"{name} exited with code {code} before printing a line matching {ready_line!r}\n"
-        f"  (a session of the warm driver pid {served.pid}, {time.monotonic() - began:.1f}s)\n"
-        f"  stdout:  {stdout}\n  stderr:  {stderr}\n  last stderr lines:\n{indented}",
+        describe(f"{name} exited with code {code} before printing a line matching {ready_line!r}",
+                 f"(a session of the warm driver pid {served.pid}, {time.monotonic() - began:.1f}s)",
+                 stdout=stdout, stderr=stderr, stderr_tail=tail),
         returncode=code, stderr_tail=tail)
-
-
-def _tail(path: Path, *, lines: int = 20) -> str:
-    try:
-        return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
